@@ -1,0 +1,32 @@
+# Two commands do all set-up on a fresh machine (Python 3.11 + pip):
+#   make demo   -> venv, install, profile the embedded demo corpus
+#   make test   -> venv, install with test extras, run the suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+
+.PHONY: demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/gpu-profiler demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python bench/bench_core.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

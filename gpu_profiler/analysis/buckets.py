@@ -1,0 +1,127 @@
+"""The seed-compatible bucket table (DESIGN.md), computed exactly from the histogram."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.params import BucketParams
+
+#: A bucket producing more than this share of batches makes a banded loss curve likely.
+DOMINANT_BATCH_PCT = 40.0
+
+
+@dataclass(frozen=True)
+class BucketRow:
+    """One bucket ``[lo, hi)`` of clipped lengths."""
+
+    index: int
+    lo: int
+    hi: int
+    samples: int
+    sample_pct: float
+    tokens: int
+    avg_len: float
+    max_len: int
+    est_batch_size: int
+    est_batches: float
+    batch_pct: float
+    over_budget: bool
+
+
+@dataclass(frozen=True)
+class BucketTable:
+    """Every bucket plus corpus-level counts; see DESIGN.md for the exact formulas."""
+
+    params: BucketParams
+    total_samples: int
+    null_samples: int
+    invalid_samples: int
+    unbucketed_samples: int
+    truncated_samples: int
+    truncated_tokens: int
+    total_tokens: int
+    min_len: int | None
+    max_len: int | None
+    buckets: tuple[BucketRow, ...]
+    total_est_batches: float
+    steps_per_epoch: float
+    warnings: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k not in ("params", "buckets")}
+        d["params"] = self.params.to_dict()
+        d["buckets"] = [asdict(b) for b in self.buckets]
+        d["warnings"] = list(self.warnings)
+        return d
+
+
+def clipped_counts(hist: LengthHistogram, max_seq_len: int) -> np.ndarray:
+    """Counts of ``c = min(length, max_seq_len)`` for ``c = 0..max_seq_len``."""
+    h = hist.with_cap(max_seq_len)
+    counts = h.counts.copy()
+    counts[max_seq_len] += h.above_count
+    return counts
+
+
+def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> BucketTable:
+    """Build the bucket table of ``hist`` under ``params`` (no data is read)."""
+    p = params or BucketParams()
+    h = hist.with_cap(p.max_seq_len)
+    counts = clipped_counts(h, p.max_seq_len)
+    lengths = np.arange(counts.size, dtype=np.int64)
+    total = int(counts.sum())
+    rows = []
+    for b in range(len(p.bounds) - 1):
+        lo, hi = p.bounds[b], p.bounds[b + 1]
+        seg = counts[min(lo, counts.size):min(hi, counts.size)]
+        samples = int(seg.sum())
+        tokens = int(seg @ lengths[min(lo, counts.size):min(hi, counts.size)])
+        nz = np.flatnonzero(seg)
+        max_len = lo + int(nz[-1]) if nz.size else 0
+        size = min(p.token_budget // max_len, p.max_batch_size) if max_len else p.max_batch_size
+        rows.append(dict(index=b, lo=lo, hi=hi, samples=samples,
+                         sample_pct=samples / total * 100 if total else 0.0, tokens=tokens,
+                         avg_len=tokens / samples if samples else 0.0, max_len=max_len,
+                         est_batch_size=size, est_batches=samples / max(size, 1),
+                         over_budget=size == 0))
+    total_batches = float(sum(r["est_batches"] for r in rows))
+    buckets = tuple(BucketRow(**r, batch_pct=r["est_batches"] / total_batches * 100
+                              if total_batches else 0.0) for r in rows)
+    unbucketed = total - sum(r.samples for r in buckets)
+    return BucketTable(
+        params=p, total_samples=total, null_samples=h.null_count,
+        invalid_samples=h.invalid_count, unbucketed_samples=unbucketed,
+        truncated_samples=h.above_count,
+        truncated_tokens=h.above_tokens - h.above_count * p.max_seq_len,
+        total_tokens=h.tokens, min_len=h.min, max_len=h.max, buckets=buckets,
+        total_est_batches=total_batches,
+        steps_per_epoch=total_batches / (p.grad_accum * p.world_size),
+        warnings=tuple(_warnings(p, buckets, unbucketed, h)))
+
+
+def _warnings(p: BucketParams, buckets: tuple[BucketRow, ...], unbucketed: int,
+              h: LengthHistogram) -> list[str]:
+    out = []
+    for b in buckets:
+        if b.batch_pct > DOMINANT_BATCH_PCT:
+            out.append(
+                f"bucket {b.index} [{b.lo}, {b.hi}) produces {b.batch_pct:.1f}% of the batches "
+                f"(> {DOMINANT_BATCH_PCT:.0f}%): same-bucket batches will run back to back and "
+                "the loss curve will band; split the bucket (gpu-profiler suggest) or "
+                "interleave buckets (gpu-profiler schedule --order stride)")
+        if b.over_budget:
+            out.append(
+                f"bucket {b.index} [{b.lo}, {b.hi}): its longest sample ({b.max_len} tokens) "
+                f"exceeds the token budget ({p.token_budget}), so no batch fits; raise "
+                "--token-budget or lower --max-seq-len")
+    if unbucketed:
+        out.append(f"{unbucketed} samples fall outside every bucket "
+                   f"[{p.bounds[0]}, {p.bounds[-1]}) after clipping to {p.max_seq_len}")
+    if h.null_count or h.invalid_count:
+        out.append(f"{h.null_count} null and {h.invalid_count} negative lengths were "
+                   "counted and left out of every bucket")
+    return out

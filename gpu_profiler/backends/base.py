@@ -1,0 +1,42 @@
+"""The backend interface: chunks in, one exact `LengthHistogram` out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram, merge
+
+#: Largest cap sized automatically from the data (2**27 bins = 1 GiB of int64 counts).
+MAX_AUTO_CAP = 1 << 27
+
+
+class Backend(ABC):
+    """A histogram engine. Subclasses implement :meth:`histogram_chunk` (and may override
+    :meth:`histogram` to pipeline many chunks, as the cuda backend does)."""
+
+    name: str = ""
+
+    @abstractmethod
+    def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
+        """Exact histogram of one chunk with bins ``0..cap``."""
+
+    @abstractmethod
+    def max_length(self, chunk: Chunk) -> int:
+        """Largest valid (non-null) length in the chunk, -1 when none; sizes ``cap=None``."""
+
+    def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
+        """Histogram of every chunk. ``cap=None`` bins up to the largest length seen."""
+        hists = [self.histogram_chunk(c, cap if cap is not None else self._auto_cap(c))
+                 for c in chunks]
+        return merge(hists) if hists else LengthHistogram.empty(cap or 0)
+
+    def _auto_cap(self, chunk: Chunk) -> int:
+        m = max(self.max_length(chunk), 0)
+        if m > MAX_AUTO_CAP:
+            raise ProfilerError(
+                f"a length of {m} was found; give an explicit cap (e.g. --max-seq-len) to "
+                f"histogram lengths above {MAX_AUTO_CAP}")
+        return m

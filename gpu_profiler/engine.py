@@ -1,0 +1,75 @@
+"""The scan loop: source -> readers -> chunks -> backend -> one histogram per split."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_profiler.backends import get_backend
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram, merge
+from gpu_profiler.progress import ScanProgress
+from gpu_profiler.readers import LengthSpec, Part, open_source, resolve_spec
+from gpu_profiler.readers.arrow import coalesce
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What one scan produced."""
+
+    histograms: dict[str, LengthHistogram]
+    spec: LengthSpec
+    backend: str
+    seconds: float
+
+    @property
+    def total(self) -> LengthHistogram:
+        """All splits together."""
+        return merge(self.histograms.values())
+
+
+def scan(source: Any, *, column: str | None = None, offsets_of: str | None = None,
+         format: str | None = None, split: str | None = None, backend: str = "auto",
+         cap: int | None = None, progress: bool = False,
+         backend_options: dict[str, Any] | None = None) -> Scan:
+    """Histogram every split of ``source``. See :func:`gpu_profiler.histogram` for arguments."""
+    t0 = time.perf_counter()
+    if cap is not None and (isinstance(cap, bool) or cap < 0):
+        raise ProfilerError(f"cap must be a non-negative integer, got {cap!r}")
+    engine = get_backend(backend, **(backend_options or {}))
+    splits = open_source(source, format, split)
+    parts = [p for ps in splits.values() for p in ps]
+    if not parts:
+        raise ProfilerError(f"{source}: no data")
+    first = parts[0].schema()
+    spec = resolve_spec(first, column, offsets_of, parts[0].label)
+    hists = {}
+    with ScanProgress(len(parts), progress) as bar:
+        for name, ps in splits.items():
+            chunks = coalesce(_chunks(ps, spec, first, bar))
+            hists[name] = engine.histogram(chunks, cap)
+    return Scan(hists, spec, engine.name, time.perf_counter() - t0)
+
+
+def _chunks(parts: list[Part], spec: LengthSpec, schema: Any,
+            bar: ScanProgress) -> Iterator[Chunk]:
+    """Every chunk of every part, checking each part's schema against the first one."""
+    for i, part in enumerate(parts):
+        if i and not part.schema().equals(schema, check_metadata=False):
+            raise ProfilerError(f"{part.label}: schema differs from {parts[0].label}: "
+                                f"{_schema_diff(part.schema(), schema)}")
+        for chunk in part.chunks(spec):
+            bar.update(samples=chunk.samples)
+            yield chunk
+        bar.update(nbytes=part.nbytes, parts=1)
+
+
+def _schema_diff(a: Any, b: Any) -> str:
+    fa = {f.name: str(f.type) for f in a}
+    fb = {f.name: str(f.type) for f in b}
+    diffs = [f"{n}: {fa.get(n, 'missing')} vs {fb.get(n, 'missing')}"
+             for n in dict.fromkeys([*fb, *fa]) if fa.get(n) != fb.get(n)]
+    return "; ".join(diffs) or "field order or nullability"

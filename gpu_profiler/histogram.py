@@ -1,0 +1,208 @@
+"""The exact length histogram: the one sufficient statistic every report is derived from."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpu_profiler.errors import ProfilerError
+
+@dataclass(frozen=True, eq=False)
+class LengthHistogram:
+    """Exact histogram of sample lengths.
+
+    Attributes:
+        counts: int64 counts for every length ``0..cap`` (``len(counts) == cap + 1``).
+        above_count: number of valid lengths ``> cap``.
+        above_tokens: sum of those lengths (int64, wraps only beyond 9.2e18 tokens).
+        above_min: the smallest of them (``-1`` when none).
+        above_max: the largest of them (``-1`` when none).
+        null_count: null entries (missing lengths).
+        invalid_count: negative lengths (the column read as int64; uint64 values of 2**63
+            and more are therefore invalid too).
+    """
+
+    counts: np.ndarray
+    above_count: int = 0
+    above_tokens: int = 0
+    above_min: int = -1
+    above_max: int = -1
+    null_count: int = 0
+    invalid_count: int = 0
+
+    def __post_init__(self) -> None:
+        counts = np.ascontiguousarray(self.counts, dtype=np.int64)
+        if counts.ndim != 1 or counts.size == 0:
+            raise ValueError("counts must be a non-empty 1-D array")
+        counts.setflags(write=False)
+        object.__setattr__(self, "counts", counts)
+        for name in ("above_count", "above_tokens", "above_min", "above_max", "null_count",
+                     "invalid_count"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def empty(cls, cap: int) -> LengthHistogram:
+        """An all-zero histogram with bins ``0..cap``."""
+        return cls(np.zeros(cap + 1, dtype=np.int64))
+
+    # ---------------------------------------------------------------- derived numbers
+    @property
+    def cap(self) -> int:
+        """Largest length with its own bin."""
+        return self.counts.size - 1
+
+    @property
+    def valid(self) -> int:
+        """Number of valid (non-null, non-negative) samples."""
+        return int(self.counts.sum()) + self.above_count
+
+    @property
+    def total(self) -> int:
+        """Every entry scanned: valid + null + invalid."""
+        return self.valid + self.null_count + self.invalid_count
+
+    @property
+    def tokens(self) -> int:
+        """Sum of all valid lengths."""
+        return int(self.counts @ np.arange(self.counts.size, dtype=np.int64)) + self.above_tokens
+
+    @property
+    def min(self) -> int | None:
+        """Smallest valid length, or None when there is none."""
+        nz = np.flatnonzero(self.counts)
+        if nz.size:
+            return int(nz[0])
+        return self.above_min if self.above_count else None
+
+    @property
+    def max(self) -> int | None:
+        """Largest valid length, or None when there is none."""
+        if self.above_count:
+            return self.above_max
+        nz = np.flatnonzero(self.counts)
+        return int(nz[-1]) if nz.size else None
+
+    # ---------------------------------------------------------------- algebra
+    def __add__(self, other: LengthHistogram) -> LengthHistogram:
+        return merge([self, other])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LengthHistogram):
+            return NotImplemented
+        return self.cap == other.cap and bool(np.array_equal(self.counts, other.counts)) and (
+            self._scalars() == other._scalars()
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _scalars(self) -> tuple[int, ...]:
+        return (self.above_count, self.above_tokens, self.above_min, self.above_max,
+                self.null_count, self.invalid_count)
+
+    def with_cap(self, cap: int) -> LengthHistogram:
+        """Re-bin to a different cap without rescanning.
+
+        Lowering the cap folds bins above it into the above-cap statistics. Raising it is
+        exact only when nothing lies above the current cap.
+        """
+        if cap == self.cap:
+            return self
+        if cap > self.cap:
+            if self.above_count:
+                raise ProfilerError(
+                    f"cannot raise the histogram cap from {self.cap} to {cap}: "
+                    f"{self.above_count} lengths above {self.cap} were not binned; rescan with "
+                    f"a larger cap")
+            counts = np.zeros(cap + 1, dtype=np.int64)
+            counts[: self.counts.size] = self.counts
+            return LengthHistogram(counts, null_count=self.null_count,
+                                   invalid_count=self.invalid_count)
+        tail = LengthHistogram.from_counts_slice(self.counts, cap + 1)
+        return merge([LengthHistogram(self.counts[: cap + 1], self.above_count,
+                                      self.above_tokens, self.above_min, self.above_max,
+                                      self.null_count, self.invalid_count), tail])
+
+    @staticmethod
+    def from_counts_slice(counts: np.ndarray, start: int) -> LengthHistogram:
+        """The bins ``counts[start:]`` expressed as above-cap statistics of cap ``start-1``."""
+        tail = counts[start:]
+        nz = np.flatnonzero(tail)
+        if not nz.size:
+            return LengthHistogram.empty(start - 1)
+        lengths = np.arange(start, counts.size, dtype=np.int64)
+        return LengthHistogram(np.zeros(start, dtype=np.int64), int(tail.sum()),
+                               int(tail @ lengths), start + int(nz[0]), start + int(nz[-1]))
+
+    # ---------------------------------------------------------------- persistence
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; counts are stored sparsely as ``[[length, count], ...]``."""
+        nz = np.flatnonzero(self.counts)
+        return {
+            "cap": self.cap,
+            "counts": [[int(i), int(self.counts[i])] for i in nz],
+            "above_count": self.above_count,
+            "above_tokens": self.above_tokens,
+            "above_min": self.above_min,
+            "above_max": self.above_max,
+            "null_count": self.null_count,
+            "invalid_count": self.invalid_count,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LengthHistogram:
+        """Inverse of :meth:`to_dict`."""
+        counts = np.zeros(int(d["cap"]) + 1, dtype=np.int64)
+        for i, c in d["counts"]:
+            counts[int(i)] = int(c)
+        return cls(counts, d["above_count"], d["above_tokens"], d["above_min"], d["above_max"],
+                   d["null_count"], d["invalid_count"])
+
+    def save(self, path: str | Path) -> None:
+        """Write the histogram as JSON (atomically)."""
+        from gpu_profiler.render.output import write_atomic
+
+        write_atomic(path, json.dumps(self.to_dict()) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> LengthHistogram:
+        """Read a histogram written by :meth:`save`."""
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ProfilerError(f"{path}: not a gpu-profiler histogram ({exc})") from None
+
+
+def merge(hists: Iterable[LengthHistogram]) -> LengthHistogram:
+    """Sum histograms (of shards, chunks, devices). Caps may differ when the smaller-cap
+    histograms have nothing above their cap (then they are padded)."""
+    hists = list(hists)
+    if not hists:
+        raise ValueError("merge() needs at least one histogram")
+    cap = max(h.cap for h in hists)
+    counts = np.zeros(cap + 1, dtype=np.int64)
+    above_count = above_tokens = nulls = invalid = 0
+    above_min = above_max = -1
+    for h in hists:
+        if h.cap != cap:
+            h = h.with_cap(cap)
+        counts += h.counts
+        if h.above_count:
+            above_min = h.above_min if not above_count else min(above_min, h.above_min)
+            above_max = max(above_max, h.above_max)
+            above_count += h.above_count
+            above_tokens += h.above_tokens
+        nulls += h.null_count
+        invalid += h.invalid_count
+    return LengthHistogram(counts, above_count, _wrap64(above_tokens), above_min, above_max,
+                           nulls, invalid)
+
+
+def _wrap64(x: int) -> int:
+    """Wrap a Python int to int64 like the kernels' accumulators do."""
+    return (x + 2**63) % 2**64 - 2**63

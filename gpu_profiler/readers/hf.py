@@ -1,0 +1,55 @@
+"""Hugging Face ``save_to_disk`` directories: a Dataset (``state.json`` + ``data-*.arrow``
+IPC stream shards) or a DatasetDict (``dataset_dict.json`` + one Dataset dir per split)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpu_profiler.errors import ProfilerError
+
+
+def is_dataset_dir(path: Path) -> bool:
+    """True for a ``Dataset.save_to_disk`` directory."""
+    return (path / "state.json").is_file()
+
+
+def is_dataset_dict_dir(path: Path) -> bool:
+    """True for a ``DatasetDict.save_to_disk`` directory."""
+    return (path / "dataset_dict.json").is_file()
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ProfilerError(f"{path}: unreadable Hugging Face metadata ({exc})") from None
+    if not isinstance(data, dict):
+        raise ProfilerError(f"{path}: unexpected Hugging Face metadata (not a JSON object)")
+    return data
+
+
+def dataset_shards(path: Path) -> list[Path]:
+    """The IPC stream shards of a Dataset dir, in ``state.json`` order."""
+    state = _read_json(path / "state.json")
+    files = state.get("_data_files")
+    if not isinstance(files, list) or not all(isinstance(f, dict) and "filename" in f
+                                              for f in files):
+        raise ProfilerError(f"{path / 'state.json'}: no valid '_data_files' list")
+    shards = [path / f["filename"] for f in files]
+    for shard in shards:
+        if not shard.is_file():
+            raise ProfilerError(f"{shard}: shard listed in state.json is missing")
+    return shards
+
+
+def dict_splits(path: Path) -> dict[str, Path]:
+    """Split name -> Dataset dir of a DatasetDict dir."""
+    splits = _read_json(path / "dataset_dict.json").get("splits")
+    if not isinstance(splits, list) or not splits:
+        raise ProfilerError(f"{path / 'dataset_dict.json'}: no 'splits' list")
+    out = {str(s): path / str(s) for s in splits}
+    for name, d in out.items():
+        if not is_dataset_dir(d):
+            raise ProfilerError(f"{d}: split {name!r} has no state.json")
+    return out

@@ -1,0 +1,86 @@
+"""In-memory sources: numpy arrays, pyarrow arrays and tables, ``datasets`` objects."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
+
+
+@dataclass(frozen=True)
+class TablePart:
+    """A pyarrow Table (or a bare array wrapped as a one-column table); ``indices``, when
+    given, selects rows (a ``datasets`` view after select/shuffle)."""
+
+    table: pa.Table
+    label: str = "<table>"
+    indices: pa.ChunkedArray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.table.nbytes)
+
+    def schema(self) -> pa.Schema:
+        return self.table.schema
+
+    def chunks(self, spec: LengthSpec) -> Iterator[Chunk]:
+        column = self.table.column(spec.name)
+        if self.indices is not None:
+            column = column.take(self.indices)
+        return arrays_to_chunks(column.chunks, spec)
+
+
+@dataclass(frozen=True)
+class NumpyPart:
+    """A 1-D numpy integer array of lengths (no nulls)."""
+
+    array: np.ndarray
+    label: str = "<numpy array>"
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.array.nbytes)
+
+    def schema(self) -> pa.Schema:
+        return pa.schema([("length", pa.from_numpy_dtype(self.array.dtype))])
+
+    def chunks(self, spec: LengthSpec) -> Iterator[Chunk]:
+        for lo in range(0, self.array.size, CHUNK_ROWS * 4):
+            yield Chunk(self.array[lo:lo + CHUNK_ROWS * 4])
+
+
+def splits(source: Any) -> dict[str, list[Any]]:
+    """``{split: [part]}`` for an in-memory source."""
+    if isinstance(source, np.ndarray):
+        if source.ndim != 1:
+            raise ProfilerError(f"lengths must be a 1-D array, got shape {source.shape}")
+        if source.dtype.kind not in "iu":
+            raise ProfilerError(f"lengths must be integers, got a {source.dtype} array")
+        return {"": [NumpyPart(np.ascontiguousarray(source))]}
+    if isinstance(source, (pa.Array, pa.ChunkedArray)):
+        return {"": [TablePart(pa.table({"length": source}))]}
+    if isinstance(source, pa.RecordBatch):
+        return {"": [TablePart(pa.Table.from_batches([source]))]}
+    if isinstance(source, pa.Table):
+        return {"": [TablePart(source)]}
+    kind = type(source).__name__
+    if kind == "DatasetDict":
+        return {name: [_dataset_part(ds, name)] for name, ds in source.items()}
+    if kind in ("Dataset", "IterableDataset") and hasattr(source, "data"):
+        return {"": [_dataset_part(source, "")]}
+    raise ProfilerError(f"unsupported source type {type(source).__module__}.{kind}; give a "
+                        "path, numpy array, pyarrow Array/Table or datasets.Dataset")
+
+
+def _dataset_part(ds: Any, name: str) -> TablePart:
+    """A ``datasets.Dataset``'s Arrow table, honouring a select/shuffle indices mapping."""
+    indices = getattr(ds, "_indices", None)
+    return TablePart(ds.data.table, f"<Dataset{' ' + name if name else ''}>",
+                     None if indices is None else indices.column(0))

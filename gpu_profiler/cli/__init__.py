@@ -1,0 +1,46 @@
+"""Command-line entry point: runs the typer app and turns user errors into one line + exit 2."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``gpu-profiler`` console script."""
+    import click
+    import typer
+
+    from gpu_profiler.cli.app import app
+    from gpu_profiler.errors import ProfilerError
+
+    command = typer.main.get_command(app)
+    try:
+        rc = command.main(args=argv, prog_name="gpu-profiler", standalone_mode=False)
+    except ProfilerError as exc:
+        _fail(str(exc), 2)
+    except click.exceptions.Abort:
+        _fail("interrupted", 130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(1)
+    except Exception as exc:  # a bug, not bad input: still no wall of text unless asked
+        if os.environ.get("GPU_PROFILER_DEBUG"):
+            raise
+        if type(exc).__module__.startswith("pyarrow") or isinstance(exc, OSError):
+            _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 2)
+        _fail(f"internal error: {type(exc).__name__}: {exc} (set GPU_PROFILER_DEBUG=1 for "
+              "the traceback, and please report it)", 1)
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    print(f"gpu-profiler: error: {message}", file=sys.stderr)
+    sys.exit(code)

@@ -1,0 +1,127 @@
+"""The typer application: thin commands that parse options, call the API, render."""
+
+from __future__ import annotations
+
+import io
+from typing import Annotated, Any, Optional
+
+import typer
+
+from gpu_profiler.cli import options as o
+
+app = typer.Typer(
+    name="gpu-profiler", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    help="Exact length histograms of LLM training corpora, and the bucket / batch / padding "
+         "statistics they decide.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from gpu_profiler import __version__
+
+        typer.echo(f"gpu-profiler {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    """gpu-profiler: profile the length distribution of a training corpus."""
+
+
+def emit(text: str, output: str | None) -> None:
+    """Print ``text`` or write it atomically to ``output``."""
+    if output:
+        from gpu_profiler.render.output import write_atomic
+
+        write_atomic(output, text)
+    else:
+        typer.echo(text, nl=False)
+
+
+def render(result: Any, fmt: o.OutputFormat, output: str | None) -> None:
+    """Render a ProfileResult in the chosen format."""
+    from gpu_profiler.render import formats
+
+    if fmt is o.OutputFormat.table:
+        from rich.console import Console
+
+        from gpu_profiler.render.table import print_profile
+
+        if output:
+            console = Console(record=True, width=140, file=io.StringIO())
+            print_profile(result, console)
+            emit(console.export_text(), output)
+        else:
+            print_profile(result, Console())
+        return
+    text = {o.OutputFormat.json: formats.to_json, o.OutputFormat.csv: formats.to_csv,
+            o.OutputFormat.markdown: formats.to_markdown}[fmt](result)
+    emit(text, output)
+
+
+@app.command()
+def profile(
+    path: o.Path_,
+    column: o.Column = None,
+    offsets_of: o.OffsetsOf = None,
+    format: o.Format = None,
+    split: o.Split = None,
+    backend: o.Backend = "auto",
+    quiet: o.Quiet = False,
+    bounds: o.Bounds = o.DEFAULT_BOUNDS_TEXT,
+    max_seq_len: o.MaxSeqLen = 8192,
+    token_budget: o.TokenBudget = 49152,
+    max_batch_size: o.MaxBatchSize = 64,
+    grad_accum: o.GradAccum = 4,
+    world_size: o.WorldSize = 1,
+    output_format: o.OutFormat = o.OutputFormat.table,
+    output: o.Output = None,
+    save_hist: Annotated[Optional[str], typer.Option(
+        "--save-hist", help="Also save the exact histogram (JSON) for later re-analysis.",
+        show_default=False)] = None,
+) -> None:
+    """Scan PATH once and print the per-bucket batch table."""
+    from gpu_profiler.api import profile as run_profile
+    from gpu_profiler.render.output import check_writable
+
+    for target in (output, save_hist):
+        if target:
+            check_writable(target)
+    result = run_profile(path, bounds=bounds, max_seq_len=max_seq_len, token_budget=token_budget,
+                         max_batch_size=max_batch_size, grad_accum=grad_accum,
+                         world_size=world_size, column=column, offsets_of=offsets_of,
+                         format=format, split=split, backend=backend, progress=not quiet)
+    if save_hist:
+        result.histogram.save(save_hist)
+    render(result, output_format, output)
+
+
+@app.command()
+def demo(
+    backend: o.Backend = "auto",
+    output_format: o.OutFormat = o.OutputFormat.table,
+    directory: Annotated[Optional[str], typer.Option(
+        "--dir", help="Where to build the demo corpus [default: the user cache].",
+        show_default=False)] = None,
+) -> None:
+    """Build the embedded demo corpus (a real HF save_to_disk dir) and profile it."""
+    from gpu_profiler.api import profile as run_profile
+    from gpu_profiler.demo import build_demo
+
+    path = build_demo(directory)
+    if output_format is o.OutputFormat.table:
+        typer.echo(f"demo corpus: {path}", err=True)
+    render(run_profile(path, backend=backend), output_format, None)
+
+
+@app.command()
+def backends() -> None:
+    """Say which histogram backends work here, and why the others do not."""
+    from gpu_profiler.backends import available_backends, get_backend
+
+    auto = get_backend("auto").name
+    for name, reason in available_backends().items():
+        state = "available" if reason is None else f"unavailable: {reason}"
+        typer.echo(f"{name:6} {state}{'  (auto)' if name == auto else ''}")

@@ -1,0 +1,62 @@
+"""Option definitions shared by every command that scans a source (typer ``Annotated``)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from gpu_profiler.params import DEFAULT_BOUNDS
+
+_SRC = "Source"
+_BKT = "Buckets and batching"
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    markdown = "markdown"
+
+
+Path_ = Annotated[str, typer.Argument(
+    help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC file, a directory "
+         "or glob of shards.", show_default=False)]
+Column = Annotated[Optional[str], typer.Option(
+    "--column", "-c", help="Integer length column [default: 'length', else the only integer "
+    "column].", rich_help_panel=_SRC, show_default=False)]
+OffsetsOf = Annotated[Optional[str], typer.Option(
+    "--offsets-of", help="Derive lengths from this list column's offsets (e.g. input_ids) "
+    "without reading its values.", rich_help_panel=_SRC, show_default=False)]
+Format = Annotated[Optional[str], typer.Option(
+    "--format", help="Force the input format: hf, parquet, ipc (file), ipc-stream.",
+    rich_help_panel=_SRC, show_default=False)]
+Split = Annotated[Optional[str], typer.Option(
+    "--split", help="Only this split of a DatasetDict [default: every split, and the total].",
+    rich_help_panel=_SRC, show_default=False)]
+Backend = Annotated[str, typer.Option(
+    "--backend", "-b", help="auto | numpy | numba | cuda.", rich_help_panel=_SRC)]
+Quiet = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="No progress bar.", rich_help_panel=_SRC)]
+
+Bounds = Annotated[str, typer.Option(
+    "--bounds", help="Strictly increasing bucket edges.", rich_help_panel=_BKT)]
+MaxSeqLen = Annotated[int, typer.Option(
+    "--max-seq-len", help="Lengths are clipped to this.", rich_help_panel=_BKT)]
+TokenBudget = Annotated[int, typer.Option(
+    "--token-budget", help="Tokens per batch (rows x longest).", rich_help_panel=_BKT)]
+MaxBatchSize = Annotated[int, typer.Option(
+    "--max-batch-size", help="Rows per batch at most.", rich_help_panel=_BKT)]
+GradAccum = Annotated[int, typer.Option(
+    "--grad-accum", help="Micro-batches per optimizer step.", rich_help_panel=_BKT)]
+WorldSize = Annotated[int, typer.Option(
+    "--world-size", help="Data-parallel ranks.", rich_help_panel=_BKT)]
+
+OutFormat = Annotated[OutputFormat, typer.Option(
+    "--output-format", "-f", help="How to print the result.", case_sensitive=False)]
+Output = Annotated[Optional[str], typer.Option(
+    "--output", "-o", help="Write to this file (atomically) instead of stdout.",
+    show_default=False)]
+
+DEFAULT_BOUNDS_TEXT = ",".join(map(str, DEFAULT_BOUNDS))

@@ -1,0 +1,1 @@
+"""Renderers: a result in, text out (rich table, JSON, CSV, Markdown)."""

@@ -1,0 +1,55 @@
+"""The terminal rendering: a rich table per split, summary and warnings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable
+from gpu_profiler.render.formats import summary_line
+
+
+def print_profile(result: Any, console: Any) -> None:
+    """Print ``result`` (a ProfileResult) on a rich console."""
+    for name, table in [*result.splits.items(), ("all splits", result.table)]:
+        if name == "all splits" and not result.splits:
+            name = ""
+        console.print(bucket_table_view(table, _title(result, name)))
+        console.print(summary_line(table), highlight=False)
+        for w in table.warnings:
+            console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
+        console.print()
+
+
+def _title(result: Any, split: str) -> str:
+    where = f"{result.source}" + (f" [{split}]" if split else "")
+    return f"{where} — {result.length_source}, backend {result.backend}"
+
+
+def bucket_table_view(t: BucketTable, title: str) -> Any:
+    """A rich Table of the buckets."""
+    from rich import box
+    from rich.table import Table
+
+    view = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD,
+                 padding=(0, 1), collapse_padding=True, pad_edge=False, caption="%: share of samples; bsz: est. batch size; batches: "
+                 "samples / bsz", caption_justify="left")
+    for col in ("bucket", "samples", "%", "tokens", "avg", "max", "bsz", "batches",
+                "% batches"):
+        view.add_column(col, justify="left" if col == "bucket" else "right", no_wrap=True)
+    for b in t.buckets:
+        size = f"[red]{b.est_batch_size}[/]" if b.over_budget else str(b.est_batch_size)
+        share = f"{b.batch_pct:.1f}"
+        if b.batch_pct > DOMINANT_BATCH_PCT:
+            share = f"[bold yellow]{share}[/]"
+        view.add_row(f"{b.index} [{b.lo},{b.hi})", f"{b.samples:,}", f"{b.sample_pct:.1f}",
+                     _si(b.tokens), f"{b.avg_len:,.0f}", f"{b.max_len:,}", size,
+                     f"{b.est_batches:,.1f}", share)
+    return view
+
+
+def _si(n: int) -> str:
+    """Compact count: 27.4M, 1.2G (JSON keeps the exact number)."""
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return str(n)

@@ -1,0 +1,80 @@
+"""Shared fixtures: real corpora written with `datasets` and pyarrow, and an independent
+pure-Python implementation of the DESIGN.md bucket table to check against."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+def reference_table(lengths, bounds, max_seq_len=8192, token_budget=49152, max_batch_size=64,
+                    grad_accum=4, world_size=1):
+    """The DESIGN.md table computed the slow, obvious way from a list of lengths
+    (None = null), as the reference script does: one Python loop per bucket."""
+    valid = [int(x) for x in lengths if x is not None and x >= 0]
+    clipped = [min(x, max_seq_len) for x in valid]
+    total = len(clipped)
+    rows = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        members = [c for c in clipped if lo <= c < hi]
+        samples = len(members)
+        tokens = sum(members)
+        max_len = max(members) if members else 0
+        size = min(token_budget // max_len, max_batch_size) if max_len else max_batch_size
+        rows.append({"lo": lo, "hi": hi, "samples": samples, "tokens": tokens,
+                     "max_len": max_len, "avg_len": tokens / samples if samples else 0.0,
+                     "sample_pct": samples / total * 100 if total else 0.0,
+                     "est_batch_size": size, "est_batches": samples / max(size, 1)})
+    batches = sum(r["est_batches"] for r in rows)
+    for r in rows:
+        r["batch_pct"] = r["est_batches"] / batches * 100 if batches else 0.0
+    return {
+        "buckets": rows, "total_samples": total, "total_est_batches": batches,
+        "steps_per_epoch": batches / (grad_accum * world_size),
+        "null_samples": sum(1 for x in lengths if x is None),
+        "invalid_samples": sum(1 for x in lengths if x is not None and x < 0),
+        "unbucketed_samples": total - sum(r["samples"] for r in rows),
+        "truncated_samples": sum(1 for x in valid if x > max_seq_len),
+        "truncated_tokens": sum(x - max_seq_len for x in valid if x > max_seq_len),
+    }
+
+
+def assert_matches_reference(got: dict, ref: dict) -> None:
+    """Counts and maxima exactly; averages and percentages to 1e-9."""
+    for key in ("total_samples", "null_samples", "invalid_samples", "unbucketed_samples",
+                "truncated_samples", "truncated_tokens"):
+        assert got[key] == ref[key], key
+    assert got["total_est_batches"] == pytest.approx(ref["total_est_batches"], rel=1e-9, abs=1e-9)
+    assert got["steps_per_epoch"] == pytest.approx(ref["steps_per_epoch"], rel=1e-9, abs=1e-9)
+    assert len(got["buckets"]) == len(ref["buckets"])
+    for g, r in zip(got["buckets"], ref["buckets"]):
+        for key in ("lo", "hi", "samples", "tokens", "max_len", "est_batch_size"):
+            assert g[key] == r[key], (key, g, r)
+        for key in ("avg_len", "sample_pct", "est_batches", "batch_pct"):
+            assert g[key] == pytest.approx(r[key], rel=1e-9, abs=1e-9), (key, g, r)
+
+
+def sft_lengths(n: int, seed: int = 0) -> np.ndarray:
+    """Long-tailed SFT-like lengths, some above an 8k context."""
+    rng = np.random.default_rng(seed)
+    short = np.clip(rng.lognormal(np.log(400), 0.9, n), 1, None)
+    long_docs = rng.uniform(3000, 12000, n)
+    return np.where(rng.random(n) < 0.1, long_docs, short).astype(np.int64)
+
+
+def token_lists(lengths, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 50_000, int(n), dtype=np.int32).tolist() for n in lengths]
+
+
+@pytest.fixture(scope="session")
+def hf_dir(tmp_path_factory):
+    """A real `datasets` save_to_disk dir (2 shards) with `input_ids` and `length`."""
+    import datasets
+
+    lengths = sft_lengths(3000, seed=7)
+    ds = datasets.Dataset.from_dict({"input_ids": token_lists(lengths),
+                                     "length": lengths.tolist()})
+    path = tmp_path_factory.mktemp("hf") / "ds"
+    ds.save_to_disk(str(path), num_shards=2)
+    return path, lengths

@@ -1,0 +1,73 @@
+"""Every CPU backend must match the numpy reference bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from gpu_profiler import ProfilerError, available_backends, get_backend
+from gpu_profiler.chunk import Chunk
+
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+REF = get_backend("numpy")
+NUMBA = get_backend("numba")
+
+
+@st.composite
+def chunks(draw, elements=None):
+    dtype = draw(st.sampled_from(INT_DTYPES))
+    offsets = draw(st.booleans())
+    n = draw(st.integers(0, 300))
+    data = draw(hnp.arrays(dtype, n + (1 if offsets else 0), elements=elements))
+    if offsets and draw(st.booleans()):
+        data = np.sort(data)  # realistic monotone offsets; unsorted ones give negatives
+    valid = None
+    if draw(st.booleans()):
+        valid = draw(hnp.arrays(np.bool_, n))
+    return Chunk(data, valid, offsets=offsets)
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunk=chunks(), cap=st.sampled_from([0, 1, 7, 100, 255, 8192]))
+def test_numba_matches_numpy(chunk, cap):
+    assert NUMBA.histogram_chunk(chunk, cap) == REF.histogram_chunk(chunk, cap)
+    assert NUMBA.max_length(chunk) == REF.max_length(chunk)
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(chunks(elements=st.integers(0, 100)), min_size=0, max_size=5))
+def test_auto_cap_matches_across_backends(parts):
+    a = REF.histogram(iter(parts), None)
+    b = NUMBA.histogram(iter(parts), None)
+    assert a == b
+    assert a.above_count == 0  # the cap grew to cover every length
+
+
+def test_large_array_spans_many_blocks():
+    x = np.random.default_rng(3).integers(-100, 20_000, 3_000_001)
+    valid = np.random.default_rng(4).random(x.size) > 0.01
+    for c in (Chunk(x), Chunk(x, valid), Chunk(np.cumsum(x % 50), valid[:-1], offsets=True)):
+        assert NUMBA.histogram_chunk(c, 8192) == REF.histogram_chunk(c, 8192)
+
+
+def test_uint64_beyond_int64_counts_as_invalid():
+    x = np.array([5, 2**63, 2**64 - 1], dtype=np.uint64)
+    for backend in (REF, NUMBA):
+        h = backend.histogram_chunk(Chunk(x), 10)
+        assert (h.invalid_count, h.counts[5], h.valid) == (2, 1, 1)
+
+
+def test_registry_reports_and_refuses():
+    avail = available_backends()
+    assert avail["numpy"] is None and avail["numba"] is None
+    assert get_backend("auto").name in ("cuda", "numba")
+    with pytest.raises(ProfilerError, match="unknown backend 'nope'"):
+        get_backend("nope")
+
+
+def test_absurd_auto_cap_is_a_user_error():
+    with pytest.raises(ProfilerError, match="explicit cap"):
+        REF.histogram(iter([Chunk(np.array([1 << 40]))]), None)

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_profiler import LengthHistogram, ProfilerError, merge
+from gpu_profiler.backends import get_backend
+from gpu_profiler.chunk import Chunk
+
+
+def hist_of(values, cap):
+    return get_backend("numpy").histogram_chunk(Chunk(np.asarray(values, np.int64)), cap)
+
+
+def test_fields_and_derived_numbers():
+    h = hist_of([0, 3, 3, 7, 12, 20, -1], cap=10)
+    assert h.cap == 10
+    assert h.counts[3] == 2 and h.counts[0] == 1 and h.counts[7] == 1
+    assert (h.above_count, h.above_tokens, h.above_min, h.above_max) == (2, 32, 12, 20)
+    assert h.invalid_count == 1 and h.null_count == 0
+    assert h.valid == 6 and h.total == 7
+    assert h.tokens == 0 + 3 + 3 + 7 + 12 + 20
+    assert (h.min, h.max) == (0, 20)
+
+
+def test_empty_histogram_has_no_min_max():
+    h = LengthHistogram.empty(5)
+    assert (h.min, h.max, h.valid, h.tokens) == (None, None, 0, 0)
+
+
+def test_min_max_when_everything_is_above_cap():
+    h = hist_of([50, 40], cap=10)
+    assert (h.min, h.max) == (40, 50)
+
+
+def test_merge_equals_histogram_of_concatenation():
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(-3, 40, 500), rng.integers(-3, 40, 300)
+    assert hist_of(a, 30) + hist_of(b, 30) == hist_of(np.concatenate([a, b]), 30)
+
+
+def test_merge_pads_smaller_caps_when_nothing_is_above():
+    a, b = [1, 2, 3], [1, 30]
+    assert merge([hist_of(a, 3), hist_of(b, 30)]) == hist_of(a + b, 30)
+
+
+def test_merge_refuses_to_invent_bins():
+    with pytest.raises(ProfilerError, match="cannot raise"):
+        merge([hist_of([1, 50], 10), hist_of([1], 60)])
+
+
+@pytest.mark.parametrize("cap", [0, 1, 5, 17, 40])
+def test_with_cap_lowering_equals_direct_histogram(cap):
+    values = np.random.default_rng(cap).integers(-2, 60, 400)
+    assert hist_of(values, 40).with_cap(cap) == hist_of(values, cap)
+
+
+def test_dict_and_file_round_trip(tmp_path):
+    h = hist_of([0, 5, 5, 9, 100, -4], cap=10)
+    assert LengthHistogram.from_dict(h.to_dict()) == h
+    h.save(tmp_path / "h.json")
+    assert LengthHistogram.load(tmp_path / "h.json") == h
+
+
+def test_load_rejects_garbage(tmp_path):
+    (tmp_path / "x.json").write_text("{not json")
+    with pytest.raises(ProfilerError, match="x.json"):
+        LengthHistogram.load(tmp_path / "x.json")
+
+
+def test_counts_are_read_only():
+    h = hist_of([1, 2], 3)
+    with pytest.raises(ValueError):
+        h.counts[0] = 5

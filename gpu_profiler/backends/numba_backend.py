@@ -29,6 +29,8 @@ class NumbaBackend(Backend):
         x = np.ascontiguousarray(chunk.data)
         if x.dtype == np.bool_ or x.dtype.kind not in "iu":
             raise TypeError(f"integer lengths expected, got {x.dtype}")
+        if x.dtype.itemsize < 4:  # rare narrow types: widen rather than compile more variants
+            x = x.astype(np.int32)
         valid = _NO_MASK if chunk.valid is None else np.ascontiguousarray(chunk.valid, bool)
         return x, valid
 

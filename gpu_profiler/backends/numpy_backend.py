@@ -38,4 +38,4 @@ class NumpyBackend(Backend):
 
     def max_length(self, chunk: Chunk) -> int:
         v, _ = lengths_of(chunk)
-        return int(v.max()) if v.size else -1
+        return max(int(v.max()), -1) if v.size else -1

@@ -16,7 +16,8 @@ def check_writable(path: str | Path) -> Path:
     if p.is_dir():
         raise ProfilerError(f"{p}: is a directory, not an output file")
     if not parent.is_dir():
-        raise ProfilerError(f"{p}: output directory {parent} does not exist")
+        raise ProfilerError(f"{p}: output directory {parent} does not exist or is not a "
+                            "directory")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise ProfilerError(f"{p}: not writable")
     return p

@@ -1,0 +1,179 @@
+"""The CLI as a user runs it: outputs, the demo, and the bad-input contract (one line on
+stderr, exit code 2, no traceback, no partial output file, inputs untouched)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import assert_matches_reference, reference_table
+
+from gpu_profiler.cli import main
+
+BOUNDS = [0, 770, 1216, 1728, 2432, 3296, 8193]
+
+
+def run(args, capsys):
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def test_json_output_matches_reference(hf_dir, capsys):
+    path, lengths = hf_dir
+    rc, out, err = run(["profile", path, "-f", "json", "-q"], capsys)
+    assert rc == 0, err
+    got = json.loads(out)
+    assert got["schema"] == "gpu-profiler/profile/v1"
+    for key in ("total_samples", "null_samples", "invalid_samples", "unbucketed_samples",
+                "truncated_samples", "truncated_tokens", "params", "buckets",
+                "total_est_batches", "steps_per_epoch", "warnings"):
+        assert key in got
+    assert got["params"] == {"bounds": BOUNDS, "max_seq_len": 8192, "token_budget": 49152,
+                             "max_batch_size": 64, "grad_accum": 4, "world_size": 1}
+    assert_matches_reference(got, reference_table(lengths.tolist(), BOUNDS))
+
+
+def test_options_reach_the_table(hf_dir, capsys):
+    path, lengths = hf_dir
+    args = ["profile", path, "--offsets-of", "input_ids", "--bounds", "0,1000,4000,9000",
+            "--max-seq-len", "6000", "--token-budget", "30000", "--max-batch-size", "16",
+            "--grad-accum", "2", "--world-size", "8", "-f", "json", "--backend", "numpy"]
+    rc, out, _ = run(args, capsys)
+    ref = reference_table(lengths.tolist(), [0, 1000, 4000, 9000], max_seq_len=6000,
+                          token_budget=30000, max_batch_size=16, grad_accum=2, world_size=8)
+    assert rc == 0
+    assert_matches_reference(json.loads(out), ref)
+
+
+def test_csv_markdown_and_table(hf_dir, capsys):
+    path, lengths = hf_dir
+    ref = reference_table(lengths.tolist(), BOUNDS)
+    rc, out, _ = run(["profile", path, "-f", "csv"], capsys)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rc == 0 and [int(r["samples"]) for r in rows] == [b["samples"] for b in ref["buckets"]]
+    rc, out, _ = run(["profile", path, "-f", "markdown"], capsys)
+    assert rc == 0 and f"| [3296, 8193) | {ref['buckets'][-1]['samples']:,} |" in out
+    rc, out, _ = run(["profile", path], capsys)
+    assert rc == 0 and "5 [3296,8193)" in out and f"{ref['total_samples']:,} samples" in out
+
+
+def test_output_file_and_saved_histogram(hf_dir, tmp_path, capsys):
+    path, lengths = hf_dir
+    rc, out, _ = run(["profile", path, "-f", "json", "-o", tmp_path / "p.json",
+                      "--save-hist", tmp_path / "h.json"], capsys)
+    assert rc == 0 and out == ""
+    assert json.loads((tmp_path / "p.json").read_text())["total_samples"] == len(lengths)
+    assert sorted(os.listdir(tmp_path)) == ["h.json", "p.json"]  # no temp files left
+    from gpu_profiler import LengthHistogram, histogram
+
+    assert LengthHistogram.load(tmp_path / "h.json") == histogram(lengths, cap=8192)
+
+
+def test_demo_builds_a_real_hf_dir(tmp_path, capsys):
+    import datasets
+
+    rc, out, err = run(["demo", "--dir", tmp_path / "demo", "-f", "json"], capsys)
+    assert rc == 0, err
+    got = json.loads(out)
+    ds = datasets.load_from_disk(str(tmp_path / "demo"))  # really loadable by `datasets`
+    lengths = ds["length"]
+    assert_matches_reference(got, reference_table(list(lengths), BOUNDS))
+    assert [len(x) for x in ds.select(range(50))["input_ids"]] == list(lengths[:50])
+    assert 45 < got["buckets"][-1]["batch_pct"] < 58  # longest bucket ~ half the batches
+
+
+def test_backends_and_version(capsys):
+    rc, out, _ = run(["backends"], capsys)
+    assert rc == 0 and "numpy  available" in out and "numba  available" in out
+    assert "cuda" in out
+    rc, out, _ = run(["--version"], capsys)
+    assert rc == 0 and out.startswith("gpu-profiler ")
+
+
+def _corrupt_files(tmp_path, hf_dir):
+    path, _ = hf_dir
+    shard = sorted(Path(path).glob("data-*.arrow"))[0].read_bytes()
+    (tmp_path / "trunc.arrow").write_bytes(shard[: len(shard) // 2])
+    pq.write_table(pa.table({"length": np.arange(1000)}), tmp_path / "ok.parquet")
+    good = (tmp_path / "ok.parquet").read_bytes()
+    (tmp_path / "trunc.parquet").write_bytes(good[: len(good) - 20])
+    (tmp_path / "garbage.parquet").write_bytes(b"PAR1" + os.urandom(300) + b"PAR1")
+    (tmp_path / "junk.bin").write_bytes(b"hello world, not arrow")
+    (tmp_path / "empty").mkdir()
+    pq.write_table(pa.table({"length": [1.5, 2.5]}), tmp_path / "float.parquet")
+    (tmp_path / "mixed").mkdir()
+    pq.write_table(pa.table({"length": [1, 2]}), tmp_path / "mixed" / "a.parquet")
+    pq.write_table(pa.table({"length": ["1", "2"]}), tmp_path / "mixed" / "b.parquet")
+
+
+BAD = [
+    (["profile", "{tmp}/missing"], "no such file or directory"),
+    (["profile", "{tmp}/empty"], "no Parquet or Arrow files"),
+    (["profile", "{hf}", "--column", "nope"], "no column 'nope'; columns: input_ids"),
+    (["profile", "{hf}", "--column", "input_ids"], "lengths must be integers"),
+    (["profile", "{tmp}/float.parquet"], "no 'length' column|type double"),
+    (["profile", "{tmp}/float.parquet", "-c", "length"], "has type double"),
+    (["profile", "{tmp}/trunc.arrow"], "trunc.arrow"),
+    (["profile", "{tmp}/trunc.parquet"], "trunc.parquet"),
+    (["profile", "{tmp}/garbage.parquet"], "garbage.parquet"),
+    (["profile", "{tmp}/junk.bin"], "junk.bin"),
+    (["profile", "{tmp}/mixed"], "schema differs"),
+    (["profile", "{hf}", "--bounds", "0,100,100"], "strictly increasing"),
+    (["profile", "{hf}", "--bounds", "0"], "at least two"),
+    (["profile", "{hf}", "--bounds", "0,a"], "comma-separated integers"),
+    (["profile", "{hf}", "--token-budget", "0"], "token-budget must be a positive"),
+    (["profile", "{hf}", "--max-batch-size", "-1"], "max-batch-size must be a positive"),
+    (["profile", "{hf}", "--backend", "tpu"], "unknown backend 'tpu'"),
+    (["profile", "{hf}", "--format", "csv"], "unknown format 'csv'"),
+    (["profile", "{hf}", "-o", "{tmp}/no/such/dir/out.json"], "does not exist"),
+    (["profile", "{hf}", "-o", "{tmp}"], "is a directory"),
+    (["profile", "{hf}", "-o", "{tmp}/ok.parquet/out.json"], "not a directory"),
+    (["profile", "{tmp}/trunc.arrow", "-o", "{tmp}/out.json"], "trunc.arrow"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD, ids=[" ".join(a[2:]) or a[1] for a, _ in BAD])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, hf_dir, capsys):
+    import re
+
+    _corrupt_files(tmp_path, hf_dir)
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest()
+              for p in [*tmp_path.rglob("*"), *Path(hf_dir[0]).rglob("*")] if p.is_file()}
+    args = [a.format(tmp=tmp_path, hf=hf_dir[0]) for a in args]
+    rc, out, err = run(args, capsys)
+    assert rc == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu-profiler: error: "), err
+    assert re.search(message, lines[0]), lines[0]
+    assert "Traceback" not in err
+    after = {p: hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in [*tmp_path.rglob("*"), *Path(hf_dir[0]).rglob("*")] if p.is_file()}
+    assert after == before  # nothing written, nothing modified
+
+
+def test_console_script_end_to_end(hf_dir, tmp_path):
+    """The installed entry point, as a separate process: no traceback, exit 2, and -o
+    leaves no partial file when the run fails."""
+    exe = Path(sys.executable).with_name("gpu-profiler")
+    bad = subprocess.run([exe, "profile", tmp_path / "nope", "-o", tmp_path / "o.json"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert not (tmp_path / "o.json").exists()
+    ok = subprocess.run([exe, "profile", hf_dir[0], "-f", "json"], capture_output=True,
+                        text=True)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["total_samples"] == len(hf_dir[1])
+    assert ok.stderr == ""  # not a terminal: no progress bar

@@ -1,0 +1,437 @@
+"""CUDA backend: the numba CUDA kernels in ``gpu_profiler.kernels.cuda``, fed by a pipeline.
+
+Host chunks are split into pieces of at most ``chunk_bytes``, staged into pinned buffers (by a
+few threads, so the host copy keeps up with PCIe) and copied to the device on one CUDA stream
+per buffer slot, so the copy of one piece overlaps the kernel of the previous one. Device
+memory is bounded by ``streams`` slots of ``chunk_bytes`` (plus a mask buffer per slot when a
+chunk has nulls) and one int64 accumulator of ``cap + 1`` bins per GPU, whatever the corpus
+size. Data already on a GPU (cupy arrays, cudf columns, numba device arrays, anything with
+``__cuda_array_interface__``) is histogrammed in place, never copied back.
+
+Several GPUs (``devices=[0, 1, ...]``): chunks are dealt round-robin to one pipeline per GPU
+and the per-GPU histograms are summed. Under numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``) the same code runs on the CPU with numba-cuda alone.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpu_profiler.backends.base import MAX_AUTO_CAP, Backend
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram, merge
+
+#: Shared memory per block assumed under the simulator (it has no device attributes).
+SIM_SHARED_BUDGET = 48 << 10
+#: Dynamic shared memory a kernel may use without opting in.
+_DEFAULT_DYNAMIC_LIMIT = 48 << 10
+#: Host bytes per staging thread below which a piece is staged by one thread.
+_STAGE_MIN = 8 << 20
+
+
+def _cuda() -> Any:
+    from numba import cuda
+
+    return cuda
+
+
+def simulated() -> bool:
+    """Whether numba's CUDA simulator is active (``NUMBA_ENABLE_CUDASIM=1``)."""
+    from numba.cuda.core import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def probe() -> str | None:
+    """None when the cuda backend works here, else exactly why it does not."""
+    if importlib.util.find_spec("numba_cuda") is None:
+        return "numba-cuda is not installed (pip install 'gpu-profiler[gpu]')"
+    try:
+        cuda = _cuda()
+    except Exception as exc:  # a broken install: name it instead of failing later
+        return f"numba.cuda cannot be imported: {exc}"
+    if simulated():
+        return None
+    error = cuda.cuda_error()
+    if error:
+        lines = [ln.strip(" :") for ln in str(error).splitlines() if ln.strip(" :")]
+        detail = next((ln for ln in lines if not ln.startswith("Error at driver init")),
+                      lines[0] if lines else "unknown error")
+        return f"no usable CUDA driver: {detail}"
+    try:
+        count = len(cuda.gpus)
+    except Exception as exc:
+        return f"CUDA driver error: {exc}"
+    if count == 0:
+        return "the CUDA driver reports no GPU"
+    from numba.cuda.cudadrv import nvvm
+
+    if not nvvm.is_available():
+        return "NVVM (the CUDA compiler library) is missing: pip install 'numba-cuda[cu12]'"
+    return None
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the backend uses of one GPU."""
+
+    id: int
+    name: str
+    compute_capability: tuple[int, int]
+    multiprocessors: int
+    shared_per_block: int  # opt-in maximum, bytes
+    shared_per_sm: int
+    threads_per_sm: int
+    registers_per_sm: int
+    simulated: bool = False
+
+    def describe(self) -> str:
+        cc = f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+        if self.simulated:
+            return (f"gpu {self.id}: CUDA simulator (NUMBA_ENABLE_CUDASIM=1, kernels run in "
+                    f"Python), {self.shared_per_block >> 10} KiB shared memory per block assumed")
+        return (f"gpu {self.id}: {self.name}, {cc}, {self.multiprocessors} SMs, "
+                f"{self.shared_per_block >> 10} KiB shared memory per block")
+
+
+def device_info(device: int) -> DeviceInfo:
+    """Query GPU ``device`` (never hard-coded: shared memory comes from the driver)."""
+    cuda = _cuda()
+    if simulated():
+        return DeviceInfo(device, "CUDA simulator", (0, 0), 1, SIM_SHARED_BUDGET,
+                          SIM_SHARED_BUDGET, 2048, 65536, simulated=True)
+    with cuda.gpus[device]:
+        d = cuda.get_current_device()
+        name = d.name.decode() if isinstance(d.name, bytes) else str(d.name)
+        return DeviceInfo(device, name, tuple(d.compute_capability), d.MULTIPROCESSOR_COUNT,
+                          d.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                          d.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                          d.MAX_THREADS_PER_MULTIPROCESSOR, d.MAX_REGISTERS_PER_MULTIPROCESSOR)
+
+
+def describe() -> str:
+    """One line per GPU, for ``gpu-profiler backends``."""
+    cuda = _cuda()
+    count = 1 if simulated() else len(cuda.gpus)
+    return "; ".join(device_info(i).describe() for i in range(count))
+
+
+def on_device(data: Any) -> bool:
+    """Whether ``data`` is a GPU array (numba device array or ``__cuda_array_interface__``)."""
+    return bool(getattr(data, "__cuda_ndarray__", False)) or hasattr(
+        data, "__cuda_array_interface__")
+
+
+def _as_device_array(data: Any) -> Any:
+    """A numba device array viewing ``data`` (no copy)."""
+    if getattr(data, "__cuda_ndarray__", False):
+        return data
+    if simulated():
+        raise ProfilerError(f"{type(data).__name__} arrays cannot be used under the CUDA "
+                            "simulator; pass a numba device array (numba.cuda.to_device)")
+    return _cuda().as_cuda_array(data)
+
+
+def _check_int(dtype: Any) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_ or dtype.kind not in "iu":
+        raise TypeError(f"integer lengths expected, got {dtype}")
+    return dtype
+
+
+def _check_auto_cap(m: int) -> int:
+    if m > MAX_AUTO_CAP:
+        raise ProfilerError(
+            f"a length of {m} was found; give an explicit cap (e.g. --max-seq-len) to "
+            f"histogram lengths above {MAX_AUTO_CAP}")
+    return max(m, 0)
+
+
+@dataclass
+class _Slot:
+    """One staging slot: a stream, pinned + device buffers, and an event that says when
+    the pinned buffers may be refilled."""
+
+    stream: Any
+    event: Any
+    host: Any
+    dev: Any
+    host_mask: Any = None
+    dev_mask: Any = None
+
+
+@dataclass
+class _Acc:
+    """A device accumulator: int64 bins ``0..cap`` and the 6 statistics."""
+
+    cap: int
+    counts: Any
+    stats: Any
+
+
+class _Lane:
+    """The pipeline of one GPU."""
+
+    def __init__(self, backend: CudaBackend, device: int) -> None:
+        self.b = backend
+        self.device = device
+        self.info = device_info(device)
+        self.cuda = _cuda()
+        self.slots: list[_Slot] = []
+        self.turn = 0
+        self.accs: list[_Acc] = []
+        self._no_mask: Any = None
+        self._configured: set[int] = set()
+
+    def context(self) -> Any:
+        return self.cuda.gpus[self.device]
+
+    # ------------------------------------------------------------------ buffers
+    def _slot(self) -> _Slot:
+        cuda = self.cuda
+        if not self.slots:
+            nbytes = self.b.chunk_bytes
+            self.slots = [_Slot(cuda.stream(), cuda.event(), cuda.pinned_array(nbytes, np.uint8),
+                                cuda.device_array(nbytes, np.uint8))
+                          for _ in range(self.b.streams)]
+            self._no_mask = cuda.to_device(np.ones(1, dtype=np.bool_))
+        slot = self.slots[self.turn % len(self.slots)]
+        self.turn += 1
+        return slot
+
+    def _stage(self, slot: _Slot, x: np.ndarray, valid: np.ndarray | None) -> tuple[Any, Any]:
+        """Copy a host piece into the slot's pinned buffers and enqueue the H2D copies."""
+        slot.event.synchronize()  # the previous H2D out of these pinned buffers is done
+        nbytes = x.nbytes
+        hx = slot.host[:nbytes].view(x.dtype)
+        self.b.copy(hx, x)
+        dx = slot.dev[:nbytes].view(x.dtype)
+        dx.copy_to_device(hx, stream=slot.stream)
+        dv = None
+        if valid is not None:
+            if slot.host_mask is None:
+                slot.host_mask = self.cuda.pinned_array(self.b.chunk_bytes, np.bool_)
+                slot.dev_mask = self.cuda.device_array(self.b.chunk_bytes, np.bool_)
+            hv = slot.host_mask[:valid.size]
+            self.b.copy(hv, valid)
+            dv = slot.dev_mask[:valid.size]
+            dv.copy_to_device(hv, stream=slot.stream)
+        slot.event.record(slot.stream)
+        return dx, dv
+
+    def pieces(self, chunk: Chunk) -> Iterator[tuple[Any, Any, int, Any]]:
+        """``(device data, device mask or None, samples, stream)`` for each piece."""
+        extra = 1 if chunk.offsets else 0
+        n = chunk.samples
+        if on_device(chunk.data):
+            x = _as_device_array(chunk.data)
+            _check_int(x.dtype)
+            valid = chunk.valid
+            if valid is not None:
+                valid = _as_device_array(valid) if on_device(valid) else \
+                    self.cuda.to_device(np.ascontiguousarray(valid, dtype=np.bool_))
+            step = self.b.max_launch
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                stream = self._slot().stream
+                yield (x[lo:hi + extra], None if valid is None else valid[lo:hi], hi - lo,
+                       stream)
+            return
+        x = np.ascontiguousarray(chunk.data)
+        _check_int(x.dtype)
+        valid = None if chunk.valid is None else np.ascontiguousarray(chunk.valid, np.bool_)
+        step = max(1, min(self.b.chunk_bytes // x.itemsize - extra, self.b.max_launch))
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            slot = self._slot()
+            dx, dv = self._stage(slot, x[lo:hi + extra], None if valid is None else valid[lo:hi])
+            yield dx, dv, hi - lo, slot.stream
+
+    # ------------------------------------------------------------------ kernels
+    def _grid(self, kernel: Any, n: int, dynamic: int) -> int:
+        """Blocks for a launch: enough to fill every SM at the occupancy that registers,
+        threads and shared memory allow, and no more than the work needs."""
+        b, info = self.b, self.info
+        work = -(-n // (b.threads * b.unroll))
+        if info.simulated:
+            return max(1, min(b.blocks or 4, work))
+        regs = max(1, kernel.get_regs_per_thread())
+        static = kernel.get_shared_mem_per_block()
+        per_sm = min(info.threads_per_sm // b.threads,
+                     info.registers_per_sm // (regs * b.threads),
+                     info.shared_per_sm // (dynamic + static + 1024))
+        grid = b.blocks or info.multiprocessors * max(1, per_sm)
+        return max(1, min(grid, work))
+
+    def _allow_dynamic_shared(self, kernel: Any) -> None:
+        """Opt the compiled kernel in to more than 48 KiB of dynamic shared memory."""
+        if id(kernel) in self._configured or self.info.simulated:
+            return
+        from numba.cuda.cudadrv.driver import binding, driver
+
+        cufunc = next(iter(kernel.overloads.values()))._codelibrary.get_cufunc()
+        attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        limit = self.info.shared_per_block - kernel.get_shared_mem_per_block()
+        driver.cuKernelSetAttribute(attr, limit, cufunc.handle, self.info.id)
+        self._configured.add(id(kernel))
+
+    def _launch(self, kernel: Any, args: tuple, n: int, dynamic: int, stream: Any) -> None:
+        spec = kernel if self.info.simulated else kernel.specialize(*args)
+        if dynamic > _DEFAULT_DYNAMIC_LIMIT:
+            self._allow_dynamic_shared(spec)
+        spec[self._grid(spec, n, dynamic), self.b.threads, stream, dynamic](*args)
+
+    def _acc(self, cap: int) -> _Acc:
+        if not self.accs or self.accs[-1].cap != cap:
+            from gpu_profiler.kernels import cuda as k
+
+            self.accs.append(_Acc(cap, self.cuda.to_device(np.zeros(cap + 1, np.int64)),
+                                  self.cuda.to_device(k.new_stats())))
+        return self.accs[-1]
+
+    def max_length(self, x: Any, valid: Any, offsets: bool, n: int, stream: Any) -> int:
+        """Largest valid length of one piece (synchronizes its stream)."""
+        from gpu_profiler.kernels import cuda as k
+
+        out = self.cuda.to_device(np.full(1, -1, np.int64), stream=stream)
+        args = (x, self._no_mask if valid is None else valid, valid is not None, offsets, n,
+                out)
+        self._launch(k.max_length, args, n, 0, stream)
+        host = out.copy_to_host(stream=stream)
+        stream.synchronize()
+        return int(host[0])
+
+    def add(self, chunk: Chunk, cap: int | None) -> None:
+        """Histogram ``chunk`` into this GPU's accumulator (asynchronously)."""
+        from gpu_profiler.kernels import cuda as k
+
+        with self.context():
+            for x, valid, n, stream in self.pieces(chunk):
+                if cap is None:
+                    m = _check_auto_cap(self.max_length(x, valid, chunk.offsets, n, stream))
+                    top = self.accs[-1].cap if self.accs else -1
+                    acc = self._acc(max(m, top))
+                else:
+                    acc = self._acc(cap)
+                dynamic = k.shared_bytes(acc.cap)
+                shared = dynamic <= self.b.shared_budget(self.info)
+                args = (x, self._no_mask if valid is None else valid, valid is not None,
+                        chunk.offsets, n, acc.cap, acc.counts, acc.stats)
+                self._launch(k.hist_shared if shared else k.hist_global, args, n,
+                             dynamic if shared else 0, stream)
+
+    def result(self) -> list[LengthHistogram]:
+        """Wait for the GPU and read every accumulator back."""
+        with self.context():
+            self.cuda.synchronize()
+            hists = []
+            for acc in self.accs:
+                counts = acc.counts.copy_to_host()
+                s = [int(v) for v in acc.stats.copy_to_host()]
+                if s[0] == 0:
+                    s[2] = s[3] = -1
+                hists.append(LengthHistogram(counts, *s))
+            self.accs = []
+            return hists
+
+
+class CudaBackend(Backend):
+    """Exact histograms on one or more NVIDIA GPUs.
+
+    Args:
+        device: the GPU to use (also where data already on a GPU is processed, unless it
+            says which GPU holds it).
+        devices: several GPUs; chunks are dealt round-robin and the histograms summed.
+        chunk_bytes: bytes of one staging buffer (a host chunk is split into pieces of at
+            most this size).
+        streams: staging slots, one CUDA stream each (at least 2, so copies overlap
+            kernels).
+        shared_mem_budget: cap the shared memory per block used for the privatized
+            histogram (default: the device's opt-in maximum); caps whose bins do not fit
+            use the global-memory kernel.
+        threads: threads per block (default ``kernels.cuda.THREADS``; 32 under the
+            simulator).
+        blocks: blocks per launch at most (default: fill the GPU at full occupancy).
+        stage_threads: host threads staging pieces into pinned memory.
+    """
+
+    name = "cuda"
+
+    def __init__(self, device: int = 0, devices: Sequence[int] | None = None, *,
+                 chunk_bytes: int = 64 << 20, streams: int = 3,
+                 shared_mem_budget: int | None = None, threads: int | None = None,
+                 blocks: int | None = None, stage_threads: int | None = None) -> None:
+        from gpu_profiler.kernels import cuda as k
+
+        ids = [int(d) for d in (devices if devices else [device])]
+        count = 1 if simulated() else len(_cuda().gpus)
+        for d in ids:
+            if not 0 <= d < count:
+                raise ProfilerError(f"no GPU {d}: this machine has {count} "
+                                    f"(device ids 0..{count - 1})")
+        if streams < 2:
+            raise ProfilerError(f"streams must be at least 2, got {streams}")
+        if chunk_bytes < 64:
+            raise ProfilerError(f"chunk_bytes must be at least 64, got {chunk_bytes}")
+        self.devices = ids
+        self.chunk_bytes = int(chunk_bytes)
+        self.streams = int(streams)
+        self.shared_mem_budget = shared_mem_budget
+        self.threads = threads or (32 if simulated() else k.THREADS)
+        self.blocks = blocks
+        self.unroll = k.UNROLL
+        self.max_launch = k.MAX_LAUNCH
+        workers = stage_threads or min(8, os.cpu_count() or 1)
+        self._pool = ThreadPoolExecutor(workers, "gpu-profiler-stage") if workers > 1 else None
+        self._workers = workers
+        self._lanes = [_Lane(self, d) for d in ids]
+
+    def shared_budget(self, info: DeviceInfo) -> int:
+        """Dynamic shared memory per block the privatized kernel may use on this GPU."""
+        from gpu_profiler.kernels import cuda as k
+
+        limit = info.shared_per_block
+        if self.shared_mem_budget is not None:
+            limit = min(limit, self.shared_mem_budget)
+        return limit - k.STATIC_SHARED
+
+    def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """``dst[...] = src`` on several threads for large copies (numpy drops the GIL)."""
+        parts = min(self._workers, src.nbytes // _STAGE_MIN)
+        if parts <= 1 or self._pool is None:
+            np.copyto(dst, src)
+            return
+        edges = np.linspace(0, src.size, parts + 1).astype(np.int64)
+        list(self._pool.map(lambda a, b: np.copyto(dst[a:b], src[a:b]), edges[:-1], edges[1:]))
+
+    def _lane_for(self, chunk: Chunk, turn: int) -> _Lane:
+        if on_device(chunk.data):
+            owner = getattr(getattr(chunk.data, "device", None), "id", None)
+            return next((ln for ln in self._lanes if ln.device == owner), self._lanes[0])
+        return self._lanes[turn % len(self._lanes)]
+
+    def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
+        """Histogram of every chunk, pipelined over the GPUs."""
+        for turn, chunk in enumerate(chunks):
+            self._lane_for(chunk, turn).add(chunk, cap)
+        hists = [h for lane in self._lanes for h in lane.result()]
+        if not hists:
+            return LengthHistogram.empty(cap or 0)
+        return merge(hists)
+
+    def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
+        return self.histogram([chunk], cap)
+
+    def max_length(self, chunk: Chunk) -> int:
+        lane = self._lane_for(chunk, 0)
+        with lane.context():
+            return max((lane.max_length(x, v, chunk.offsets, n, s)
+                        for x, v, n, s in lane.pieces(chunk)), default=-1)

@@ -143,3 +143,19 @@ def test_shards_with_different_schemas(tmp_path):
     pq.write_table(pa.table({"length": pa.array([1, 2], pa.int32())}), tmp_path / "b.parquet")
     with pytest.raises(ProfilerError, match="b.parquet: schema differs.*length: int32 vs int64"):
         gp.histogram(str(tmp_path))
+
+
+def test_empty_hf_dataset_gives_zeros(tmp_path):
+    import datasets
+
+    features = datasets.Features({"length": datasets.Value("int64")})
+    datasets.Dataset.from_dict({"length": []}, features=features).save_to_disk(
+        str(tmp_path / "empty"))
+    t = gp.profile(str(tmp_path / "empty")).table
+    assert t.total_samples == 0 and t.steps_per_epoch == 0
+    assert [b.samples for b in t.buckets] == [0] * 6
+
+
+def test_empty_parquet_file_gives_zeros(tmp_path):
+    pq.write_table(pa.table({"length": pa.array([], pa.int64())}), tmp_path / "e.parquet")
+    assert gp.profile(str(tmp_path / "e.parquet")).table.total_samples == 0

@@ -16,7 +16,8 @@ SCHEMA = "gpu-profiler/profile/v1"
 
 def histogram(source: Any, *, column: str | None = None, offsets_of: str | None = None,
               format: str | None = None, split: str | None = None, backend: str = "auto",
-              cap: int | None = None, progress: bool = False) -> LengthHistogram:
+              cap: int | None = None, progress: bool = False,
+              backend_options: dict[str, Any] | None = None) -> LengthHistogram:
     """Exact length histogram of ``source`` (all splits together).
 
     Args:
@@ -30,9 +31,12 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
         cap: bins ``0..cap``; lengths above are summarized (count, tokens, min, max).
             ``None`` bins up to the largest length seen.
         progress: draw a progress bar on a terminal.
+        backend_options: keyword arguments of the backend, e.g. ``{"devices": [0, 1]}``
+            for cuda (see :class:`~gpu_profiler.backends.cuda_backend.CudaBackend`).
     """
     return scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
-                backend=backend, cap=cap, progress=progress).total
+                backend=backend, cap=cap, progress=progress,
+                backend_options=backend_options).total
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,8 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             grad_accum: int = 4, world_size: int = 1, column: str | None = None,
             offsets_of: str | None = None, format: str | None = None,
             split: str | None = None, backend: str = "auto",
-            progress: bool = False) -> ProfileResult:
+            progress: bool = False,
+            backend_options: dict[str, Any] | None = None) -> ProfileResult:
     """Scan ``source`` once and build the bucket table (see DESIGN.md for the semantics).
 
     ``source`` may also be a `LengthHistogram` (no scan). Other arguments as in
@@ -75,7 +80,8 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
         return ProfileResult("<histogram>", "none", "histogram", bucket_table(source, params),
                              source, {}, 0.0)
     s = scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
-             backend=backend, cap=max_seq_len, progress=progress)
+             backend=backend, cap=max_seq_len, progress=progress,
+             backend_options=backend_options)
     total = s.total
     named = {k: bucket_table(h, params) for k, h in s.histograms.items() if k}
     label = str(source) if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") \

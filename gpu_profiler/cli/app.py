@@ -69,6 +69,8 @@ def profile(
     format: o.Format = None,
     split: o.Split = None,
     backend: o.Backend = "auto",
+    device: o.Device = None,
+    devices: o.Devices = None,
     quiet: o.Quiet = False,
     bounds: o.Bounds = o.DEFAULT_BOUNDS_TEXT,
     max_seq_len: o.MaxSeqLen = 8192,
@@ -92,7 +94,8 @@ def profile(
     result = run_profile(path, bounds=bounds, max_seq_len=max_seq_len, token_budget=token_budget,
                          max_batch_size=max_batch_size, grad_accum=grad_accum,
                          world_size=world_size, column=column, offsets_of=offsets_of,
-                         format=format, split=split, backend=backend, progress=not quiet)
+                         format=format, split=split, backend=backend, progress=not quiet,
+                         backend_options=o.gpu_options(backend, device, devices))
     if save_hist:
         result.histogram.save(save_hist)
     render(result, output_format, output)
@@ -103,7 +106,7 @@ def demo(
     backend: o.Backend = "auto",
     output_format: o.OutFormat = o.OutputFormat.table,
     directory: Annotated[Optional[str], typer.Option(
-        "--dir", help="Where to build the demo corpus [default: the user cache].",
+        "--dir", help="Where to build the demo corpus (default: the user cache).",
         show_default=False)] = None,
 ) -> None:
     """Build the embedded demo corpus (a real HF save_to_disk dir) and profile it."""
@@ -125,3 +128,7 @@ def backends() -> None:
     for name, reason in available_backends().items():
         state = "available" if reason is None else f"unavailable: {reason}"
         typer.echo(f"{name:6} {state}{'  (auto)' if name == auto else ''}")
+        if name == "cuda" and reason is None:
+            from gpu_profiler.backends.cuda_backend import describe
+
+            typer.echo(f"       {describe()}")

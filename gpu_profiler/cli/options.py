@@ -24,8 +24,8 @@ Path_ = Annotated[str, typer.Argument(
     help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC file, a directory "
          "or glob of shards.", show_default=False)]
 Column = Annotated[Optional[str], typer.Option(
-    "--column", "-c", help="Integer length column [default: 'length', else the only integer "
-    "column].", rich_help_panel=_SRC, show_default=False)]
+    "--column", "-c", help="Integer length column (default: 'length', else the only integer "
+    "column).", rich_help_panel=_SRC, show_default=False)]
 OffsetsOf = Annotated[Optional[str], typer.Option(
     "--offsets-of", help="Derive lengths from this list column's offsets (e.g. input_ids) "
     "without reading its values.", rich_help_panel=_SRC, show_default=False)]
@@ -33,10 +33,17 @@ Format = Annotated[Optional[str], typer.Option(
     "--format", help="Force the input format: hf, parquet, ipc (file), ipc-stream.",
     rich_help_panel=_SRC, show_default=False)]
 Split = Annotated[Optional[str], typer.Option(
-    "--split", help="Only this split of a DatasetDict [default: every split, and the total].",
+    "--split", help="Only this split of a DatasetDict (default: every split, and the total).",
     rich_help_panel=_SRC, show_default=False)]
 Backend = Annotated[str, typer.Option(
     "--backend", "-b", help="auto | numpy | numba | cuda.", rich_help_panel=_SRC)]
+Device = Annotated[Optional[int], typer.Option(
+    "--device", help="GPU for the cuda backend (default 0).", rich_help_panel=_SRC,
+    show_default=False)]
+Devices = Annotated[Optional[str], typer.Option(
+    "--devices", help="Several GPUs, e.g. 0,1,2,3: chunks are split across them in one "
+    "process and the histograms summed (cuda backend).", rich_help_panel=_SRC,
+    show_default=False)]
 Quiet = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No progress bar.", rich_help_panel=_SRC)]
 
@@ -60,3 +67,27 @@ Output = Annotated[Optional[str], typer.Option(
     show_default=False)]
 
 DEFAULT_BOUNDS_TEXT = ",".join(map(str, DEFAULT_BOUNDS))
+
+
+def gpu_options(backend: str, device: int | None, devices: str | None) -> dict | None:
+    """cuda backend options from ``--device`` / ``--devices`` (None when neither is given)."""
+    from gpu_profiler.errors import ProfilerError
+
+    if device is None and devices is None:
+        return None
+    if backend not in ("auto", "cuda"):
+        raise ProfilerError(f"--device/--devices need the cuda backend, not {backend!r}")
+    opts: dict = {}
+    if device is not None:
+        if device < 0:
+            raise ProfilerError(f"--device must be a GPU id >= 0, got {device}")
+        opts["device"] = device
+    if devices is not None:
+        try:
+            ids = [int(d) for d in devices.split(",") if d.strip()]
+        except ValueError:
+            ids = []
+        if not ids or min(ids) < 0:
+            raise ProfilerError(f"--devices must list GPU ids like 0,1,2, got {devices!r}")
+        opts["devices"] = ids
+    return opts

@@ -58,6 +58,10 @@ class NumpyPart:
 
 def splits(source: Any) -> dict[str, list[Any]]:
     """``{split: [part]}`` for an in-memory source."""
+    from gpu_profiler.readers import device
+
+    if device.is_device_source(source):  # GPU memory: histogrammed in place (cuda backend)
+        return device.splits(source)
     if isinstance(source, np.ndarray):
         if source.ndim != 1:
             raise ProfilerError(f"lengths must be a 1-D array, got shape {source.shape}")

@@ -1,0 +1,372 @@
+"""Arrow IPC metadata, parsed in numba: a bounds-checked flatbuffer table reader and the
+few Arrow tables a length scan needs (Message, RecordBatch, DictionaryBatch, Schema,
+Footer), plus the kernels that gather the length column's bytes out of file bytes.
+
+Every read is checked against the bytes it parses, so hostile metadata raises
+:class:`Corrupt` instead of reading out of bounds; every loop is bounded by the input size,
+so nothing can hang. Positions inside a message are relative to its flatbuffer; the
+``state`` array tells the caller which message was being parsed.
+See https://arrow.apache.org/docs/format/Columnar.html#serialization-and-interprocess-communication-ipc
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+class Corrupt(Exception):
+    """Raised by the kernels with ``args = (position, reason code)``."""
+
+
+(E_BOUNDS, E_VTABLE, E_FRAME, E_VERSION, E_HEADER, E_BODY, E_NODES, E_BUFFERS, E_CODEC,
+ E_TRUNC) = range(10)
+REASONS = {
+    E_BOUNDS: "metadata offset points outside the message",
+    E_VTABLE: "malformed flatbuffer vtable",
+    E_FRAME: "negative message length",
+    E_VERSION: "unsupported metadata version (need V4 or V5)",
+    E_HEADER: "unexpected message type",
+    E_BODY: "negative body length",
+    E_NODES: "field node count does not match the schema",
+    E_BUFFERS: "buffer count does not match the schema",
+    E_CODEC: "unknown body compression",
+    E_TRUNC: "message body runs past the end of the file",
+}
+
+# Message header types (the MessageHeader union).
+SCHEMA, DICTIONARY_BATCH, RECORD_BATCH = 1, 2, 3
+
+# Columns of a parsed-message record (one int64 row per message).
+(R_MSG, R_TYPE, R_BODY, R_BODYLEN, R_ROWS, R_LEN, R_NULLS, R_VOFF, R_VLEN, R_DOFF, R_DLEN,
+ R_CODEC, R_DICT, R_DELTA) = range(14)
+NREC = 14
+
+# Layout vector handed to the parsers (see ipc_layout.Layout.vector).
+L_NODE, L_BUF, L_NODES, L_BUFS, L_VIEWS, L_VTOTAL, L_DICT = range(7)
+
+# walk() outcomes
+NEED_MORE, END, FULL = 0, 1, 2
+
+
+@njit(cache=True)
+def _chk(b, p, n):
+    if p < 0 or n < 0 or p > b.size - n:
+        raise Corrupt(p, E_BOUNDS)
+
+
+@njit(cache=True)
+def _u8(b, p):
+    _chk(b, p, 1)
+    return np.int64(b[p])
+
+
+@njit(cache=True)
+def _u16(b, p):
+    _chk(b, p, 2)
+    return np.int64(b[p]) | (np.int64(b[p + 1]) << 8)
+
+
+@njit(cache=True)
+def _u32(b, p):
+    _chk(b, p, 4)
+    return (np.int64(b[p]) | (np.int64(b[p + 1]) << 8) | (np.int64(b[p + 2]) << 16)
+            | (np.int64(b[p + 3]) << 24))
+
+
+@njit(cache=True)
+def _i32(b, p):
+    v = _u32(b, p)
+    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
+
+
+@njit(cache=True)
+def _i64(b, p):
+    return _u32(b, p) | (_i32(b, p + 4) << 32)
+
+
+@njit(cache=True)
+def _vtable(b, t):
+    """Position of table ``t``'s vtable (checked to lie inside ``b``)."""
+    vt = t - _i32(b, t)
+    size = _u16(b, vt)
+    if size < 4 or size % 2:
+        raise Corrupt(vt, E_VTABLE)
+    _chk(b, vt, size)
+    return vt
+
+
+@njit(cache=True)
+def _field(b, t, vt, i):
+    """Position of field ``i`` of table ``t``, or -1 when the field is absent."""
+    o = 4 + 2 * i
+    if o + 2 > _u16(b, vt):
+        return -1
+    f = _u16(b, vt + o)
+    return -1 if f == 0 else t + f
+
+
+@njit(cache=True)
+def _get64(b, t, vt, i, default):
+    f = _field(b, t, vt, i)
+    return default if f < 0 else _i64(b, f)
+
+
+@njit(cache=True)
+def _get16(b, t, vt, i, default):
+    f = _field(b, t, vt, i)
+    return default if f < 0 else _u16(b, f)
+
+
+@njit(cache=True)
+def _get8(b, t, vt, i, default):
+    f = _field(b, t, vt, i)
+    return default if f < 0 else _u8(b, f)
+
+
+@njit(cache=True)
+def _ref(b, t, vt, i):
+    """Position of the table/vector that field ``i`` points to, or -1 when absent."""
+    f = _field(b, t, vt, i)
+    return -1 if f < 0 else f + _u32(b, f)
+
+
+@njit(cache=True)
+def _vector(b, t, vt, i, size):
+    """``(start, count)`` of the vector in field ``i`` (``(0, 0)`` when absent)."""
+    v = _ref(b, t, vt, i)
+    if v < 0:
+        return np.int64(0), np.int64(0)
+    n = _u32(b, v)
+    _chk(b, v + 4, n * size)
+    return v + 4, n
+
+
+@njit(cache=True)
+def _root(b):
+    t = _u32(b, 0)
+    return t, _vtable(b, t)
+
+
+@njit(cache=True)
+def _record_batch(b, t, rec, node, buf, nodes, bufs, views, vtotal):
+    """Fill ``rec`` from RecordBatch table ``t``: row count, compression, and the FieldNode
+    ``node`` with its buffers ``buf`` (validity) and ``buf + 1`` (values or offsets).
+    ``views`` of the schema's ``vtotal`` view-typed fields precede the node: their variadic
+    buffer counts shift the buffer index."""
+    vt = _vtable(b, t)
+    rec[R_ROWS] = _get64(b, t, vt, 0, 0)
+    ns, nn = _vector(b, t, vt, 1, 16)
+    bs, nb = _vector(b, t, vt, 2, 16)
+    vs, nv = _vector(b, t, vt, 4, 8)
+    before = np.int64(0)
+    total = np.int64(0)
+    for i in range(nv):
+        c = _i64(b, vs + 8 * i)
+        if c < 0 or c > nb:
+            raise Corrupt(vs + 8 * i, E_BUFFERS)
+        total += c
+        if i < views:
+            before += c
+    if nn != nodes:
+        raise Corrupt(ns - 4, E_NODES)
+    if nv != vtotal or nb != bufs + total:
+        raise Corrupt(bs - 4, E_BUFFERS)
+    rec[R_LEN] = _i64(b, ns + 16 * node)
+    rec[R_NULLS] = _i64(b, ns + 16 * node + 8)
+    p = bs + 16 * (buf + before)
+    rec[R_VOFF] = _i64(b, p)
+    rec[R_VLEN] = _i64(b, p + 8)
+    rec[R_DOFF] = _i64(b, p + 16)
+    rec[R_DLEN] = _i64(b, p + 24)
+    rec[R_CODEC] = -1
+    c = _ref(b, t, vt, 3)
+    if c >= 0:
+        cvt = _vtable(b, c)
+        codec = _get8(b, c, cvt, 0, 0)
+        if codec > 1 or _get8(b, c, cvt, 1, 0) != 0:
+            raise Corrupt(c, E_CODEC)
+        rec[R_CODEC] = codec
+
+
+@njit(cache=True)
+def _message(b, rec, layout):
+    """Parse one Message flatbuffer ``b`` into ``rec`` (header type, body length, and the
+    length column's node and buffers for record batches and matching dictionary batches)."""
+    t, vt = _root(b)
+    version = _get16(b, t, vt, 0, 0)
+    if version < 3 or version > 4:
+        raise Corrupt(0, E_VERSION)
+    kind = _get8(b, t, vt, 1, 0)
+    h = _ref(b, t, vt, 2)
+    body = _get64(b, t, vt, 3, 0)
+    if body < 0:
+        raise Corrupt(0, E_BODY)
+    rec[R_TYPE] = kind
+    rec[R_BODYLEN] = body
+    rec[R_DICT] = -1
+    rec[R_DELTA] = 0
+    if kind == RECORD_BATCH and h >= 0:
+        _record_batch(b, h, rec, layout[L_NODE], layout[L_BUF], layout[L_NODES],
+                      layout[L_BUFS], layout[L_VIEWS], layout[L_VTOTAL])
+    elif kind == DICTIONARY_BATCH and h >= 0:
+        hvt = _vtable(b, h)
+        rec[R_DICT] = _get64(b, h, hvt, 0, 0)
+        rec[R_DELTA] = _get8(b, h, hvt, 2, 0)
+        data = _ref(b, h, hvt, 1)
+        if rec[R_DICT] == layout[L_DICT] and layout[L_DICT] >= 0:
+            if data < 0:
+                raise Corrupt(h, E_HEADER)
+            _record_batch(b, data, rec, 0, 0, 1, 2, 0, 0)
+    else:
+        raise Corrupt(0, E_HEADER)
+
+
+@njit(cache=True)
+def frame(b, p):
+    """``(prefix, metadata length)`` of the message framed at ``p``: a 0xFFFFFFFF
+    continuation marker and an int32 length, or the legacy bare int32 length. The length is
+    0 at end of stream and -1 when ``b`` holds too few bytes to tell."""
+    if p + 4 > b.size:
+        return np.int64(0), np.int64(-1)
+    w = _i32(b, p)
+    if w != -1:
+        if w < 0:
+            raise Corrupt(p, E_FRAME)
+        return np.int64(4), w
+    if p + 8 > b.size:
+        return np.int64(0), np.int64(-1)
+    m = _i32(b, p + 4)
+    if m < 0:
+        raise Corrupt(p + 4, E_FRAME)
+    return np.int64(8), m
+
+
+@njit(cache=True)
+def walk(b, start, limit, out, layout, state):
+    """Parse the consecutive framed messages of a stream held in ``b``, from ``start``;
+    ``limit`` is the end of the file relative to ``b``.
+
+    Stops at end of stream, when ``out`` is full, or when the next message's framing or
+    metadata is not entirely inside ``b`` (its body may run past ``b``: only metadata is
+    parsed). Record positions are relative to ``b``. ``state[0]`` is the position of the
+    message being parsed; on ``NEED_MORE`` ``state[1]`` is how many bytes from the returned
+    position are needed at least.
+
+    Returns:
+        ``(messages parsed, position of the next message, NEED_MORE | END | FULL)``.
+    """
+    p = np.int64(start)
+    k = 0
+    while k < out.shape[0]:
+        state[0] = p
+        pre, m = frame(b, p)
+        if m < 0 or p + pre + m > b.size:
+            state[1] = 8 if m < 0 else pre + m
+            return k, p, NEED_MORE
+        if m == 0:
+            return k, p + pre, END
+        rec = out[k]
+        _message(b[p + pre:p + pre + m], rec, layout)
+        if rec[R_BODYLEN] > limit - (p + pre + m):
+            raise Corrupt(p, E_TRUNC)
+        rec[R_MSG] = p
+        rec[R_BODY] = p + pre + m
+        p = p + pre + m + rec[R_BODYLEN]
+        k += 1
+    return k, p, FULL
+
+
+@njit(cache=True)
+def parse_at(b, starts, meta_lens, out, layout, state):
+    """Parse the messages at ``starts`` in ``b`` (the file format's Blocks: each message's
+    framing plus metadata is ``meta_lens`` bytes and its body follows)."""
+    for k in range(starts.size):
+        p = starts[k]
+        state[0] = p
+        pre, m = frame(b, p)
+        if m <= 0 or pre + m != meta_lens[k]:
+            raise Corrupt(p, E_FRAME)
+        _chk(b, p, pre + m)
+        rec = out[k]
+        _message(b[p + pre:p + pre + m], rec, layout)
+        rec[R_MSG] = p
+        rec[R_BODY] = p + pre + m
+
+
+@njit(cache=True)
+def schema_info(b, field):
+    """``(big endian?, number of fields, dictionary id of top-level ``field`` or -1, body
+    length)`` from a Schema Message flatbuffer."""
+    t, vt = _root(b)
+    version = _get16(b, t, vt, 0, 0)
+    if version < 3 or version > 4:
+        raise Corrupt(0, E_VERSION)
+    body = _get64(b, t, vt, 3, 0)
+    if body < 0:
+        raise Corrupt(0, E_BODY)
+    h = _ref(b, t, vt, 2)
+    if _get8(b, t, vt, 1, 0) != SCHEMA or h < 0:
+        raise Corrupt(0, E_HEADER)
+    hvt = _vtable(b, h)
+    big = _get16(b, h, hvt, 0, 0) != 0
+    fs, nf = _vector(b, h, hvt, 1, 4)
+    dict_id = np.int64(-1)
+    if 0 <= field < nf:
+        f = fs + 4 * field + _u32(b, fs + 4 * field)
+        fvt = _vtable(b, f)
+        d = _ref(b, f, fvt, 4)
+        if d >= 0:
+            dict_id = _get64(b, d, _vtable(b, d), 0, 0)
+    return big, nf, dict_id, body
+
+
+@njit(cache=True)
+def footer_blocks(b):
+    """The file footer's dictionary and record-batch Blocks as ``(n, 3)`` int64 arrays of
+    ``(offset, metadata length, body length)``."""
+    t, vt = _root(b)
+    ds, nd = _vector(b, t, vt, 2, 24)
+    rs, nr = _vector(b, t, vt, 3, 24)
+    dicts = np.empty((nd, 3), np.int64)
+    batches = np.empty((nr, 3), np.int64)
+    for i in range(nd):
+        p = ds + 24 * i
+        dicts[i, 0] = _i64(b, p)
+        dicts[i, 1] = _i32(b, p + 8)
+        dicts[i, 2] = _i64(b, p + 16)
+    for i in range(nr):
+        p = rs + 24 * i
+        batches[i, 0] = _i64(b, p)
+        batches[i, 1] = _i32(b, p + 8)
+        batches[i, 2] = _i64(b, p + 16)
+    return dicts, batches
+
+
+@njit(cache=True, nogil=True)
+def gather_bytes(src, src_pos, nbytes, dst, dst_pos):
+    """Copy ``src[src_pos[i]:+nbytes[i]]`` to ``dst[dst_pos[i]:]`` for every i (uint8)."""
+    for i in range(src_pos.size):
+        s = src_pos[i]
+        d = dst_pos[i]
+        dst[d:d + nbytes[i]] = src[s:s + nbytes[i]]
+
+
+@njit(cache=True, nogil=True)
+def unpack_validity(src, src_pos, rows, dst, dst_row):
+    """Expand little-endian validity bitmaps (bit offset 0) into bools at ``dst_row``."""
+    for i in range(src_pos.size):
+        s = src_pos[i]
+        d = dst_row[i]
+        for j in range(rows[i]):
+            dst[d + j] = (src[s + (j >> 3)] >> (j & 7)) & 1
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def offset_lengths(offsets, starts, rows, dst, dst_row):
+    """Lengths ``offsets[s+j+1] - offsets[s+j]`` (int64) of every batch's list offsets."""
+    for i in prange(starts.size):
+        s = starts[i]
+        d = dst_row[i]
+        for j in range(rows[i]):
+            dst[d + j] = np.int64(offsets[s + j + 1]) - np.int64(offsets[s + j])

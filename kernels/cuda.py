@@ -53,6 +53,25 @@ def shared_bytes(cap: int) -> int:
     return (cap + 1) * 4
 
 
+def plan(cap: int, shared_per_block: int) -> tuple[str, int]:
+    """``(kernel name, dynamic shared bytes)`` for bins ``0..cap`` on a device that allows
+    ``shared_per_block`` bytes of shared memory per block (static + dynamic, opt-in max)."""
+    dynamic = shared_bytes(cap)
+    if dynamic + STATIC_SHARED <= shared_per_block:
+        return "hist_shared", dynamic
+    return "hist_global", 0
+
+
+def blocks_per_sm(regs: int, static: int, dynamic: int, threads: int, threads_per_sm: int,
+                  regs_per_sm: int, shared_per_sm: int) -> int:
+    """Resident blocks per SM for a kernel using ``regs`` registers per thread (allocated
+    per warp in units of 8 per thread) and ``static + dynamic`` shared bytes (plus the 1 KiB
+    the driver reserves per block)."""
+    regs = -(-regs // 8) * 8
+    return min(threads_per_sm // threads, regs_per_sm // (regs * threads),
+               shared_per_sm // (static + dynamic + 1024))
+
+
 @register_jitable
 def _take(x, valid, has_mask, offsets, i):
     """(length of sample i as int64, whether it is non-null)."""

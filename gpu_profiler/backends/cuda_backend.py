@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -185,6 +186,9 @@ class _Lane:
         self.device = device
         self.info = device_info(device)
         self.cuda = _cuda()
+        from gpu_profiler.kernels import cuda as kernels
+
+        self.k = kernels
         self.slots: list[_Slot] = []
         self.turn = 0
         self.accs: list[_Acc] = []
@@ -259,15 +263,13 @@ class _Lane:
     def _grid(self, kernel: Any, n: int, dynamic: int) -> int:
         """Blocks for a launch: enough to fill every SM at the occupancy that registers,
         threads and shared memory allow, and no more than the work needs."""
-        b, info = self.b, self.info
+        b, info, k = self.b, self.info, self.k
         work = -(-n // (b.threads * b.unroll))
         if info.simulated:
             return max(1, min(b.blocks or 4, work))
-        regs = max(1, kernel.get_regs_per_thread())
-        static = kernel.get_shared_mem_per_block()
-        per_sm = min(info.threads_per_sm // b.threads,
-                     info.registers_per_sm // (regs * b.threads),
-                     info.shared_per_sm // (dynamic + static + 1024))
+        per_sm = k.blocks_per_sm(kernel.get_regs_per_thread(), kernel.get_shared_mem_per_block(),
+                                 dynamic, b.threads, info.threads_per_sm,
+                                 info.registers_per_sm, info.shared_per_sm)
         grid = b.blocks or info.multiprocessors * max(1, per_sm)
         return max(1, min(grid, work))
 
@@ -283,7 +285,9 @@ class _Lane:
         driver.cuKernelSetAttribute(attr, limit, cufunc.handle, self.info.id)
         self._configured.add(id(kernel))
 
-    def _launch(self, kernel: Any, args: tuple, n: int, dynamic: int, stream: Any) -> None:
+    def _launch(self, name: str, args: tuple, n: int, dynamic: int, stream: Any) -> None:
+        kernel = getattr(self.k, name)
+        self.b.launches[name] += 1
         spec = kernel if self.info.simulated else kernel.specialize(*args)
         if dynamic > _DEFAULT_DYNAMIC_LIMIT:
             self._allow_dynamic_shared(spec)
@@ -291,28 +295,22 @@ class _Lane:
 
     def _acc(self, cap: int) -> _Acc:
         if not self.accs or self.accs[-1].cap != cap:
-            from gpu_profiler.kernels import cuda as k
-
             self.accs.append(_Acc(cap, self.cuda.to_device(np.zeros(cap + 1, np.int64)),
-                                  self.cuda.to_device(k.new_stats())))
+                                  self.cuda.to_device(self.k.new_stats())))
         return self.accs[-1]
 
     def max_length(self, x: Any, valid: Any, offsets: bool, n: int, stream: Any) -> int:
         """Largest valid length of one piece (synchronizes its stream)."""
-        from gpu_profiler.kernels import cuda as k
-
         out = self.cuda.to_device(np.full(1, -1, np.int64), stream=stream)
         args = (x, self._no_mask if valid is None else valid, valid is not None, offsets, n,
                 out)
-        self._launch(k.max_length, args, n, 0, stream)
+        self._launch("max_length", args, n, 0, stream)
         host = out.copy_to_host(stream=stream)
         stream.synchronize()
         return int(host[0])
 
     def add(self, chunk: Chunk, cap: int | None) -> None:
         """Histogram ``chunk`` into this GPU's accumulator (asynchronously)."""
-        from gpu_profiler.kernels import cuda as k
-
         with self.context():
             for x, valid, n, stream in self.pieces(chunk):
                 if cap is None:
@@ -321,12 +319,10 @@ class _Lane:
                     acc = self._acc(max(m, top))
                 else:
                     acc = self._acc(cap)
-                dynamic = k.shared_bytes(acc.cap)
-                shared = dynamic <= self.b.shared_budget(self.info)
+                kernel, dynamic = self.k.plan(acc.cap, self.b.shared_limit(self.info))
                 args = (x, self._no_mask if valid is None else valid, valid is not None,
                         chunk.offsets, n, acc.cap, acc.counts, acc.stats)
-                self._launch(k.hist_shared if shared else k.hist_global, args, n,
-                             dynamic if shared else 0, stream)
+                self._launch(kernel, args, n, dynamic, stream)
 
     def result(self) -> list[LengthHistogram]:
         """Wait for the GPU and read every accumulator back."""
@@ -393,15 +389,14 @@ class CudaBackend(Backend):
         self._pool = ThreadPoolExecutor(workers, "gpu-profiler-stage") if workers > 1 else None
         self._workers = workers
         self._lanes = [_Lane(self, d) for d in ids]
+        #: Kernel launches by kernel name (diagnostics; tests check which path ran).
+        self.launches: Counter[str] = Counter()
 
-    def shared_budget(self, info: DeviceInfo) -> int:
-        """Dynamic shared memory per block the privatized kernel may use on this GPU."""
-        from gpu_profiler.kernels import cuda as k
-
-        limit = info.shared_per_block
+    def shared_limit(self, info: DeviceInfo) -> int:
+        """Shared memory per block (static + dynamic) the histogram may use on this GPU."""
         if self.shared_mem_budget is not None:
-            limit = min(limit, self.shared_mem_budget)
-        return limit - k.STATIC_SHARED
+            return min(info.shared_per_block, self.shared_mem_budget)
+        return info.shared_per_block
 
     def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
         """``dst[...] = src`` on several threads for large copies (numpy drops the GIL)."""

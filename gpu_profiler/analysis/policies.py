@@ -1,0 +1,473 @@
+"""Batching policies computed exactly from the histogram: integer batches, padding, packing.
+
+Every policy sees the clipped lengths ``c = min(len, max_seq_len)`` of the bucketed samples
+(those inside ``[bounds[0], bounds[-1])``). "Padded tokens" is what the GPU computes: rows x
+longest row, summed over batches; ``padding_pct`` is the share of it that is padding.
+
+- ``estimate``: the DESIGN.md estimate (float batches, every sample padded to its bucket max).
+- ``fixed``: one batch size per bucket (the estimate's), ``ceil`` batches (``floor`` with
+  ``drop_last``); batches are random draws from the bucket, so padding is the exact
+  *expected* maximum of a random batch, from the bucket's length distribution.
+- ``sorted``: each bucket sorted ascending and filled greedily while ``rows x longest <=
+  token_budget`` and ``rows <= max_batch_size``; ``drop_last`` drops a bucket's final batch
+  when it could still take one more sample of its longest length.
+- ``packed`` / ``packed-ffd``: all bucketed samples concatenated into rows of
+  ``max_seq_len`` by best-fit-decreasing / first-fit-decreasing, run on the histogram itself
+  (time grows with the number of distinct lengths, never with the number of samples);
+  ``min(token_budget // max_seq_len, max_batch_size)`` rows per batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, clipped_counts
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.params import BucketParams
+
+POLICIES = ("estimate", "fixed", "sorted", "packed", "packed-ffd")
+_PACKING = {"packed": "bfd", "packed-ffd": "ffd"}
+
+
+@dataclass(frozen=True)
+class PolicyBucket:
+    """One bucket under a policy.
+
+    ``sample_pct``, ``token_pct`` and ``batch_pct`` are the bucket's shares of the batched
+    samples, real tokens and batches: its share of the gradient under per-sample loss
+    averaging (over the whole step), per-token loss averaging (over the whole step) and
+    per-batch averaging (each micro-batch's mean loss weighted equally), respectively.
+    """
+
+    index: int
+    lo: int
+    hi: int
+    samples: int
+    batches: int | float
+    batch_size: int | float
+    min_batch_size: int
+    max_batch_size: int
+    tokens: int | float
+    padded_tokens: int | float
+    padding_pct: float
+    sample_pct: float
+    token_pct: float
+    batch_pct: float
+    dropped_samples: int
+    unbatchable_samples: int
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """A batching policy applied to every bucket, with corpus totals.
+
+    Attributes:
+        expected: True when tokens/padding are expectations over random batch composition
+            (``fixed``, and ``drop_last`` packing), False when exact.
+        rows, rows_per_batch, packing_efficiency, algorithm: packing only
+            (``packing_efficiency = tokens / (rows * max_seq_len)``).
+    """
+
+    name: str
+    drop_last: bool
+    expected: bool
+    buckets: tuple[PolicyBucket, ...]
+    samples: int
+    tokens: int | float
+    padded_tokens: int | float
+    padding_pct: float
+    total_batches: int | float
+    steps_per_epoch: int | float
+    dropped_samples: int
+    unbatchable_samples: int
+    rows: int | None = None
+    rows_per_batch: int | None = None
+    packing_efficiency: float | None = None
+    algorithm: str | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["buckets"] = [asdict(b) for b in self.buckets]
+        d["warnings"] = list(self.warnings)
+        if self.rows is None:
+            for key in ("rows", "rows_per_batch", "packing_efficiency", "algorithm"):
+                del d[key]
+        return d
+
+
+def evaluate_policies(hist: LengthHistogram, names: Any = POLICIES,
+                      params: BucketParams | None = None, *,
+                      drop_last: bool = False) -> tuple[PolicyResult, ...]:
+    """Several policies at once; ``names`` may also be ``"all"`` or ``"fixed,sorted"``."""
+    return tuple(evaluate_policy(hist, n, params, drop_last=drop_last)
+                 for n in parse_policies(names))
+
+
+def parse_policies(names: Any) -> tuple[str, ...]:
+    """``"all"`` / ``"fixed,sorted"`` / ``["fixed", "packed"]`` -> validated unique names."""
+    items = [names] if isinstance(names, str) else list(names)
+    out: list[str] = []
+    for item in items:
+        for name in str(item).replace(" ", "").split(","):
+            picked = POLICIES if name == "all" else (name,) if name else ()
+            for p in picked:
+                if p not in POLICIES:
+                    raise ProfilerError(f"unknown policy {p!r}; choose from "
+                                        f"{', '.join(POLICIES)} or all")
+                if p not in out:
+                    out.append(p)
+    return tuple(out)
+
+
+def evaluate_policy(hist: LengthHistogram, name: str, params: BucketParams | None = None, *,
+                    drop_last: bool = False) -> PolicyResult:
+    """Apply one batching policy (see the module docstring) to ``hist``."""
+    p = params or BucketParams()
+    if name not in POLICIES:
+        raise ProfilerError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+    counts = clipped_counts(hist, p.max_seq_len)
+    if name in _PACKING:
+        return _packed(counts, p, drop_last, _PACKING[name])
+    rows = [_BUCKET_FNS[name](_segment(counts, lo, hi), lo, p, drop_last)
+            for lo, hi in zip(p.bounds[:-1], p.bounds[1:], strict=True)]
+    return _assemble(name, rows, p, drop_last, expected=name == "fixed")
+
+
+# ---------------------------------------------------------------- histogram segments
+def _segment(counts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The present lengths of bucket ``[lo, hi)`` (ascending) and their counts."""
+    lo_, hi_ = min(lo, counts.size), min(hi, counts.size)
+    nz = np.flatnonzero(counts[lo_:hi_])
+    return (lo_ + nz).astype(np.int64), counts[lo_:hi_][nz]
+
+
+def batch_size_for(max_len: int, p: BucketParams) -> int:
+    """Rows per batch when the longest row is ``max_len`` (0: does not fit the budget)."""
+    return min(p.token_budget // max_len, p.max_batch_size) if max_len else p.max_batch_size
+
+
+# ---------------------------------------------------------------- expected batch maximum
+_STIRLING_MIN = 30
+_PRODUCT_MAX_K = 24
+
+
+def _log_falling(m: np.ndarray, k: int) -> np.ndarray:
+    """``log(m (m-1) ... (m-k+1))`` for ``m >= k`` (float array), stable for huge ``m``.
+
+    Stirling's series on ``lgamma(m+1) - lgamma(m-k+1)`` written without cancellation; the
+    few small arguments use an exact log-factorial table.
+    """
+    m = np.asarray(m, dtype=np.float64)
+    z, w = m + 1.0, m - k + 1.0
+    small = w < _STIRLING_MIN
+    out = np.empty_like(m)
+    if small.any():
+        table = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, k + _STIRLING_MIN + 1)))))
+        ms = m[small].astype(np.int64)
+        out[small] = table[ms] - table[ms - k]
+    big = ~small
+    if big.any():
+        zb, wb = z[big], w[big]
+        out[big] = (k * np.log(zb) - (wb - 0.5) * np.log1p(-k / zb) - k
+                    + _stirling_tail(zb) - _stirling_tail(wb))
+    return out
+
+
+def _stirling_tail(z: np.ndarray) -> np.ndarray:
+    r = 1.0 / z
+    r2 = r * r
+    return r * (1.0 / 12.0 - r2 * (1.0 / 360.0 - r2 / 1260.0))
+
+
+def draw_all_below(m: np.ndarray, n: int, k: int) -> np.ndarray:
+    """``C(m, k) / C(n, k)``: the chance that ``k`` draws without replacement from ``n``
+    items all come from a given ``m`` of them (``m``: int array, ``k <= m <= n``)."""
+    if k <= _PRODUCT_MAX_K:
+        prob = np.ones(m.size)
+        mf = m.astype(np.float64)
+        for i in range(k):
+            prob *= (mf - i) * (1.0 / (n - i))
+        return prob
+    return np.exp(_log_falling(m, k) - _log_falling(np.array([n]), k)[0])
+
+
+def expected_max(values: np.ndarray, counts: np.ndarray, k: int) -> float:
+    """Exact expected maximum of ``k`` samples drawn without replacement from the multiset
+    (``values`` ascending, with ``counts``): ``vmax - sum gap_j * P(max <= v_j)`` where
+    ``P(max <= v_j) = C(M_j, k) / C(n, k)``, ``M_j`` the count of samples ``<= v_j``."""
+    if k <= 0 or values.size == 0:
+        return 0.0
+    cum = np.cumsum(counts)[:-1]
+    n = int(counts.sum())
+    if k > n:
+        raise ValueError(f"cannot draw {k} of {n} samples")
+    use = cum >= k
+    if not use.any():
+        return float(values[-1])
+    gaps = np.diff(values).astype(np.float64)[use]
+    return float(values[-1]) - float(gaps @ draw_all_below(cum[use], n, k))
+
+
+# ---------------------------------------------------------------- per-bucket policies
+def _estimate_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
+                     drop_last: bool) -> dict[str, Any]:
+    """The bucket table's numbers, unchanged (an over-budget bucket is flagged, not dropped)."""
+    values, cnt = seg
+    n, tokens = int(cnt.sum()), int(cnt @ values)
+    max_len = int(values[-1]) if n else 0
+    size = batch_size_for(max_len, p)
+    return dict(samples=n, batches=n / max(size, 1), batch_size=size, min_batch_size=size,
+                max_batch_size=size, tokens=tokens, padded_tokens=n * max_len,
+                dropped_samples=0, unbatchable_samples=n if n and not size else 0)
+
+
+def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
+                  drop_last: bool) -> dict[str, Any]:
+    values, cnt = seg
+    n, tokens = int(cnt.sum()), int(cnt @ values)
+    size = batch_size_for(int(values[-1]) if n else 0, p)
+    if n and not size:
+        return dict(samples=0, batches=0, batch_size=0, min_batch_size=0, max_batch_size=0,
+                    tokens=0, padded_tokens=0, dropped_samples=0, unbatchable_samples=n)
+    full, rest = divmod(n, size)
+    padded = full * size * expected_max(values, cnt, size) if full else 0.0
+    sizes = [size] if full else []
+    if rest and not drop_last:
+        padded += rest * expected_max(values, cnt, rest)
+        sizes.append(rest)
+    dropped = rest if drop_last else 0
+    kept = n - dropped
+    return dict(samples=kept, batches=full + (1 if rest and not drop_last else 0),
+                batch_size=size, min_batch_size=min(sizes, default=0),
+                max_batch_size=max(sizes, default=0),
+                tokens=tokens * kept / n if dropped else tokens, padded_tokens=padded,
+                dropped_samples=dropped, unbatchable_samples=0)
+
+
+def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
+                   drop_last: bool) -> dict[str, Any]:
+    values, cnt = seg
+    batches = padded = tokens = kept = unbatchable = 0
+    min_rows, max_rows = None, 0
+    rows = open_tokens = longest = 0  # the open (not yet closed) batch
+
+    def close(r: int, length: int, nb: int = 1) -> None:
+        nonlocal batches, padded, min_rows, max_rows
+        batches += nb
+        padded += nb * r * length
+        min_rows = r if min_rows is None else min(min_rows, r)
+        max_rows = max(max_rows, r)
+
+    for v, c in zip(values.tolist(), cnt.tolist(), strict=True):
+        cap = batch_size_for(v, p)
+        if cap == 0:  # ascending: this and every longer length exceed the budget
+            unbatchable = int(cnt[values >= v].sum())
+            break
+        if rows:
+            take = min(c, max(cap - rows, 0))
+            if take:
+                rows, open_tokens, longest, c = rows + take, open_tokens + take * v, v, c - take
+            if c:
+                close(rows, longest)
+                tokens, kept = tokens + open_tokens, kept + rows
+                rows = open_tokens = 0
+        if c:
+            full, rest = divmod(c, cap)
+            if full:
+                close(cap, v, full)
+                tokens, kept = tokens + full * cap * v, kept + full * cap
+            if rest:
+                rows, open_tokens, longest = rest, rest * v, v
+    dropped = 0
+    if rows:
+        if drop_last and rows < batch_size_for(longest, p):
+            dropped = rows
+        else:
+            close(rows, longest)
+            tokens, kept = tokens + open_tokens, kept + rows
+    return dict(samples=kept, batches=batches, batch_size=kept / batches if batches else 0.0,
+                min_batch_size=min_rows or 0, max_batch_size=max_rows, tokens=tokens,
+                padded_tokens=padded, dropped_samples=dropped, unbatchable_samples=unbatchable)
+
+
+_BUCKET_FNS = {"estimate": _estimate_bucket, "fixed": _fixed_bucket, "sorted": _sorted_bucket}
+
+
+def _pct(part: float, whole: float) -> float:
+    return part / whole * 100 if whole else 0.0
+
+
+def _steps(batches: float, p: BucketParams, name: str, drop_last: bool) -> int | float:
+    per_step = p.grad_accum * p.world_size
+    if name == "estimate":
+        return batches / per_step
+    return int(batches) // per_step if drop_last else -(-int(batches) // per_step)
+
+
+def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last: bool,
+              expected: bool) -> PolicyResult:
+    samples = sum(r["samples"] for r in rows)
+    tokens = sum(r["tokens"] for r in rows)
+    padded = sum(r["padded_tokens"] for r in rows)
+    batches = sum(r["batches"] for r in rows)
+    buckets = tuple(
+        PolicyBucket(index=i, lo=lo, hi=hi, **r,
+                     padding_pct=_pct(r["padded_tokens"] - r["tokens"], r["padded_tokens"]),
+                     sample_pct=_pct(r["samples"], samples), token_pct=_pct(r["tokens"], tokens),
+                     batch_pct=_pct(r["batches"], batches))
+        for i, (r, lo, hi) in enumerate(zip(rows, p.bounds[:-1], p.bounds[1:], strict=True)))
+    warnings = []
+    for b in buckets:
+        if b.unbatchable_samples:
+            warnings.append(
+                f"{name}: {b.unbatchable_samples} samples of bucket {b.index} [{b.lo}, {b.hi}) "
+                f"are longer than the token budget ({p.token_budget}) and fit no batch; raise "
+                "--token-budget or lower --max-seq-len")
+        if b.batch_pct > DOMINANT_BATCH_PCT:
+            warnings.append(
+                f"{name}: bucket {b.index} [{b.lo}, {b.hi}) makes {b.batch_pct:.1f}% of the "
+                f"{batches:,.0f} batches (> {DOMINANT_BATCH_PCT:.0f}%); see `gpu-profiler "
+                "schedule --order stride` and `gpu-profiler suggest` for the fix")
+    return PolicyResult(
+        name=name, drop_last=drop_last, expected=expected, buckets=buckets, samples=samples,
+        tokens=tokens, padded_tokens=padded, padding_pct=_pct(padded - tokens, padded),
+        total_batches=batches, steps_per_epoch=_steps(batches, p, name, drop_last),
+        dropped_samples=sum(b.dropped_samples for b in buckets),
+        unbatchable_samples=sum(b.unbatchable_samples for b in buckets),
+        warnings=tuple(warnings))
+
+
+# ---------------------------------------------------------------- packing
+def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
+            ) -> PolicyResult:
+    lo, hi = p.bounds[0], p.bounds[-1]
+    values, cnt = _segment(counts, lo, hi)
+    samples, tokens = int(cnt.sum()), int(cnt @ values)
+    rows = pack_rows(values, cnt, p.max_seq_len, algorithm)
+    per_batch = min(p.token_budget // p.max_seq_len, p.max_batch_size)
+    warnings = []
+    if per_batch == 0:
+        per_batch = 1
+        warnings.append(f"{algorithm} packing: the token budget ({p.token_budget}) is smaller "
+                        f"than one packed row ({p.max_seq_len}); each batch holds one row")
+    full, rest = divmod(rows, per_batch)
+    batches = full + (1 if rest and not drop_last else 0)
+    kept_rows = rows - rest if drop_last else rows
+    kept_tokens: int | float = tokens * kept_rows / rows if drop_last and rest else tokens
+    padded = kept_rows * p.max_seq_len
+    name = "packed" if algorithm == "bfd" else "packed-ffd"
+    return PolicyResult(
+        name=name, drop_last=drop_last, expected=bool(drop_last and rest), buckets=(),
+        samples=samples, tokens=kept_tokens, padded_tokens=padded,
+        padding_pct=_pct(padded - kept_tokens, padded), total_batches=batches,
+        steps_per_epoch=_steps(batches, p, name, drop_last), dropped_samples=0,
+        unbatchable_samples=0, rows=rows, rows_per_batch=per_batch,
+        packing_efficiency=tokens / (rows * p.max_seq_len) if rows else 0.0,
+        algorithm=algorithm, warnings=tuple(warnings))
+
+
+def pack_rows(values: np.ndarray, counts: np.ndarray, capacity: int,
+              algorithm: str = "bfd") -> int:
+    """Rows of ``capacity`` tokens that best-fit-decreasing (``"bfd"``) or
+    first-fit-decreasing (``"ffd"``) packing needs for the multiset ``values`` x ``counts``
+    (every value ``<= capacity``), exactly as item-by-item packing would.
+
+    Items of one length are placed in bulk: a row with ``r`` tokens free takes ``r // L``
+    items of length ``L`` in a row before the next candidate row is tried, so the work grows
+    with the number of distinct lengths, not with the number of items.
+    """
+    values, counts = np.asarray(values, np.int64), np.asarray(counts, np.int64)
+    if values.size and int(values.max()) > capacity:
+        raise ValueError(f"an item of {int(values.max())} exceeds the row capacity {capacity}")
+    order = np.flatnonzero((values > 0) & (counts > 0))[::-1]
+    fill = _bfd if algorithm == "bfd" else _ffd if algorithm == "ffd" else None
+    if fill is None:
+        raise ValueError(f"unknown packing algorithm {algorithm!r}")
+    rows = fill(values[order], counts[order], capacity)
+    has_zero = bool(counts[(values == 0)].sum()) if values.size else False
+    return rows or (1 if has_zero else 0)
+
+
+def _bfd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
+    """Best fit: ``level[r]`` counts open rows with ``r`` tokens free; an item of length L
+    goes to the smallest ``r >= L``."""
+    level = np.zeros(capacity + 1, dtype=np.int64)
+    rows = 0
+    for length, c in zip(values.tolist(), counts.tolist(), strict=True):
+        free = length + np.flatnonzero(level[length:])
+        if free.size:
+            fits = level[free] * (free // length)
+            done = np.cumsum(fits)
+            k = int(np.searchsorted(done, c))  # first level that does not empty fully
+            whole = free[:k]
+            np.add.at(level, whole % length, level[whole])
+            level[whole] = 0
+            if k < free.size:
+                c -= int(done[k - 1]) if k else 0
+                _partial_fill(level, int(free[k]), length, c)
+                continue
+            c -= int(done[-1])
+        if c:
+            rows += _open_rows(level, capacity, length, c)
+    return rows
+
+
+def _partial_fill(level: np.ndarray, r: int, length: int, c: int) -> None:
+    """``c`` items (fewer than the level holds) go into rows with ``r`` tokens free."""
+    per_row = r // length
+    full, rest = divmod(c, per_row)
+    level[r] -= full + (1 if rest else 0)
+    level[r % length] += full
+    if rest:
+        level[r - rest * length] += 1
+
+
+def _open_rows(level: np.ndarray, capacity: int, length: int, c: int) -> int:
+    """Open new rows for ``c`` items that fit no open row; returns how many."""
+    per_row = capacity // length
+    full, rest = divmod(c, per_row)
+    level[capacity % length] += full
+    if rest:
+        level[capacity - rest * length] += 1
+    return full + (1 if rest else 0)
+
+
+def _ffd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
+    """First fit: open rows kept in opening order as runs (``free`` tokens, ``n`` rows); an
+    item goes to the first row it fits. Runs too small for every length left are dropped."""
+    free = np.zeros(0, dtype=np.int64)
+    n = np.zeros(0, dtype=np.int64)
+    rows = 0
+    smallest = int(values[-1]) if values.size else 0
+    for length, c in zip(values.tolist(), counts.tolist(), strict=True):
+        fit = np.flatnonzero(free >= length)
+        if fit.size:
+            done = np.cumsum(n[fit] * (free[fit] // length))
+            k = int(np.searchsorted(done, c))
+            free[fit[:k]] %= length
+            if k < fit.size:
+                c -= int(done[k - 1]) if k else 0
+                j = int(fit[k])
+                per_row = int(free[j]) // length
+                full, rest = divmod(c, per_row)
+                new_free = [int(free[j]) % length, int(free[j]) - rest * length, int(free[j])]
+                new_n = [full, 1 if rest else 0, int(n[j]) - full - (1 if rest else 0)]
+                free = np.concatenate((free[:j], new_free, free[j + 1:]))
+                n = np.concatenate((n[:j], new_n, n[j + 1:]))
+                c = 0
+            else:
+                c -= int(done[-1])
+        if c:
+            per_row = capacity // length
+            full, rest = divmod(c, per_row)
+            free = np.concatenate((free, [capacity % length, capacity - rest * length]))
+            n = np.concatenate((n, [full, 1 if rest else 0]))
+            rows += full + (1 if rest else 0)
+        keep = (free >= smallest) & (n > 0)
+        free, n = free[keep], n[keep]
+    return rows

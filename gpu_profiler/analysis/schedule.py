@@ -1,0 +1,307 @@
+"""Batch-schedule simulation: in which order an epoch's batches come out of the buckets.
+
+Orders (each batch is named by its bucket index):
+
+- ``random``: a global shuffle of all batches;
+- ``uniform-bucket``: every step picks a non-empty bucket uniformly at random;
+- ``sequential``: bucket after bucket;
+- ``stride``: stride scheduling, bucket b's j-th batch runs at epoch fraction
+  ``(j + 1) / batches_b`` (ties by bucket index), so every bucket is spread evenly over the
+  epoch and they all run out together.
+
+Every batch stands for its bucket's mean sample length (exact in expectation: batches are
+random draws from the bucket), which is what the autocorrelation and the windowed spread
+are computed on.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
+from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.params import BucketParams
+
+SCHEMA = "gpu-profiler/schedule/v1"
+ORDERS = ("random", "uniform-bucket", "sequential", "stride")
+RANDOM_ORDERS = ("random", "uniform-bucket")
+#: Same-bucket runs longer than this are worth a warning.
+MAX_RUN = 3
+#: Run lengths k reported as P(longest run >= k) for the random orders.
+RUN_KS = (2, 4, 6, 8, 12, 16)
+#: The tail of the epoch whose bucket mix is reported.
+TAIL = 0.10
+
+
+@dataclass(frozen=True)
+class OrderStats:
+    """How one order lays the epoch's batches out.
+
+    Attributes:
+        longest_run, longest_run_bucket: the longest run of consecutive same-bucket batches
+            in the simulated order (for random orders, the one drawn with ``seed``).
+        expected_longest_run, p_run_ge, trials: random orders only: the mean longest run and
+            ``P(longest run >= k)`` over ``trials`` seeds.
+        exhausted_at: per bucket, the fraction of the epoch done when its last batch has run
+            (None for a bucket without batches).
+        tail_mix: per bucket, its share of the last 10% of the batches.
+        lag1_autocorr: lag-1 autocorrelation of the batches' mean length (None when every
+            batch has the same mean length).
+        window_spread, window_min, window_max: standard deviation, minimum and maximum of
+            the mean batch length averaged over consecutive windows of ``log_window`` batches.
+    """
+
+    name: str
+    batches: int
+    longest_run: int
+    longest_run_bucket: int | None
+    exhausted_at: tuple[float | None, ...]
+    tail_mix: tuple[float, ...]
+    lag1_autocorr: float | None
+    window_spread: float
+    window_min: float | None
+    window_max: float | None
+    expected_longest_run: float | None = None
+    p_run_ge: dict[int, float] | None = None
+    trials: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["exhausted_at"] = list(self.exhausted_at)
+        d["tail_mix"] = list(self.tail_mix)
+        if self.p_run_ge is not None:
+            d["p_run_ge"] = {str(k): v for k, v in self.p_run_ge.items()}
+        return d
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    """Orders simulated on one policy's per-bucket batch counts."""
+
+    params: BucketParams
+    policy: str
+    drop_last: bool
+    log_window: int
+    seed: int
+    batches: tuple[int, ...]
+    batch_pct: tuple[float, ...]
+    mean_len: tuple[float, ...]
+    orders: tuple[OrderStats, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    def __getitem__(self, name: str) -> OrderStats:
+        for o in self.orders:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.params
+        return {"schema": SCHEMA, "params": p.to_dict(), "policy": self.policy,
+                "drop_last": self.drop_last, "log_window": self.log_window, "seed": self.seed,
+                "buckets": [{"index": i, "lo": lo, "hi": hi, "batches": n, "batch_pct": pct,
+                             "mean_len": m}
+                            for i, (lo, hi, n, pct, m) in enumerate(zip(
+                                p.bounds[:-1], p.bounds[1:], self.batches, self.batch_pct,
+                                self.mean_len, strict=True))],
+                "orders": [o.to_dict() for o in self.orders],
+                "warnings": list(self.warnings)}
+
+
+# ---------------------------------------------------------------- the order generator
+def batch_order(batches: Sequence[int], order: str, *, seed: int = 0) -> np.ndarray:
+    """The bucket index of every batch of the epoch, in ``order``.
+
+    Args:
+        batches: batches per bucket (e.g. ``[b.batches for b in policy.buckets]``).
+        order: one of :data:`ORDERS`.
+        seed: seeds the random orders (the same seed gives the same order).
+    """
+    counts = np.asarray(batches, dtype=np.int64)
+    if counts.ndim != 1 or (counts < 0).any():
+        raise ProfilerError(f"batches per bucket must be non-negative integers, got {batches}")
+    dtype = np.int16 if counts.size <= np.iinfo(np.int16).max else np.int32
+    index = np.arange(counts.size, dtype=dtype)
+    if order == "sequential":
+        return np.repeat(index, counts)
+    if order == "random":
+        return np.random.default_rng(seed).permutation(np.repeat(index, counts))
+    if order == "uniform-bucket":
+        return _uniform_bucket(counts, np.random.default_rng(seed), dtype)
+    if order == "stride":
+        keys = np.concatenate([np.arange(1, n + 1) / n for n in counts.tolist()]) \
+            if counts.sum() else np.zeros(0)
+        return np.repeat(index, counts)[np.argsort(keys, kind="stable")]
+    raise ProfilerError(f"unknown order {order!r}; choose from {', '.join(ORDERS)}")
+
+
+def _uniform_bucket(counts: np.ndarray, rng: np.random.Generator, dtype: Any) -> np.ndarray:
+    """Phases: while the active set is fixed, steps are uniform draws from it; a phase ends
+    at the step that takes some bucket's last batch."""
+    left = counts.copy()
+    out = []
+    while (active := np.flatnonzero(left)).size:
+        draws = active[rng.integers(0, active.size, int(left.sum()))]
+        end = draws.size
+        for b in active.tolist():
+            hits = np.flatnonzero(draws[:end] == b)
+            if hits.size >= left[b]:
+                end = int(hits[left[b] - 1]) + 1
+        phase = draws[:end]
+        out.append(phase)
+        left -= np.bincount(phase, minlength=left.size)
+    return np.concatenate(out).astype(dtype) if out else np.zeros(0, dtype)
+
+
+def write_order(path: str | Path, order: np.ndarray) -> None:
+    """Write an order atomically: ``.npy`` (numpy) or text, one bucket index per line."""
+    from gpu_profiler.render.output import write_atomic
+
+    if str(path).endswith(".npy"):
+        buf = io.BytesIO()
+        np.save(buf, order)
+        write_atomic(path, buf.getvalue())
+    else:
+        write_atomic(path, "".join(f"{b}\n" for b in order.tolist()))
+
+
+# ---------------------------------------------------------------- statistics
+def _runs(order: np.ndarray) -> tuple[int, int | None]:
+    if not order.size:
+        return 0, None
+    starts = np.flatnonzero(np.concatenate(([True], order[1:] != order[:-1])))
+    lengths = np.diff(np.append(starts, order.size))
+    i = int(np.argmax(lengths))
+    return int(lengths[i]), int(order[starts[i]])
+
+
+def order_stats(name: str, order: np.ndarray, mean_len: np.ndarray, log_window: int
+                ) -> OrderStats:
+    """Statistics of one concrete order (bucket index per batch)."""
+    n, k = order.size, mean_len.size
+    longest, bucket = _runs(order)
+    exhausted = []
+    for b in range(k):
+        hits = np.flatnonzero(order == b)
+        exhausted.append((int(hits[-1]) + 1) / n if hits.size else None)
+    tail = order[n - max(1, math.ceil(TAIL * n)):] if n else order
+    mix = np.bincount(tail, minlength=k) / tail.size if tail.size else np.zeros(k)
+    x = mean_len[order]
+    d = x - x.mean() if n else x
+    denom = float(d @ d)
+    autocorr = float(d[:-1] @ d[1:]) / denom if denom > 0 else None
+    windows = n // log_window
+    means = x[:windows * log_window].reshape(windows, log_window).mean(axis=1) if windows \
+        else x[:n].mean(keepdims=True) if n else np.zeros(0)
+    return OrderStats(name=name, batches=n, longest_run=longest, longest_run_bucket=bucket,
+                      exhausted_at=tuple(exhausted), tail_mix=tuple(float(m) for m in mix),
+                      lag1_autocorr=autocorr,
+                      window_spread=float(means.std()) if means.size else 0.0,
+                      window_min=float(means.min()) if means.size else None,
+                      window_max=float(means.max()) if means.size else None)
+
+
+def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float], *,
+                   trials: int = 100, log_window: int = 50, seed: int = 0) -> OrderStats:
+    """Simulate one order; random orders are also run with seeds ``seed .. seed+trials-1``
+    for the expected longest run and ``P(longest run >= k)``."""
+    if name not in ORDERS:
+        raise ProfilerError(f"unknown order {name!r}; choose from {', '.join(ORDERS)}")
+    if trials < 1:
+        raise ProfilerError(f"--trials must be a positive integer, got {trials}")
+    if log_window < 1:
+        raise ProfilerError(f"--log-window must be a positive integer, got {log_window}")
+    means = np.asarray(mean_len, dtype=np.float64)
+    stats = order_stats(name, batch_order(batches, name, seed=seed), means, log_window)
+    if name not in RANDOM_ORDERS:
+        return stats
+    longest = np.array([stats.longest_run] + [
+        _runs(batch_order(batches, name, seed=seed + t))[0] for t in range(1, trials)])
+    return OrderStats(**{**stats.__dict__, "expected_longest_run": float(longest.mean()),
+                         "p_run_ge": {k: float((longest >= k).mean()) for k in RUN_KS},
+                         "trials": trials})
+
+
+def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("random", "stride"),
+                      params: BucketParams | None = None, *, policy: str = "fixed",
+                      drop_last: bool = False, trials: int = 100, log_window: int = 50,
+                      seed: int = 0) -> ScheduleResult:
+    """Simulate ``orders`` on the per-bucket batch counts of ``policy`` (``fixed`` or
+    ``sorted``: the policies with integer batches per bucket)."""
+    p = params or BucketParams()
+    names = parse_orders(orders)
+    if policy not in ("fixed", "sorted"):
+        raise ProfilerError(f"schedule needs integer batches per bucket: policy fixed or "
+                            f"sorted, got {policy!r}")
+    pol = evaluate_policy(hist, policy, p, drop_last=drop_last)
+    batches = [int(b.batches) for b in pol.buckets]
+    mean_len = [b.tokens / b.samples if b.samples else 0.0 for b in pol.buckets]
+    kw = dict(trials=trials, log_window=log_window, seed=seed)
+    stats = [simulate_order(n, batches, mean_len, **kw) for n in names]  # type: ignore[arg-type]
+    stride = next((s for s in stats if s.name == "stride"), None) or \
+        simulate_order("stride", batches, mean_len, **kw)  # type: ignore[arg-type]
+    return ScheduleResult(p, policy, drop_last, log_window, seed, tuple(batches),
+                          tuple(b.batch_pct for b in pol.buckets), tuple(mean_len),
+                          tuple(stats), tuple(_warnings(pol, stats, stride, hist, p)))
+
+
+def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:
+    """``"random,stride"`` / ``["random", "stride"]`` / ``"all"`` -> validated names."""
+    items = [orders] if isinstance(orders, str) else list(orders)
+    out: list[str] = []
+    for item in items:
+        for name in str(item).replace(" ", "").split(","):
+            for o in ORDERS if name == "all" else (name,) if name else ():
+                if o not in ORDERS:
+                    raise ProfilerError(f"unknown order {o!r}; choose from "
+                                        f"{', '.join(ORDERS)} or all")
+                if o not in out:
+                    out.append(o)
+    if not out:
+        raise ProfilerError("no order given; choose from " + ", ".join(ORDERS))
+    return tuple(out)
+
+
+def _warnings(pol: PolicyResult, stats: list[OrderStats], stride: OrderStats,
+              hist: LengthHistogram, p: BucketParams) -> list[str]:
+    from gpu_profiler.analysis.bounds import equal_batches_proposal
+
+    msgs = []
+    top = max(pol.buckets, key=lambda b: b.batch_pct, default=None)
+    first_out = min((e for e in stride.exhausted_at if e is not None), default=1.0)
+    tail = stride.batches - round(first_out * stride.batches) + 1
+    stride_line = (f"--order stride keeps every same-bucket run <= {stride.longest_run} and "
+                   f"exhausts all buckets in the last {tail} batches "
+                   f"({tail / max(stride.batches, 1) * 100:.2g}% of the epoch)")
+    rebalance = None
+    if top is not None and top.batch_pct > DOMINANT_BATCH_PCT:
+        k = len(pol.buckets)
+        flat = equal_batches_proposal(hist, k, p)
+        rebalance = (f"bounds {','.join(map(str, flat.bounds))} (gpu-profiler suggest "
+                     f"--buckets {k}) bring the largest share to {flat.max_batch_pct:.1f}% at "
+                     f"{flat.padding_pct:.1f}% padding")
+        runs = "; ".join(f"under {s.name} its longest run is {s.longest_run}" + (
+            f" (expected {s.expected_longest_run:.1f} over {s.trials} seeds, P(run >= 4) = "
+            f"{s.p_run_ge[4]:.2f})" if s.p_run_ge else "")
+            for s in stats if s.longest_run_bucket == top.index and s.name != "stride")
+        msgs.append(
+            f"bucket {top.index} [{top.lo}, {top.hi}) makes {top.batch_pct:.1f}% of the "
+            f"{int(pol.total_batches):,} batches (> {DOMINANT_BATCH_PCT:.0f}%)"
+            + (f": {runs}" if runs else "") + f". Fix: {stride_line}; or {rebalance}")
+    for s in stats:
+        if s.longest_run > MAX_RUN:
+            fix = stride_line if stride.longest_run <= MAX_RUN else (
+                f"even --order stride leaves runs of {stride.longest_run}; rebalance: "
+                f"{rebalance}" if rebalance else "rebalance the bounds (gpu-profiler suggest)")
+            msgs.append(f"order {s.name}: {s.longest_run} batches of bucket "
+                        f"{s.longest_run_bucket} run back to back (> {MAX_RUN}); {fix}")
+    return msgs

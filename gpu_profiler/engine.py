@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_profiler.backends import get_backend
+from gpu_profiler.backends.base import MAX_AUTO_CAP
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import LengthSpec, Part, open_source, resolve_spec
 from gpu_profiler.readers.arrow import coalesce
+from gpu_profiler.runs import Run, RunTally
 
 
 @dataclass(frozen=True)
@@ -49,21 +51,28 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     hists = {}
     with ScanProgress(len(parts), progress) as bar:
         for name, ps in splits.items():
-            chunks = coalesce(_chunks(ps, spec, first, bar))
+            runs = RunTally()
+            chunks = coalesce(_chunks(ps, spec, first, bar, runs))
             hists[name] = engine.histogram(chunks, cap)
+            if runs:
+                hists[name] = merge([hists[name], runs.histogram(cap, MAX_AUTO_CAP)])
     return Scan(hists, spec, engine.name, time.perf_counter() - t0)
 
 
-def _chunks(parts: list[Part], spec: LengthSpec, schema: Any,
-            bar: ScanProgress) -> Iterator[Chunk]:
-    """Every chunk of every part, checking each part's schema against the first one."""
+def _chunks(parts: list[Part], spec: LengthSpec, schema: Any, bar: ScanProgress,
+            runs: RunTally) -> Iterator[Chunk]:
+    """Every chunk of every part, checking each part's schema against the first one;
+    `Run` s (lengths known from metadata) go to ``runs`` instead."""
     for i, part in enumerate(parts):
         if i and not part.schema().equals(schema, check_metadata=False):
             raise ProfilerError(f"{part.label}: schema differs from {parts[0].label}: "
                                 f"{_schema_diff(part.schema(), schema)}")
         for chunk in part.chunks(spec):
             bar.update(samples=chunk.samples)
-            yield chunk
+            if isinstance(chunk, Run):
+                runs.add(chunk)
+            else:
+                yield chunk
         bar.update(nbytes=part.nbytes, parts=1)
 
 

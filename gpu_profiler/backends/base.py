@@ -29,9 +29,11 @@ class Backend(ABC):
 
     def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
         """Histogram of every chunk. ``cap=None`` bins up to the largest length seen."""
-        hists = [self.histogram_chunk(c, cap if cap is not None else self._auto_cap(c))
-                 for c in chunks]
-        return merge(hists) if hists else LengthHistogram.empty(cap or 0)
+        total = LengthHistogram.empty(cap or 0)
+        for c in chunks:  # a running sum: memory stays O(cap) however many chunks
+            total = merge([total, self.histogram_chunk(
+                c, cap if cap is not None else self._auto_cap(c))])
+        return total
 
     def _auto_cap(self, chunk: Chunk) -> int:
         m = max(self.max_length(chunk), 0)

@@ -103,16 +103,22 @@ def arrays_to_chunks(arrays: Iterable[pa.Array], spec: LengthSpec) -> Iterator[C
             yield array_to_chunk(arr, spec)
 
 
-def coalesce(chunks: Iterable[Chunk], rows: int = CHUNK_ROWS) -> Iterator[Chunk]:
-    """Concatenate consecutive small chunks until each holds at least ``rows`` samples.
+def coalesce(chunks: Iterable[Chunk], rows: int | None = None) -> Iterator[Chunk]:
+    """Concatenate consecutive small chunks until each holds at least ``rows`` samples
+    (default :data:`CHUNK_ROWS`, read at call time).
 
-    Offsets are rebased so the concatenation is itself a valid offsets array; chunks that
-    are already large pass through untouched (no copy).
+    Offsets are rebased so the concatenation is itself a valid offsets array; chunks of at
+    least ``rows / 4`` samples already amortize a kernel launch and pass through untouched
+    (no copy).
     """
+    rows = CHUNK_ROWS if rows is None else rows
     pending: list[Chunk] = []
     count = 0
     for c in chunks:
-        if not pending and c.samples >= rows:
+        if c.samples >= rows // 4:
+            if pending:
+                yield _concat(pending)
+                pending, count = [], 0
             yield c
             continue
         pending.append(c)

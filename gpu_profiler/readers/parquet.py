@@ -1,7 +1,16 @@
-"""Parquet reader: column projection, streamed row-group batches."""
+"""Parquet reader: only the length column's pages are read (column projection); row groups
+are decoded in parallel by a few worker threads that hand batches over a bounded queue, so
+memory stays bounded whatever the file size; a row group whose statistics prove every value
+equal (min == max, null count known) is counted from the footer without reading it.
+
+Files are read with positioned reads through a bounded buffer, never memory-mapped (mapped
+pages would count toward the resident set)."""
 
 from __future__ import annotations
 
+import os
+import queue
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,36 +19,189 @@ import pyarrow.parquet as pq
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
+from gpu_profiler.readers import arrow
+from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk
+from gpu_profiler.runs import Run
 
 MAGIC = b"PAR1"
 
+#: Worker threads decoding row groups (None: one per CPU).
+THREADS: int | None = None
+#: Encoded bytes of the column per batch a worker decodes (bounds memory for list columns,
+#: whose values must be decoded to get their lengths).
+BATCH_BYTES = 16 << 20
+#: Read buffer of a column chunk stream: a huge row group is never read whole into memory.
+READ_BUFFER = 4 << 20
+#: Decoded batches waiting for the consumer, per worker.
+QUEUE_PER_WORKER = 1
 
-def _corrupt(path: Path, exc: Exception) -> ProfilerError:
+_ERRORS = (pa.ArrowException, OSError, ValueError, EOFError)
+_DONE = object()
+
+
+def _corrupt(path: Path, exc: BaseException, groups: list[int] | None = None) -> ProfilerError:
+    where = ""
+    if groups:
+        where = f" in row group {groups[0]}" if len(groups) == 1 else \
+            f" in row groups {groups[0]}..{groups[-1]}"
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return ProfilerError(f"{path}: corrupt or truncated Parquet file: {msg}")
+    return ProfilerError(f"{path}: corrupt or truncated Parquet file{where}: {msg}")
 
 
-def _open(path: Path) -> pq.ParquetFile:
+def _open(path: Path, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(str(path), memory_map=True)
-    except (pa.ArrowException, OSError, ValueError) as exc:
+        return pq.ParquetFile(str(path), metadata=metadata, memory_map=False,
+                              buffer_size=READ_BUFFER)
+    except _ERRORS as exc:
         raise _corrupt(path, exc) from None
 
 
 def schema(path: Path) -> pa.Schema:
     """The Arrow schema of a Parquet file (from its footer)."""
-    return _open(path).schema_arrow
-
-
-def chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
-    """Chunks of the length column; only that column's pages are read and decoded."""
-    return arrays_to_chunks(_columns(_open(path), spec, path), spec)
-
-
-def _columns(pf: pq.ParquetFile, spec: LengthSpec, path: Path) -> Iterator[pa.Array]:
     try:
-        for rb in pf.iter_batches(batch_size=CHUNK_ROWS, columns=[spec.name]):
-            yield rb.column(0)
-    except (pa.ArrowException, OSError, ValueError) as exc:
+        return _open(path).schema_arrow
+    except _ERRORS as exc:
         raise _corrupt(path, exc) from None
+
+
+def chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk | Run]:
+    """Chunks of the length column (and `Run` s for row groups counted from statistics).
+
+    The file is opened on the first ``next()``; order follows completion, not row groups.
+    """
+    pf = _open(path)
+    md = pf.metadata
+    try:
+        leaf = _leaf_index(md, spec)
+        todo: list[tuple[list[int], int]] = []  # (row groups, rows per batch)
+        rows = 0
+        for i in range(md.num_row_groups):
+            rg = md.row_group(i)
+            if not rg.num_rows:
+                continue
+            run = None if spec.offsets else _stats_run(rg, leaf)
+            if run is not None:
+                yield run
+                continue
+            batch = _batch_rows(rg, leaf)
+            joint = min(batch, todo[-1][1]) if todo else 0
+            if rows + rg.num_rows <= joint:  # small row groups decode as one batch
+                todo[-1] = (todo[-1][0] + [i], joint)
+                rows += rg.num_rows
+            else:
+                todo.append(([i], batch))
+                rows = rg.num_rows
+    except _ERRORS as exc:
+        raise _corrupt(path, exc) from None
+    if todo:
+        yield from _decode_parallel(path, md, spec, todo)
+
+
+def _leaf_index(md: pq.FileMetaData, spec: LengthSpec) -> int:
+    """Index of the Parquet leaf column holding the lengths (or the list's elements)."""
+    for j in range(md.num_columns):
+        path = md.schema.column(j).path
+        if path == spec.name or (spec.offsets and path.split(".", 1)[0] == spec.name):
+            return j
+    raise ValueError(f"no leaf column for {spec.name!r}")
+
+
+def _stats_run(rg: pq.RowGroupMetaData, leaf: int) -> Run | None:
+    """A `Run` when the statistics alone give this row group's histogram exactly: every
+    non-null value equal (min == max) or every value null, with the null count known and
+    consistent with the row count. Otherwise None (the row group is decoded)."""
+    col = rg.column(leaf)
+    stats = col.statistics
+    if stats is None or not stats.has_null_count or col.physical_type not in ("INT32", "INT64"):
+        return None
+    nulls, values = stats.null_count, stats.num_values
+    if nulls < 0 or values < 0 or nulls + values != rg.num_rows:
+        return None
+    if values == 0:
+        return Run(0, 0, nulls)
+    if not stats.has_min_max:
+        return None
+    lo, hi = stats.min, stats.max
+    if not isinstance(lo, int) or lo != hi:
+        return None
+    return Run(lo, values, nulls)
+
+
+def _batch_rows(rg: pq.RowGroupMetaData, leaf: int) -> int:
+    """Rows per decoded batch: ``CHUNK_ROWS`` for a length column, fewer for wide list
+    columns so a batch stays near ``BATCH_BYTES``."""
+    per_row = max(rg.column(leaf).total_uncompressed_size, 1) / rg.num_rows
+    return int(min(arrow.CHUNK_ROWS, max(1024, BATCH_BYTES // per_row)))
+
+
+def _threads(jobs: int) -> int:
+    return max(1, min(THREADS or os.cpu_count() or 1, jobs))
+
+
+def _decode_parallel(path: Path, md: pq.FileMetaData, spec: LengthSpec,
+                     todo: list[tuple[list[int], int]]) -> Iterator[Chunk]:
+    """Decode runs of row groups on worker threads; at most ``QUEUE_PER_WORKER`` finished
+    batches per worker wait for the consumer (plus one being decoded by each worker)."""
+    nworkers = _threads(len(todo))
+    jobs: queue.SimpleQueue[tuple[list[int], int]] = queue.SimpleQueue()
+    for job in todo:
+        jobs.put(job)
+    out: queue.Queue = queue.Queue(maxsize=QUEUE_PER_WORKER * nworkers)
+    stop = threading.Event()
+    workers = [threading.Thread(target=_worker, args=(path, md, spec, jobs, out, stop),
+                                name=f"gpu-profiler-parquet-{k}", daemon=True)
+               for k in range(nworkers)]
+    for w in workers:
+        w.start()
+    try:
+        done = 0
+        while done < nworkers:
+            item = out.get()
+            if item is _DONE:
+                done += 1
+            elif isinstance(item, tuple):  # (row group, exception) from a worker
+                group, exc = item
+                if isinstance(exc, _ERRORS):
+                    raise _corrupt(path, exc, group)
+                raise exc
+            else:
+                yield item
+    finally:
+        stop.set()
+        while any(w.is_alive() for w in workers):
+            try:
+                out.get(timeout=0.05)
+            except queue.Empty:
+                pass
+
+
+def _worker(path: Path, md: pq.FileMetaData, spec: LengthSpec, jobs: queue.SimpleQueue,
+            out: queue.Queue, stop: threading.Event) -> None:
+    group = None
+    try:
+        pf = pq.ParquetFile(str(path), metadata=md, memory_map=False, buffer_size=READ_BUFFER)
+        while not stop.is_set():
+            try:
+                group, rows = jobs.get_nowait()
+            except queue.Empty:
+                break
+            for rb in pf.iter_batches(batch_size=rows, row_groups=group, columns=[spec.name],
+                                      use_threads=False):
+                column = rb.column(0)
+                if len(column) and not _put(out, array_to_chunk(column, spec), stop):
+                    return
+    except BaseException as exc:  # handed to the consumer, which raises it
+        _put(out, (group, exc), stop)
+        return
+    _put(out, _DONE, stop)
+
+
+def _put(out: queue.Queue, item: object, stop: threading.Event) -> bool:
+    """Put ``item`` unless the consumer has stopped; False when it has."""
+    while not stop.is_set():
+        try:
+            out.put(item, timeout=0.05)
+            return True
+        except queue.Full:
+            pass
+    return False

@@ -1,0 +1,70 @@
+"""Runs: samples whose lengths a reader knows without reading them (a Parquet row group whose
+statistics say min == max), counted in bulk instead of being decoded and histogrammed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram, merge
+
+
+@dataclass(frozen=True)
+class Run:
+    """``count`` samples that all have length ``value``, plus ``nulls`` null samples."""
+
+    value: int
+    count: int
+    nulls: int = 0
+
+    @property
+    def samples(self) -> int:
+        """Entries the run stands for (valid, invalid and null)."""
+        return self.count + self.nulls
+
+
+class RunTally:
+    """Adds up runs by value (memory grows with distinct values, not with runs)."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[int] = Counter()
+        self._nulls = 0
+
+    def add(self, run: Run) -> None:
+        """Count one run."""
+        if run.count:
+            self._counts[run.value] += run.count
+        self._nulls += run.nulls
+
+    def __bool__(self) -> bool:
+        return bool(self._counts) or self._nulls > 0
+
+    def histogram(self, cap: int | None, max_auto_cap: int) -> LengthHistogram:
+        """The runs' histogram with bins ``0..cap``, exactly as a backend would count them
+        (values read as int64: negative, or uint64 >= 2**63, are invalid); ``cap=None`` bins
+        up to the largest value, which must not exceed ``max_auto_cap``."""
+        values = [v if v < 2**63 else v - 2**64 for v in self._counts]
+        valid = [v for v in values if v >= 0]
+        if cap is None:
+            cap = max(valid, default=0)
+            if cap > max_auto_cap:
+                raise ProfilerError(
+                    f"a length of {cap} was found; give an explicit cap (e.g. --max-seq-len) "
+                    f"to histogram lengths above {max_auto_cap}")
+        counts = np.zeros(cap + 1, dtype=np.int64)
+        invalid = 0
+        above = LengthHistogram.empty(cap)
+        for raw, v in zip(self._counts, values):
+            n = self._counts[raw]
+            if v < 0:
+                invalid += n
+            elif v <= cap:
+                counts[v] += n
+            else:
+                above = merge([above, LengthHistogram(np.zeros(cap + 1, np.int64), n, n * v,
+                                                      v, v)])
+        return merge([LengthHistogram(counts, null_count=self._nulls, invalid_count=invalid),
+                      above])

@@ -53,7 +53,11 @@ def simulated() -> bool:
 
 def probe() -> str | None:
     """None when the cuda backend works here, else exactly why it does not."""
-    if importlib.util.find_spec("numba_cuda") is None:
+    try:
+        found = importlib.util.find_spec("numba_cuda") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
         return "numba-cuda is not installed (pip install 'gpu-profiler[gpu]')"
     try:
         cuda = _cuda()

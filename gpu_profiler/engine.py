@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_profiler.backends import get_backend
+from gpu_profiler.backends import Backend, get_backend
 from gpu_profiler.backends.base import MAX_AUTO_CAP
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
@@ -52,7 +52,7 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     with ScanProgress(len(parts), progress) as bar:
         for name, ps in splits.items():
             runs = RunTally()
-            chunks = coalesce(_chunks(ps, spec, first, bar, runs))
+            chunks = coalesce(_chunks(ps, spec, first, bar, runs, engine))
             hists[name] = engine.histogram(chunks, cap)
             if runs:
                 hists[name] = merge([hists[name], runs.histogram(cap, MAX_AUTO_CAP)])
@@ -60,14 +60,14 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
 
 
 def _chunks(parts: list[Part], spec: LengthSpec, schema: Any, bar: ScanProgress,
-            runs: RunTally) -> Iterator[Chunk]:
-    """Every chunk of every part, checking each part's schema against the first one;
-    `Run` s (lengths known from metadata) go to ``runs`` instead."""
+            runs: RunTally, backend: Backend) -> Iterator[Chunk]:
+    """Every chunk of every part (read by ``backend.part_chunks``), checking each part's
+    schema against the first one; `Run` s (lengths known from metadata) go to ``runs``."""
     for i, part in enumerate(parts):
         if i and not part.schema().equals(schema, check_metadata=False):
             raise ProfilerError(f"{part.label}: schema differs from {parts[0].label}: "
                                 f"{_schema_diff(part.schema(), schema)}")
-        for chunk in part.chunks(spec):
+        for chunk in backend.part_chunks(part, spec):
             bar.update(samples=chunk.samples)
             if isinstance(chunk, Run):
                 runs.add(chunk)

@@ -56,11 +56,11 @@ def _backend_max(data, valid, offsets):
     return CudaBackend(chunk_bytes=256).max_length(Chunk(data, valid, offsets))
 
 
-def _device_source_hist(data, cap):
+def _device_source_hist(data, cap, backend="cuda"):
     """histogram() of an array already in (simulated) device memory."""
     from numba import cuda
 
-    return histogram(cuda.to_device(data), backend="cuda", cap=cap)
+    return histogram(cuda.to_device(data), backend=backend, cap=cap)
 
 
 def _api_profile(source, kwargs):
@@ -220,6 +220,9 @@ def test_device_resident_source(sim):
     x = rng.integers(-3, 3000, 1500).astype(np.int32)
     got = call(sim, _device_source_hist, x, 2048)
     assert_same(got, histogram(x, backend="numpy", cap=2048))
+    with pytest.raises(ProfilerError, match="^<device array> is in GPU memory: use the cuda "
+                                            "backend, not 'numba'$"):
+        call(sim, _device_source_hist, x, 2048, "numba")
 
 
 def _profile_equal(got: dict, exp: dict) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
+
+if TYPE_CHECKING:
+    from gpu_profiler.readers.arrow import LengthSpec
 
 #: Largest cap sized automatically from the data (2**27 bins = 1 GiB of int64 counts).
 MAX_AUTO_CAP = 1 << 27
@@ -22,6 +26,14 @@ class Backend(ABC):
     @abstractmethod
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         """Exact histogram of one chunk with bins ``0..cap``."""
+
+    def part_chunks(self, part: Any, spec: LengthSpec) -> Iterator[Chunk]:
+        """The chunks of one part (shard). A backend may read some parts its own way (cuda
+        decodes Parquet on the GPU when cudf is installed); parts in GPU memory need cuda."""
+        if getattr(part, "on_device", False):
+            raise ProfilerError(f"{part.label} is in GPU memory: use the cuda backend, "
+                                f"not {self.name!r}")
+        return part.chunks(spec)
 
     @abstractmethod
     def max_length(self, chunk: Chunk) -> int:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +42,7 @@ class DeviceArrayPart:
 
     array: Any
     label: str = "<device array>"
+    on_device: ClassVar[bool] = True
 
     @property
     def nbytes(self) -> int:
@@ -60,6 +62,7 @@ class CudfPart:
 
     frame: Any
     label: str = "<cudf DataFrame>"
+    on_device: ClassVar[bool] = True
 
     @property
     def nbytes(self) -> int:
@@ -100,6 +103,7 @@ def splits(source: Any) -> dict[str, list[Any]]:
     return {"": [DeviceArrayPart(source)]}
 
 
+@cache
 def cudf_available() -> bool:
     """Whether cudf can be imported (it needs a GPU and the ``[cudf]`` extra)."""
     try:

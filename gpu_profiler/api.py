@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
+from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies
 from gpu_profiler.engine import scan
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
@@ -50,6 +51,7 @@ class ProfileResult:
     histogram: LengthHistogram
     splits: dict[str, BucketTable]
     seconds: float
+    policies: tuple[PolicyResult, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON interface (``schema`` names its version)."""
@@ -58,6 +60,8 @@ class ProfileResult:
         d.update(self.table.to_dict())
         if self.splits:
             d["splits"] = {name: t.to_dict() for name, t in self.splits.items()}
+        if self.policies:
+            d["policies"] = [p.to_dict() for p in self.policies]
         d["seconds"] = self.seconds
         return d
 
@@ -68,12 +72,28 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             offsets_of: str | None = None, format: str | None = None,
             split: str | None = None, backend: str = "auto",
             progress: bool = False,
-            backend_options: dict[str, Any] | None = None) -> ProfileResult:
+            backend_options: dict[str, Any] | None = None,
+            policies: Sequence[str] | str = (), drop_last: bool = False) -> ProfileResult:
     """Scan ``source`` once and build the bucket table (see DESIGN.md for the semantics).
 
-    ``source`` may also be a `LengthHistogram` (no scan). Other arguments as in
-    :func:`histogram` and :class:`~gpu_profiler.params.BucketParams`.
+    ``source`` may also be a `LengthHistogram` (no scan). ``policies`` (e.g. ``"all"`` or
+    ``["fixed", "packed"]``) adds exact batching policies of the whole source (see
+    :mod:`gpu_profiler.analysis.policies`). Other arguments as in :func:`histogram` and
+    :class:`~gpu_profiler.params.BucketParams`.
     """
+    result = _profile(source, bounds, max_seq_len, token_budget, max_batch_size, grad_accum,
+                      world_size, column, offsets_of, format, split, backend, progress,
+                      backend_options)
+    if not policies:
+        return result
+    return replace(result, policies=evaluate_policies(result.histogram, policies,
+                                                      result.table.params, drop_last=drop_last))
+
+
+def _profile(source: Any, bounds: Sequence[int] | str, max_seq_len: int, token_budget: int,
+             max_batch_size: int, grad_accum: int, world_size: int, column: str | None,
+             offsets_of: str | None, format: str | None, split: str | None, backend: str,
+             progress: bool, backend_options: dict[str, Any] | None) -> ProfileResult:
     params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget, max_batch_size,
                           grad_accum, world_size)
     if isinstance(source, LengthHistogram):

@@ -19,12 +19,12 @@ longest row, summed over batches; ``padding_pct`` is the share of it that is pad
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, clipped_counts
+from gpu_profiler.analysis.buckets import clipped_counts
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
@@ -103,9 +103,22 @@ class PolicyResult:
 def evaluate_policies(hist: LengthHistogram, names: Any = POLICIES,
                       params: BucketParams | None = None, *,
                       drop_last: bool = False) -> tuple[PolicyResult, ...]:
-    """Several policies at once; ``names`` may also be ``"all"`` or ``"fixed,sorted"``."""
-    return tuple(evaluate_policy(hist, n, params, drop_last=drop_last)
-                 for n in parse_policies(names))
+    """Several policies at once; ``names`` may also be ``"all"`` or ``"fixed,sorted"``.
+
+    When one bucket makes more than 40% of the batches, the first of ``fixed`` / ``sorted``
+    also carries the fix, with numbers (the stride order, rebalanced bounds).
+    """
+    from gpu_profiler.analysis.schedule import dominant_advice
+
+    p = params or BucketParams()
+    out = [evaluate_policy(hist, n, p, drop_last=drop_last) for n in parse_policies(names)]
+    for i, pol in enumerate(out):
+        if pol.name in ("fixed", "sorted"):
+            advice = dominant_advice(hist, pol, p)
+            if advice:
+                out[i] = replace(pol, warnings=(*pol.warnings, f"{pol.name}: {advice}"))
+            break
+    return tuple(out)
 
 
 def parse_policies(names: Any) -> tuple[str, ...]:
@@ -328,11 +341,6 @@ def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last:
                 f"{name}: {b.unbatchable_samples} samples of bucket {b.index} [{b.lo}, {b.hi}) "
                 f"are longer than the token budget ({p.token_budget}) and fit no batch; raise "
                 "--token-budget or lower --max-seq-len")
-        if b.batch_pct > DOMINANT_BATCH_PCT:
-            warnings.append(
-                f"{name}: bucket {b.index} [{b.lo}, {b.hi}) makes {b.batch_pct:.1f}% of the "
-                f"{batches:,.0f} batches (> {DOMINANT_BATCH_PCT:.0f}%); see `gpu-profiler "
-                "schedule --order stride` and `gpu-profiler suggest` for the fix")
     return PolicyResult(
         name=name, drop_last=drop_last, expected=expected, buckets=buckets, samples=samples,
         tokens=tokens, padded_tokens=padded, padding_pct=_pct(padded - tokens, padded),

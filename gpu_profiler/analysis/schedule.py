@@ -247,11 +247,9 @@ def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("ran
     mean_len = [b.tokens / b.samples if b.samples else 0.0 for b in pol.buckets]
     kw = dict(trials=trials, log_window=log_window, seed=seed)
     stats = [simulate_order(n, batches, mean_len, **kw) for n in names]  # type: ignore[arg-type]
-    stride = next((s for s in stats if s.name == "stride"), None) or \
-        simulate_order("stride", batches, mean_len, **kw)  # type: ignore[arg-type]
     return ScheduleResult(p, policy, drop_last, log_window, seed, tuple(batches),
                           tuple(b.batch_pct for b in pol.buckets), tuple(mean_len),
-                          tuple(stats), tuple(_warnings(pol, stats, stride, hist, p)))
+                          tuple(stats), tuple(_warnings(pol, stats, hist, p)))
 
 
 def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:
@@ -271,37 +269,56 @@ def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _warnings(pol: PolicyResult, stats: list[OrderStats], stride: OrderStats,
-              hist: LengthHistogram, p: BucketParams) -> list[str]:
-    from gpu_profiler.analysis.bounds import equal_batches_proposal
-
-    msgs = []
-    top = max(pol.buckets, key=lambda b: b.batch_pct, default=None)
+def _stride_line(stride: OrderStats) -> str:
     first_out = min((e for e in stride.exhausted_at if e is not None), default=1.0)
     tail = stride.batches - round(first_out * stride.batches) + 1
-    stride_line = (f"--order stride keeps every same-bucket run <= {stride.longest_run} and "
-                   f"exhausts all buckets in the last {tail} batches "
-                   f"({tail / max(stride.batches, 1) * 100:.2g}% of the epoch)")
-    rebalance = None
-    if top is not None and top.batch_pct > DOMINANT_BATCH_PCT:
-        k = len(pol.buckets)
-        flat = equal_batches_proposal(hist, k, p)
-        rebalance = (f"bounds {','.join(map(str, flat.bounds))} (gpu-profiler suggest "
-                     f"--buckets {k}) bring the largest share to {flat.max_batch_pct:.1f}% at "
-                     f"{flat.padding_pct:.1f}% padding")
-        runs = "; ".join(f"under {s.name} its longest run is {s.longest_run}" + (
-            f" (expected {s.expected_longest_run:.1f} over {s.trials} seeds, P(run >= 4) = "
-            f"{s.p_run_ge[4]:.2f})" if s.p_run_ge else "")
-            for s in stats if s.longest_run_bucket == top.index and s.name != "stride")
-        msgs.append(
-            f"bucket {top.index} [{top.lo}, {top.hi}) makes {top.batch_pct:.1f}% of the "
+    return (f"--order stride keeps every same-bucket run <= {stride.longest_run} and exhausts "
+            f"all buckets in the last {tail} batches "
+            f"({tail / max(stride.batches, 1) * 100:.2g}% of the epoch)")
+
+
+def _rebalance(hist: LengthHistogram, k: int, p: BucketParams) -> str:
+    from gpu_profiler.analysis.bounds import equal_batches_proposal
+
+    flat = equal_batches_proposal(hist, k, p)
+    return (f"bounds {','.join(map(str, flat.bounds))} (gpu-profiler suggest --buckets {k}) "
+            f"bring the largest share to {flat.max_batch_pct:.1f}% at {flat.padding_pct:.1f}% "
+            "padding")
+
+
+def _stride(pol: PolicyResult, stats: Sequence[OrderStats]) -> OrderStats:
+    return next((s for s in stats if s.name == "stride"), None) or simulate_order(
+        "stride", [int(b.batches) for b in pol.buckets], [0.0] * len(pol.buckets))
+
+
+def dominant_advice(hist: LengthHistogram, pol: PolicyResult, p: BucketParams,
+                    stats: Sequence[OrderStats] = ()) -> str | None:
+    """When one bucket makes more than 40% of ``pol``'s batches: what that does under the
+    simulated ``stats`` orders, and the two fixes with their numbers."""
+    top = max(pol.buckets, key=lambda b: b.batch_pct, default=None)
+    if top is None or top.batch_pct <= DOMINANT_BATCH_PCT:
+        return None
+    runs = "; ".join(f"under {s.name} its longest run is {s.longest_run}" + (
+        f" (expected {s.expected_longest_run:.1f} over {s.trials} seeds, P(run >= 4) = "
+        f"{s.p_run_ge[4]:.2f})" if s.p_run_ge else "")
+        for s in stats if s.longest_run_bucket == top.index and s.name != "stride")
+    return (f"bucket {top.index} [{top.lo}, {top.hi}) makes {top.batch_pct:.1f}% of the "
             f"{int(pol.total_batches):,} batches (> {DOMINANT_BATCH_PCT:.0f}%)"
-            + (f": {runs}" if runs else "") + f". Fix: {stride_line}; or {rebalance}")
-    for s in stats:
-        if s.longest_run > MAX_RUN:
-            fix = stride_line if stride.longest_run <= MAX_RUN else (
-                f"even --order stride leaves runs of {stride.longest_run}; rebalance: "
-                f"{rebalance}" if rebalance else "rebalance the bounds (gpu-profiler suggest)")
-            msgs.append(f"order {s.name}: {s.longest_run} batches of bucket "
-                        f"{s.longest_run_bucket} run back to back (> {MAX_RUN}); {fix}")
+            + (f": {runs}" if runs else "") + f". Fix: {_stride_line(_stride(pol, stats))}; "
+            f"or {_rebalance(hist, len(pol.buckets), p)}")
+
+
+def _warnings(pol: PolicyResult, stats: list[OrderStats], hist: LengthHistogram,
+              p: BucketParams) -> list[str]:
+    advice = dominant_advice(hist, pol, p, stats)
+    msgs = [advice] if advice else []
+    long = [s for s in stats if s.longest_run > MAX_RUN]
+    if long:
+        stride = _stride(pol, stats)
+        fix = _stride_line(stride) if stride.longest_run <= MAX_RUN else (
+            f"even --order stride leaves runs of {stride.longest_run}; rebalance: "
+            f"{_rebalance(hist, len(pol.buckets), p)}")
+        runs = ", ".join(f"order {s.name}: {s.longest_run} batches of bucket "
+                         f"{s.longest_run_bucket}" for s in long)
+        msgs.append(f"{runs} run back to back (> {MAX_RUN}); {fix}")
     return msgs

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from gpu_profiler.cli import analysis as analysis_opts
 from gpu_profiler.cli import options as o
 
 app = typer.Typer(
@@ -83,6 +84,8 @@ def profile(
     save_hist: Annotated[Optional[str], typer.Option(
         "--save-hist", help="Also save the exact histogram (JSON) for later re-analysis.",
         show_default=False)] = None,
+    policy: analysis_opts.Policy = None,
+    drop_last: analysis_opts.DropLast = False,
 ) -> None:
     """Scan PATH once and print the per-bucket batch table."""
     from gpu_profiler.api import profile as run_profile
@@ -95,7 +98,8 @@ def profile(
                          max_batch_size=max_batch_size, grad_accum=grad_accum,
                          world_size=world_size, column=column, offsets_of=offsets_of,
                          format=format, split=split, backend=backend, progress=not quiet,
-                         backend_options=o.gpu_options(backend, device, devices))
+                         backend_options=o.gpu_options(backend, device, devices),
+                         policies=policy or (), drop_last=drop_last)
     if save_hist:
         result.histogram.save(save_hist)
     render(result, output_format, output)
@@ -132,3 +136,10 @@ def backends() -> None:
             from gpu_profiler.backends.cuda_backend import describe
 
             typer.echo(f"       {describe()}")
+
+
+from gpu_profiler.cli.schedule import schedule  # noqa: E402
+from gpu_profiler.cli.suggest import suggest  # noqa: E402
+
+app.command()(suggest)
+app.command()(schedule)

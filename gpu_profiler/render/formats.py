@@ -19,7 +19,12 @@ def to_json(result: Any) -> str:
 
 
 def to_csv(result: Any) -> str:
-    """One row per bucket (and per split, when the source has named splits)."""
+    """One row per bucket (and per split, when the source has named splits); with
+    policies, one row per policy and bucket instead."""
+    if getattr(result, "policies", ()):
+        from gpu_profiler.render.analysis import policies_csv
+
+        return policies_csv(result.policies)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(("split", *BUCKET_COLUMNS))
@@ -45,6 +50,10 @@ def to_markdown(result: Any) -> str:
         parts.append(summary_line(t))
         parts.extend(f"\n> **warning:** {w}" for w in t.warnings)
         parts.append("")
+    if getattr(result, "policies", ()):
+        from gpu_profiler.render.analysis import policies_markdown
+
+        parts.append(policies_markdown(result.policies))
     return "\n".join(parts) + "\n"
 
 

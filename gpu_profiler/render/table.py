@@ -18,6 +18,10 @@ def print_profile(result: Any, console: Any) -> None:
         for w in table.warnings:
             console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
         console.print()
+    if getattr(result, "policies", ()):
+        from gpu_profiler.render.analysis import print_policies
+
+        print_policies(result.policies, result.table.params, console)
 
 
 def _title(result: Any, split: str) -> str:

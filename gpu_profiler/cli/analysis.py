@@ -1,0 +1,76 @@
+"""Shared by the analysis commands (``suggest``, ``schedule``, ``profile --policy``): their
+options, loading the histogram (a scan, or a histogram saved with ``--save-hist``) and
+printing a result in the chosen format."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from gpu_profiler.cli import options as o
+
+_ANA = "Analysis"
+
+Policy = Annotated[Optional[list[str]], typer.Option(
+    "--policy", help="Add exact batching policies: estimate, fixed, sorted, packed, "
+    "packed-ffd, or all (repeat the option or separate with commas).",
+    rich_help_panel=_ANA, show_default=False)]
+DropLast = Annotated[bool, typer.Option(
+    "--drop-last", help="Drop each bucket's incomplete last batch; steps per epoch round down.",
+    rich_help_panel=_ANA)]
+
+
+def load_histogram(path: str, *, column: str | None, offsets_of: str | None,
+                   format: str | None, split: str | None, backend: str, device: int | None,
+                   devices: str | None, quiet: bool, max_seq_len: int) -> Any:
+    """The exact histogram of ``path``: read back when it is a saved histogram (JSON),
+    else scanned (capped at ``max_seq_len``)."""
+    from gpu_profiler.histogram import LengthHistogram
+
+    if _is_saved_histogram(path):
+        return LengthHistogram.load(path)
+    from gpu_profiler.api import histogram
+
+    return histogram(path, column=column, offsets_of=offsets_of, format=format, split=split,
+                     backend=backend, cap=max_seq_len, progress=not quiet,
+                     backend_options=o.gpu_options(backend, device, devices))
+
+
+def _is_saved_histogram(path: str) -> bool:
+    p = Path(path)
+    if not p.is_file():
+        return False
+    try:
+        with p.open("rb") as f:
+            return f.read(64).lstrip()[:1] == b"{"
+    except OSError:
+        return False
+
+
+def show(result: Any, fmt: o.OutputFormat, output: str | None,
+         table: Callable[[Any, Any], None], markdown: Callable[[Any], str],
+         csv: Callable[[Any], str]) -> None:
+    """Print (or write atomically to ``output``) ``result`` as a rich table, JSON, Markdown
+    or CSV."""
+    from gpu_profiler.cli.app import emit
+
+    if fmt is o.OutputFormat.table:
+        from rich.console import Console
+
+        if output:
+            console = Console(record=True, width=140, file=io.StringIO())
+            table(result, console)
+            emit(console.export_text(), output)
+        else:
+            table(result, Console())
+        return
+    if fmt is o.OutputFormat.json:
+        from gpu_profiler.render.formats import to_json
+
+        emit(to_json(result), output)
+    else:
+        emit((markdown if fmt is o.OutputFormat.markdown else csv)(result), output)

@@ -1,0 +1,86 @@
+"""``gpu-profiler schedule``: simulate batch orders over an epoch."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from gpu_profiler.cli import analysis as a
+from gpu_profiler.cli import options as o
+
+
+def schedule(
+    path: o.Path_,
+    order: Annotated[Optional[list[str]], typer.Option(
+        "--order", help="random, uniform-bucket, sequential, stride, or all (repeat or "
+        "comma-separate) [default: random,stride].", rich_help_panel=a._ANA,
+        show_default=False)] = None,
+    trials: Annotated[int, typer.Option(
+        "--trials", help="Seeds per random order for the expected longest run.",
+        rich_help_panel=a._ANA)] = 100,
+    log_window: Annotated[int, typer.Option(
+        "--log-window", help="Batches per logging window (for the windowed spread).",
+        rich_help_panel=a._ANA)] = 50,
+    seed: Annotated[int, typer.Option(
+        "--seed", help="Seed of the random orders.", rich_help_panel=a._ANA)] = 0,
+    policy: Annotated[str, typer.Option(
+        "--policy", help="Batches per bucket from this policy: fixed or sorted.",
+        rich_help_panel=a._ANA)] = "fixed",
+    drop_last: a.DropLast = False,
+    emit_order: Annotated[Optional[str], typer.Option(
+        "--emit-order", help="Write the bucket index of every batch of the (one) order to "
+        "FILE: one per line, or numpy .npy.", rich_help_panel=a._ANA,
+        show_default=False)] = None,
+    column: o.Column = None,
+    offsets_of: o.OffsetsOf = None,
+    format: o.Format = None,
+    split: o.Split = None,
+    backend: o.Backend = "auto",
+    device: o.Device = None,
+    devices: o.Devices = None,
+    quiet: o.Quiet = False,
+    bounds: o.Bounds = o.DEFAULT_BOUNDS_TEXT,
+    max_seq_len: o.MaxSeqLen = 8192,
+    token_budget: o.TokenBudget = 49152,
+    max_batch_size: o.MaxBatchSize = 64,
+    grad_accum: o.GradAccum = 4,
+    world_size: o.WorldSize = 1,
+    output_format: o.OutFormat = o.OutputFormat.table,
+    output: o.Output = None,
+) -> None:
+    """Simulate the order of an epoch's batches and what it does to the loss curve.
+
+    Reports same-bucket runs, when each bucket runs out, the mix of the last 10%, and how
+    much the mean batch length swings between logging windows. PATH may also be a histogram
+    saved with --save-hist.
+    """
+    from gpu_profiler.analysis.schedule import (
+        batch_order,
+        parse_orders,
+        simulate_schedule,
+        write_order,
+    )
+    from gpu_profiler.errors import ProfilerError
+    from gpu_profiler.params import BucketParams, parse_bounds
+    from gpu_profiler.render import analysis as r
+    from gpu_profiler.render.output import check_writable
+
+    params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget, max_batch_size,
+                          grad_accum, world_size)
+    orders = parse_orders(order or ("random", "stride"))
+    if emit_order and len(orders) != 1:
+        raise ProfilerError(f"--emit-order writes one order; got {len(orders)} "
+                            f"({', '.join(orders)}): pass a single --order")
+    for target in (output, emit_order):
+        if target:
+            check_writable(target)
+    hist = a.load_histogram(path, column=column, offsets_of=offsets_of, format=format,
+                            split=split, backend=backend, device=device, devices=devices,
+                            quiet=quiet, max_seq_len=max_seq_len)
+    result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
+                               trials=trials, log_window=log_window, seed=seed)
+    if emit_order:
+        write_order(emit_order, batch_order(result.batches, orders[0], seed=seed))
+    a.show(result, output_format, output, r.print_schedule, r.schedule_markdown,
+           r.schedule_csv)

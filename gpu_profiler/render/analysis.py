@@ -1,0 +1,283 @@
+"""Renderings of the analyses beyond the bucket table: batching policies, bounds proposals
+and batch schedules (rich tables, Markdown, CSV; JSON is each result's ``to_dict``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
+from gpu_profiler.analysis.policies import PolicyResult
+
+SHARES_NOTE = ("samples % / tokens % / batches %: a bucket's share of the gradient under "
+               "per-sample, per-token, and per-batch loss averaging (per-batch: each "
+               "micro-batch's mean loss counts equally)")
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
+
+
+def _bucket(b: Any) -> str:
+    return f"{b.index} [{b.lo},{b.hi})"
+
+
+def _pct(x: float, hot: bool = False) -> str:
+    s = f"{x:.1f}"
+    return f"[bold yellow]{s}[/]" if hot and x > DOMINANT_BATCH_PCT else s
+
+
+def _table(title: str, columns: Sequence[str], caption: str | None = None) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    view = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+                 collapse_padding=True, pad_edge=False, caption=caption,
+                 caption_justify="left")
+    for i, col in enumerate(columns):
+        view.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    return view
+
+
+def _warn(console: Any, warnings: Sequence[str]) -> None:
+    for w in warnings:
+        console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
+
+
+# ---------------------------------------------------------------- policies
+def policy_note(pol: PolicyResult) -> str:
+    """What the policy's numbers mean, in a few words."""
+    if pol.rows is not None:
+        return (f"{pol.algorithm.upper()} packing: {pol.rows:,} rows of max_seq_len, "
+                f"{pol.rows_per_batch} per batch, efficiency {pol.packing_efficiency * 100:.2f}%")
+    notes = {"estimate": "samples / batch size as a float, every sample padded to its "
+                         "bucket's max",
+             "fixed": "one batch size per bucket; padding is the exact expectation over "
+                      "random within-bucket batches",
+             "sorted": "lengths sorted in each bucket, batches filled up to the token budget"}
+    extra = []
+    if pol.dropped_samples:
+        extra.append(f"{pol.dropped_samples:,} samples dropped (drop_last)")
+    if pol.unbatchable_samples:
+        extra.append(f"{pol.unbatchable_samples:,} samples over the budget")
+    return "; ".join([notes[pol.name], *extra])
+
+
+def policies_view(pols: Sequence[PolicyResult], params: Any) -> Any:
+    """One row per policy: batches, optimizer steps, tokens, padding."""
+    view = _table(f"batching policies ({params.grad_accum * params.world_size} batches per "
+                  f"optimizer step: grad_accum {params.grad_accum} x world_size "
+                  f"{params.world_size})",
+                  ("policy", "batches", "steps", "tokens", "padded tokens", "padding %"),
+                  caption="padded tokens: rows x longest row, summed over batches")
+    for p in pols:
+        view.add_row(p.name + (" (drop_last)" if p.drop_last else ""), _n(p.total_batches),
+                     _n(p.steps_per_epoch), _n(p.tokens), _n(round(p.padded_tokens, 1)),
+                     f"{p.padding_pct:.2f}")
+    return view
+
+
+def policy_buckets_view(pol: PolicyResult, caption: bool = True) -> Any:
+    """One policy's buckets: batch size, batches and the three shares side by side."""
+    view = _table(f"{pol.name}: {policy_note(pol)}", (
+        "bucket", "bsz", "batches", "samples %", "tokens %", "batches %", "pad %"),
+        caption=SHARES_NOTE if caption else None)
+    for b in pol.buckets:
+        bsz = (f"{b.min_batch_size}-{b.max_batch_size}" if b.min_batch_size != b.max_batch_size
+               else str(b.batch_size))
+        view.add_row(_bucket(b), bsz, _n(b.batches), f"{b.sample_pct:.1f}", f"{b.token_pct:.1f}",
+                     _pct(b.batch_pct, hot=True), f"{b.padding_pct:.1f}")
+    return view
+
+
+def print_policies(pols: Sequence[PolicyResult], params: Any, console: Any) -> None:
+    """Print the policy comparison, then each policy's buckets."""
+    console.print(policies_view(pols, params))
+    last = max((i for i, p in enumerate(pols) if p.buckets), default=-1)
+    for i, p in enumerate(pols):
+        if p.buckets:
+            console.print(policy_buckets_view(p, caption=i == last))
+        else:
+            console.print(f"{p.name}: {policy_note(p)}", highlight=False)
+    _warn(console, [w for p in pols for w in p.warnings])
+    console.print()
+
+
+def policies_markdown(pols: Sequence[PolicyResult]) -> str:
+    """The same tables in Markdown."""
+    out = ["| policy | batches | steps | tokens | padded tokens | padding % |",
+           "|---|--:|--:|--:|--:|--:|"]
+    for p in pols:
+        out.append(f"| {p.name} | {_n(p.total_batches)} | {_n(p.steps_per_epoch)} | "
+                   f"{_n(p.tokens)} | {_n(round(p.padded_tokens, 1))} | {p.padding_pct:.2f} |")
+    for p in pols:
+        out += ["", f"**{p.name}**: {policy_note(p)}"]
+        if p.buckets:
+            out += ["", "| bucket | bsz | batches | samples % | tokens % | batches % | pad % |",
+                    "|---|--:|--:|--:|--:|--:|--:|"]
+            out += [f"| [{b.lo}, {b.hi}) | {b.batch_size:g} | {_n(b.batches)} | "
+                    f"{b.sample_pct:.1f} | {b.token_pct:.1f} | {b.batch_pct:.1f} | "
+                    f"{b.padding_pct:.1f} |" for b in p.buckets]
+    if any(p.buckets for p in pols):
+        out += ["", f"_{SHARES_NOTE}_"]
+    out += [f"\n> **warning:** {w}" for p in pols for w in p.warnings]
+    return "\n".join(out) + "\n"
+
+
+POLICY_CSV = ("policy", "bucket", "lo", "hi", "samples", "batches", "batch_size", "tokens",
+              "padded_tokens", "padding_pct", "sample_pct", "token_pct", "batch_pct")
+
+
+def policies_csv(pols: Sequence[PolicyResult]) -> str:
+    """One row per policy and bucket, plus an ``all`` row per policy."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(POLICY_CSV)
+    for p in pols:
+        for b in p.buckets:
+            w.writerow((p.name, b.index, b.lo, b.hi, b.samples, b.batches, b.batch_size,
+                        b.tokens, b.padded_tokens, b.padding_pct, b.sample_pct, b.token_pct,
+                        b.batch_pct))
+        w.writerow((p.name, "all", "", "", p.samples, p.total_batches, p.rows_per_batch or "",
+                    p.tokens, p.padded_tokens, p.padding_pct, 100.0, 100.0, 100.0))
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------- suggest
+def _bounds(b: Sequence[int]) -> str:
+    return ",".join(map(str, b))
+
+
+def print_suggestion(s: Any, console: Any) -> None:
+    """The proposals side by side, then each proposal's bucket table."""
+    cols = ["method", "padded tokens", "padding %", "batches", "steps",
+            "largest share %"] + (["objective"] if s.balance else [])
+    view = _table(f"bounds for {s.buckets} buckets, scored under the fixed policy"
+                  + (f" (balance {s.balance:g})" if s.balance else ""), cols,
+                  caption="padding: expected over random within-bucket batches; each "
+                          "proposal's bounds and buckets follow")
+    for q in s.proposals:
+        row = [q.method, _n(round(q.padded_tokens)), f"{q.padding_pct:.2f}",
+               f"{q.total_batches:,}", f"{q.steps_per_epoch:,}",
+               _pct(q.max_batch_pct, hot=True)]
+        view.add_row(*row, *([f"{q.objective:.4f}"] if s.balance else []))
+    console.print(view)
+    for q in s.proposals:
+        console.print(proposal_view(q))
+    _warn(console, s.warnings)
+
+
+def proposal_view(q: Any) -> Any:
+    """One proposal's buckets under the fixed policy."""
+    view = _table(f"{q.method}: {_bounds(q.bounds)}", (
+        "bucket", "samples", "samples %", "tokens %", "bsz", "batches", "batches %", "pad %"))
+    for b in q.policy.buckets:
+        view.add_row(_bucket(b), f"{b.samples:,}", f"{b.sample_pct:.1f}", f"{b.token_pct:.1f}",
+                     str(b.batch_size), f"{b.batches:,}", _pct(b.batch_pct, hot=True),
+                     f"{b.padding_pct:.1f}")
+    return view
+
+
+def suggestion_markdown(s: Any) -> str:
+    out = ["| method | bounds | padded tokens | padding % | batches | steps | largest share % |",
+           "|---|---|--:|--:|--:|--:|--:|"]
+    for q in s.proposals:
+        out.append(f"| {q.method} | `{_bounds(q.bounds)}` | {q.padded_tokens:,.0f} | "
+                   f"{q.padding_pct:.2f} | {q.total_batches:,} | {q.steps_per_epoch:,} | "
+                   f"{q.max_batch_pct:.1f} |")
+    for q in s.proposals:
+        out += ["", f"**{q.method}** `{_bounds(q.bounds)}`", "",
+                "| bucket | samples | samples % | tokens % | bsz | batches | batches % | pad % |",
+                "|---|--:|--:|--:|--:|--:|--:|--:|"]
+        out += [f"| [{b.lo}, {b.hi}) | {b.samples:,} | {b.sample_pct:.1f} | {b.token_pct:.1f} | "
+                f"{b.batch_size} | {b.batches:,} | {b.batch_pct:.1f} | {b.padding_pct:.1f} |"
+                for b in q.policy.buckets]
+    out += [f"\n> **warning:** {w}" for w in s.warnings]
+    return "\n".join(out) + "\n"
+
+
+def suggestion_csv(s: Any) -> str:
+    """One row per proposal and bucket."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(("method", "bounds", "bucket", "lo", "hi", "samples", "batch_size", "batches",
+                "padded_tokens", "padding_pct", "batch_pct"))
+    for q in s.proposals:
+        for b in q.policy.buckets:
+            w.writerow((q.method, _bounds(q.bounds), b.index, b.lo, b.hi, b.samples,
+                        b.batch_size, b.batches, b.padded_tokens, b.padding_pct, b.batch_pct))
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------- schedule
+def _first_out(o: Any) -> str:
+    done = [e for e in o.exhausted_at if e is not None]
+    return f"{min(done) * 100:.1f}" if done else ""
+
+
+def print_schedule(r: Any, console: Any) -> None:
+    """The orders side by side, then per bucket: exhaustion point and tail mix per order."""
+    trials = next((o.trials for o in r.orders if o.trials), None)
+    view = _table(f"batch orders ({sum(r.batches):,} batches, policy {r.policy})",
+                  ("order", "longest run", "of bucket", "mean longest", "P(run>=4)", "lag-1 corr",
+                   "window spread", "first out %"),
+                  caption=(f"mean longest, P(run>=4): over {trials} seeds. " if trials else "")
+                  + f"window spread: std of the mean batch length over windows of "
+                  f"{r.log_window} batches (what bands a logged loss curve). first out: epoch "
+                  "fraction when the first bucket runs dry")
+    for o in r.orders:
+        view.add_row(
+            o.name, str(o.longest_run), "" if o.longest_run_bucket is None
+            else str(o.longest_run_bucket),
+            f"{o.expected_longest_run:.1f}" if o.trials else "",
+            f"{o.p_run_ge[4]:.2f}" if o.p_run_ge else "",
+            "" if o.lag1_autocorr is None else f"{o.lag1_autocorr:+.3f}",
+            f"{o.window_spread:,.1f}", _first_out(o))
+    console.print(view)
+    cols = ["bucket", "batches", "batches %", "mean len"] + [o.name for o in r.orders]
+    per = _table("per bucket (per order: out % / tail %)", cols, caption="out: % of the "
+                 "epoch done when the bucket's last batch runs; tail: the bucket's share of "
+                 "the last 10% of batches")
+    for column in per.columns[4:]:
+        column.no_wrap = True
+    p = r.params
+    for i, (lo, hi) in enumerate(zip(p.bounds[:-1], p.bounds[1:], strict=True)):
+        row = [f"{i} [{lo},{hi})", f"{r.batches[i]:,}", _pct(r.batch_pct[i], hot=True),
+               f"{r.mean_len[i]:,.0f}"]
+        for o in r.orders:
+            e = o.exhausted_at[i]
+            row.append(f"{'-' if e is None else f'{e * 100:.1f}'} / {o.tail_mix[i] * 100:.1f}")
+        per.add_row(*row)
+    console.print(per)
+    _warn(console, r.warnings)
+
+
+def schedule_markdown(r: Any) -> str:
+    out = ["| order | longest run | of bucket | mean longest | P(run>=4) | lag-1 corr | "
+           "window spread | first out % |", "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for o in r.orders:
+        out.append(
+            f"| {o.name} | {o.longest_run} | {o.longest_run_bucket} | "
+            f"{f'{o.expected_longest_run:.1f}' if o.trials else ''} | "
+            f"{f'{o.p_run_ge[4]:.2f}' if o.p_run_ge else ''} | "
+            f"{'' if o.lag1_autocorr is None else f'{o.lag1_autocorr:+.3f}'} | "
+            f"{o.window_spread:,.1f} | {_first_out(o)} |")
+    out += [f"\n> **warning:** {w}" for w in r.warnings]
+    return "\n".join(out) + "\n"
+
+
+def schedule_csv(r: Any) -> str:
+    """One row per order and bucket."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(("order", "bucket", "batches", "batch_pct", "exhausted_at", "tail_mix",
+                "longest_run", "longest_run_bucket", "expected_longest_run", "lag1_autocorr",
+                "window_spread"))
+    for o in r.orders:
+        for i, n in enumerate(r.batches):
+            w.writerow((o.name, i, n, r.batch_pct[i], o.exhausted_at[i], o.tail_mix[i],
+                        o.longest_run, o.longest_run_bucket, o.expected_longest_run,
+                        o.lag1_autocorr, o.window_spread))
+    return out.getvalue()

@@ -39,8 +39,8 @@ FILE_MAGIC = b"ARROW1"
 READER_ENV = "GPU_PROFILER_IPC_READER"
 READERS = ("selective", "pyarrow")
 
-#: First read of a stream (the first messages' metadata).
-FIRST_READ = 64 << 10
+#: First read of a stream (its schema and first messages' metadata).
+FIRST_READ = 16 << 10
 #: Bytes read at once from a run of small messages.
 WINDOW = 16 << 20
 #: A message holding more than this besides the column's buffers is read sparsely.
@@ -48,7 +48,7 @@ SPARSE_SKIP = 64 << 10
 #: Sparsely read messages whose buffers are fetched together (concurrently).
 SPARSE_BATCH = 64
 #: Decompressed bytes produced per step (bounds memory whatever a buffer declares).
-INFLATE_STEP = 16 << 20
+INFLATE_STEP = 4 << 20
 _MAX_MESSAGES = 1 << 16
 _CODECS = {0: "lz4", 1: "zstd"}
 
@@ -144,7 +144,7 @@ class SelectiveReader:
                                 "rewrite it on a little-endian machine")
         try:
             sch = pa.ipc.read_schema(pa.py_buffer(b[:pre + m]))
-        except (pa.ArrowException, ValueError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise self.error(pos, f"schema message: {_first_line(exc)}") from None
         if len(sch) != nfields:
             raise self.error(pos, "schema message: field count mismatch")
@@ -222,13 +222,12 @@ class SelectiveReader:
     def _stream_groups(self, layout: np.ndarray,
                        col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         size = self._file.size
-        out = np.empty((_MAX_MESSAGES, fmt.NREC), np.int64)
         state = np.zeros(2, np.int64)
         pos, want = self._start, FIRST_READ
         pending: list[np.ndarray] = []
         while pos < size:
             win = self._file.read(pos, want)
-            recs, nxt, status = self._walk(win.data, pos, layout, out, state)
+            recs, nxt, status = self._walk(win.data, pos, layout, state)
             if not len(recs):
                 if status == fmt.END:
                     break
@@ -241,14 +240,20 @@ class SelectiveReader:
             last = recs[-1]
             total = int(last[fmt.R_BODY] + last[fmt.R_BODYLEN] - last[fmt.R_MSG])
             sparse = total - int(vhi[-1] - vlo[-1] + dhi[-1] - dlo[-1]) > SPARSE_SKIP
+            later = None
             if not (win.covers(vlo[-1:], vhi[-1:]) & win.covers(dlo[-1:], dhi[-1:]))[0]:
                 recs = recs[:-1]  # only the last message can run past the window
                 if sparse:
-                    pending.append(last[None])
+                    later = last[None]
                 else:  # read it again, whole, at the start of the next window
                     nxt, status = int(last[fmt.R_MSG]), fmt.NEED_MORE
-            if len(recs):
+            if len(recs):  # batches come out in file order
+                if pending:
+                    yield self._fetch(np.concatenate(pending), col)
+                    pending = []
                 yield recs, win
+            if later is not None:
+                pending.append(later)
             if pending and (col.ordered or len(pending) >= SPARSE_BATCH
                             or status == fmt.END):
                 yield self._fetch(np.concatenate(pending), col)
@@ -263,10 +268,11 @@ class SelectiveReader:
         if pending:
             yield self._fetch(np.concatenate(pending), col)
 
-    def _walk(self, data: np.ndarray, pos: int, layout: np.ndarray, out: np.ndarray,
+    def _walk(self, data: np.ndarray, pos: int, layout: np.ndarray,
               state: np.ndarray) -> tuple[np.ndarray, int, int]:
         """Every message whose metadata lies in ``data`` (file bytes from ``pos``)."""
         parts, start, status = [], 0, fmt.FULL
+        out = np.empty((min(_MAX_MESSAGES, data.size // 64 + 1), fmt.NREC), np.int64)
         while status == fmt.FULL:
             try:
                 k, start, status = fmt.walk(data, start, self._file.size - pos, out, layout,
@@ -420,6 +426,7 @@ class _Assembler:
         self.out: np.ndarray | None = None
         self.valid: np.ndarray | None = None
         self.fill = 0
+        self.capacity = 1 << 16  # of the first buffer; later ones hold 2 * CHUNK_ROWS
         self.dictionary: tuple[np.ndarray, np.ndarray | None] | None = None
 
     def add(self, recs: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:
@@ -439,10 +446,21 @@ class _Assembler:
             yield self._emit()
 
     def _reserve(self, n: int) -> Iterator[Chunk]:
+        """Room for ``n`` more rows: the buffer grows up to ``2 * CHUNK_ROWS`` (so small
+        files allocate little), and is handed out as a chunk once it holds ``CHUNK_ROWS``."""
         if self.out is not None and self.fill + n > self.out.size:
-            yield self._emit()
+            if self.fill + n > 2 * CHUNK_ROWS:
+                yield self._emit()
+            else:
+                size = min(max(2 * self.out.size, self.fill + n), 2 * CHUNK_ROWS)
+                self.out = np.concatenate([self.out[:self.fill],
+                                           np.empty(size - self.fill, self.col.dtype)])
+                if self.valid is not None:
+                    self.valid = np.concatenate([self.valid[:self.fill],
+                                                 np.ones(size - self.fill, bool)])
         if self.out is None:
-            self.out = np.empty(max(2 * CHUNK_ROWS, n), self.col.dtype)
+            self.out = np.empty(max(self.capacity, n), self.col.dtype)
+            self.capacity = 2 * CHUNK_ROWS
 
     def _emit(self) -> Chunk:
         assert self.out is not None

@@ -12,7 +12,18 @@ _os.environ.setdefault(
     _os.path.join(_os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"),
                   "gpu-profiler", "numba"))
 
+from gpu_profiler.analysis.bounds import Suggestion, suggest_bounds  # noqa: E402
 from gpu_profiler.analysis.buckets import BucketRow, BucketTable, bucket_table  # noqa: E402
+from gpu_profiler.analysis.policies import (  # noqa: E402
+    PolicyResult,
+    evaluate_policies,
+    evaluate_policy,
+)
+from gpu_profiler.analysis.schedule import (  # noqa: E402
+    ScheduleResult,
+    batch_order,
+    simulate_schedule,
+)
 from gpu_profiler.api import ProfileResult, histogram, profile  # noqa: E402
 from gpu_profiler.backends import available_backends, get_backend  # noqa: E402
 from gpu_profiler.errors import ProfilerError  # noqa: E402
@@ -26,13 +37,21 @@ __all__ = [
     "BucketRow",
     "BucketTable",
     "LengthHistogram",
+    "PolicyResult",
     "ProfileResult",
     "ProfilerError",
+    "ScheduleResult",
+    "Suggestion",
     "available_backends",
+    "batch_order",
     "bucket_table",
+    "evaluate_policies",
+    "evaluate_policy",
     "get_backend",
     "histogram",
     "merge",
     "profile",
+    "simulate_schedule",
+    "suggest_bounds",
     "__version__",
 ]

@@ -393,6 +393,7 @@ class CudaBackend(Backend):
         self._pool = ThreadPoolExecutor(workers, "gpu-profiler-stage") if workers > 1 else None
         self._workers = workers
         self._lanes = [_Lane(self, d) for d in ids]
+        self._turn = -1
         #: Kernel launches by kernel name (diagnostics; tests check which path ran).
         self.launches: Counter[str] = Counter()
 
@@ -411,20 +412,29 @@ class CudaBackend(Backend):
         edges = np.linspace(0, src.size, parts + 1).astype(np.int64)
         list(self._pool.map(lambda a, b: np.copyto(dst[a:b], src[a:b]), edges[:-1], edges[1:]))
 
-    def _lane_for(self, chunk: Chunk, turn: int) -> _Lane:
+    def _lane_for(self, chunk: Chunk) -> _Lane:
         if on_device(chunk.data):
             owner = getattr(getattr(chunk.data, "device", None), "id", None)
             return next((ln for ln in self._lanes if ln.device == owner), self._lanes[0])
-        return self._lanes[turn % len(self._lanes)]
+        self._turn += 1
+        return self._lanes[self._turn % len(self._lanes)]
+
+    def accumulate(self, chunk: Chunk, cap: int | None) -> None:
+        """Queue ``chunk`` for histogramming and return without waiting for the GPU (the
+        streaming form of :meth:`histogram`; :meth:`collect` gives the result)."""
+        self._lane_for(chunk).add(chunk, cap)
+
+    def collect(self, cap: int | None) -> LengthHistogram:
+        """Wait for the GPUs and return the histogram of everything accumulated since the
+        last call (bins ``0..cap``; ``cap=None``: up to the largest length seen)."""
+        hists = [h for lane in self._lanes for h in lane.result()]
+        return merge(hists) if hists else LengthHistogram.empty(cap or 0)
 
     def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
         """Histogram of every chunk, pipelined over the GPUs."""
-        for turn, chunk in enumerate(chunks):
-            self._lane_for(chunk, turn).add(chunk, cap)
-        hists = [h for lane in self._lanes for h in lane.result()]
-        if not hists:
-            return LengthHistogram.empty(cap or 0)
-        return merge(hists)
+        for chunk in chunks:
+            self.accumulate(chunk, cap)
+        return self.collect(cap)
 
     def part_chunks(self, part: Any, spec: Any) -> Iterator[Chunk]:
         """Parquet shards are decoded on the GPU by cudf when it is installed (the column
@@ -439,7 +449,7 @@ class CudaBackend(Backend):
         return self.histogram([chunk], cap)
 
     def max_length(self, chunk: Chunk) -> int:
-        lane = self._lane_for(chunk, 0)
+        lane = self._lane_for(chunk)
         with lane.context():
             return max((lane.max_length(x, v, chunk.offsets, n, s)
                         for x, v, n, s in lane.pieces(chunk)), default=-1)

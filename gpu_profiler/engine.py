@@ -44,8 +44,11 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     engine = get_backend(backend, **(backend_options or {}))
     splits = open_source(source, format, split)
     parts = [p for ps in splits.values() for p in ps]
-    if not parts:
-        raise ProfilerError(f"{source}: no data")
+    if not parts:  # e.g. an empty HF dataset (no shards): zeros, not an error
+        spec = LengthSpec(offsets_of or column or "length", offsets=bool(offsets_of))
+        empty = LengthHistogram.empty(cap or 0)
+        return Scan({name: empty for name in splits}, spec, engine.name,
+                    time.perf_counter() - t0)
     first = parts[0].schema()
     spec = resolve_spec(first, column, offsets_of, parts[0].label)
     hists = {}

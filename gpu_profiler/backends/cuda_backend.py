@@ -5,7 +5,8 @@ few threads, so the host copy keeps up with PCIe) and copied to the device on on
 per buffer slot, so the copy of one piece overlaps the kernel of the previous one. Device
 memory is bounded by ``streams`` slots of ``chunk_bytes`` (plus a mask buffer per slot when a
 chunk has nulls) and one int64 accumulator of ``cap + 1`` bins per GPU, whatever the corpus
-size. Data already on a GPU (cupy arrays, cudf columns, numba device arrays, anything with
+size; the slots are pooled per process, so repeated scans do not pay for pinned allocation.
+Data already on a GPU (cupy arrays, cudf columns, numba device arrays, anything with
 ``__cuda_array_interface__``) is histogrammed in place, never copied back.
 
 Several GPUs (``devices=[0, 1, ...]``): chunks are dealt round-robin to one pipeline per GPU
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -182,6 +184,40 @@ class _Acc:
     stats: Any
 
 
+class _Staging:
+    """Process-wide pools of staging slots (pinned allocation is slow: tens of ms per
+    buffer) and of copy threads, reused by every backend instance. A lane takes its slots
+    on first use and gives them back when its results are read, so concurrent scans never
+    share a slot; idle slots stay allocated for the process lifetime."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free: dict[tuple[int, int], list[_Slot]] = {}
+        self.pools: dict[int, ThreadPoolExecutor] = {}
+
+    def take(self, device: int, nbytes: int, count: int) -> list[_Slot]:
+        with self.lock:
+            free = self.free.setdefault((device, nbytes), [])
+            slots = [free.pop() for _ in range(min(count, len(free)))]
+        cuda = _cuda()
+        slots += [_Slot(cuda.stream(), cuda.event(), cuda.pinned_array(nbytes, np.uint8),
+                        cuda.device_array(nbytes, np.uint8)) for _ in range(count - len(slots))]
+        return slots
+
+    def give(self, device: int, nbytes: int, slots: list[_Slot]) -> None:
+        with self.lock:
+            self.free.setdefault((device, nbytes), []).extend(slots)
+
+    def threads(self, workers: int) -> ThreadPoolExecutor:
+        with self.lock:
+            if workers not in self.pools:
+                self.pools[workers] = ThreadPoolExecutor(workers, "gpu-profiler-stage")
+            return self.pools[workers]
+
+
+_STAGING = _Staging()
+
+
 class _Lane:
     """The pipeline of one GPU."""
 
@@ -204,13 +240,10 @@ class _Lane:
 
     # ------------------------------------------------------------------ buffers
     def _slot(self) -> _Slot:
-        cuda = self.cuda
         if not self.slots:
-            nbytes = self.b.chunk_bytes
-            self.slots = [_Slot(cuda.stream(), cuda.event(), cuda.pinned_array(nbytes, np.uint8),
-                                cuda.device_array(nbytes, np.uint8))
-                          for _ in range(self.b.streams)]
-            self._no_mask = cuda.to_device(np.ones(1, dtype=np.bool_))
+            self.slots = _STAGING.take(self.device, self.b.chunk_bytes, self.b.streams)
+            if self._no_mask is None:
+                self._no_mask = self.cuda.to_device(np.ones(1, dtype=np.bool_))
         slot = self.slots[self.turn % len(self.slots)]
         self.turn += 1
         return slot
@@ -340,6 +373,8 @@ class _Lane:
                     s[2] = s[3] = -1
                 hists.append(LengthHistogram(counts, *s))
             self.accs = []
+            _STAGING.give(self.device, self.b.chunk_bytes, self.slots)
+            self.slots = []
             return hists
 
 
@@ -390,7 +425,7 @@ class CudaBackend(Backend):
         self.unroll = k.UNROLL
         self.max_launch = k.MAX_LAUNCH
         workers = stage_threads or min(8, os.cpu_count() or 1)
-        self._pool = ThreadPoolExecutor(workers, "gpu-profiler-stage") if workers > 1 else None
+        self._pool = _STAGING.threads(workers) if workers > 1 else None
         self._workers = workers
         self._lanes = [_Lane(self, d) for d in ids]
         self._turn = -1

@@ -403,12 +403,13 @@ def pack_rows(values: np.ndarray, counts: np.ndarray, capacity: int,
 
 def _bfd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
     """Best fit: ``level[r]`` counts open rows with ``r`` tokens free; an item of length L
-    goes to the smallest ``r >= L``."""
+    goes to the smallest ``r >= L``. No level above ``top`` holds a row."""
     level = np.zeros(capacity + 1, dtype=np.int64)
-    rows = 0
+    rows = top = 0
     for length, c in zip(values.tolist(), counts.tolist(), strict=True):
-        free = length + np.flatnonzero(level[length:])
-        if free.size:
+        free = length + np.flatnonzero(level[length:top + 1]) if top >= length else ()
+        top = min(top, length - 1) if len(free) == 0 else top
+        if len(free):
             fits = level[free] * (free // length)
             done = np.cumsum(fits)
             k = int(np.searchsorted(done, c))  # first level that does not empty fully
@@ -420,8 +421,10 @@ def _bfd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
                 _partial_fill(level, int(free[k]), length, c)
                 continue
             c -= int(done[-1])
+            top = length - 1
         if c:
             rows += _open_rows(level, capacity, length, c)
+            top = max(top, capacity - (c % (capacity // length) or capacity // length) * length)
     return rows
 
 
@@ -447,18 +450,25 @@ def _open_rows(level: np.ndarray, capacity: int, length: int, c: int) -> int:
 
 def _ffd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
     """First fit: open rows kept in opening order as runs (``free`` tokens, ``n`` rows); an
-    item goes to the first row it fits. Runs too small for every length left are dropped."""
+    item goes to the first row it fits. New runs wait in ``pending`` until a length could
+    fit one (no row has more than ``top`` tokens free); empty runs are dropped."""
     free = np.zeros(0, dtype=np.int64)
     n = np.zeros(0, dtype=np.int64)
-    rows = 0
-    smallest = int(values[-1]) if values.size else 0
+    pending: list[tuple[int, int]] = []
+    rows = top = 0
     for length, c in zip(values.tolist(), counts.tolist(), strict=True):
-        fit = np.flatnonzero(free >= length)
-        if fit.size:
+        if top >= length:
+            if pending:
+                free = np.concatenate((free, [f for f, _ in pending]))
+                n = np.concatenate((n, [m for _, m in pending]))
+                pending = []
+            fit = np.flatnonzero(free >= length)
             done = np.cumsum(n[fit] * (free[fit] // length))
             k = int(np.searchsorted(done, c))
             free[fit[:k]] %= length
-            if k < fit.size:
+            if not fit.size:
+                top = length - 1
+            elif k < fit.size:
                 c -= int(done[k - 1]) if k else 0
                 j = int(fit[k])
                 per_row = int(free[j]) // length
@@ -467,15 +477,17 @@ def _ffd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
                 new_n = [full, 1 if rest else 0, int(n[j]) - full - (1 if rest else 0)]
                 free = np.concatenate((free[:j], new_free, free[j + 1:]))
                 n = np.concatenate((n[:j], new_n, n[j + 1:]))
+                keep = n > 0
+                free, n = free[keep], n[keep]
                 c = 0
             else:
                 c -= int(done[-1])
+                top = length - 1
         if c:
             per_row = capacity // length
             full, rest = divmod(c, per_row)
-            free = np.concatenate((free, [capacity % length, capacity - rest * length]))
-            n = np.concatenate((n, [full, 1 if rest else 0]))
+            pending += [(capacity % length, full)] + ([(capacity - rest * length, 1)] if rest
+                                                      else [])
             rows += full + (1 if rest else 0)
-        keep = (free >= smallest) & (n > 0)
-        free, n = free[keep], n[keep]
+            top = max(top, capacity - (rest or per_row) * length)
     return rows

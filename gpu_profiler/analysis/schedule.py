@@ -40,6 +40,9 @@ MAX_RUN = 3
 RUN_KS = (2, 4, 6, 8, 12, 16)
 #: The tail of the epoch whose bucket mix is reported.
 TAIL = 0.10
+#: Seeds per random order by default; fewer (but at least MIN_TRIALS) when that would
+#: simulate more than TRIAL_BUDGET batches.
+DEFAULT_TRIALS, MIN_TRIALS, TRIAL_BUDGET = 100, 10, 5_000_000
 
 
 @dataclass(frozen=True)
@@ -145,20 +148,21 @@ def batch_order(batches: Sequence[int], order: str, *, seed: int = 0) -> np.ndar
 
 
 def _uniform_bucket(counts: np.ndarray, rng: np.random.Generator, dtype: Any) -> np.ndarray:
-    """Phases: while the active set is fixed, steps are uniform draws from it; a phase ends
-    at the step that takes some bucket's last batch."""
+    """While the set of non-empty buckets is fixed, steps are i.i.d. uniform draws from it:
+    draw them in chunks (about as many as the first bucket to run dry needs) and cut at the
+    step that takes some bucket's last batch."""
     left = counts.copy()
     out = []
     while (active := np.flatnonzero(left)).size:
-        draws = active[rng.integers(0, active.size, int(left.sum()))]
+        size = min(int(left.sum()), int(active.size * left[active].min() * 1.25) + 64)
+        draws = active[rng.integers(0, active.size, size)]
         end = draws.size
         for b in active.tolist():
             hits = np.flatnonzero(draws[:end] == b)
             if hits.size >= left[b]:
                 end = int(hits[left[b] - 1]) + 1
-        phase = draws[:end]
-        out.append(phase)
-        left -= np.bincount(phase, minlength=left.size)
+        out.append(draws[:end])
+        left -= np.bincount(draws[:end], minlength=left.size)
     return np.concatenate(out).astype(dtype) if out else np.zeros(0, dtype)
 
 
@@ -176,12 +180,28 @@ def write_order(path: str | Path, order: np.ndarray) -> None:
 
 # ---------------------------------------------------------------- statistics
 def _runs(order: np.ndarray) -> tuple[int, int | None]:
+    """The longest run of equal consecutive values, and its value (the first such run)."""
     if not order.size:
         return 0, None
-    starts = np.flatnonzero(np.concatenate(([True], order[1:] != order[:-1])))
-    lengths = np.diff(np.append(starts, order.size))
+    ends = np.flatnonzero(order[1:] != order[:-1])  # a run ends at each change
+    lengths = np.diff(ends, prepend=-1, append=order.size - 1)
     i = int(np.argmax(lengths))
-    return int(lengths[i]), int(order[starts[i]])
+    return int(lengths[i]), int(order[ends[i] if i < ends.size else -1])
+
+
+def _longest_run(order: np.ndarray) -> int:
+    """``_runs(order)[0]``, faster when runs are short (as in random orders): ``alive[i]``
+    says that a run of the current length starts at ``i``; grow it until none is left."""
+    if order.size < 2:
+        return int(order.size)
+    same = order[1:] == order[:-1]
+    alive, length = same, 1
+    while alive.any():
+        length += 1
+        if length > 32:
+            return _runs(order)[0]
+        alive = alive[:-1] & same[length - 1:]
+    return length
 
 
 def order_stats(name: str, order: np.ndarray, mean_len: np.ndarray, log_window: int
@@ -210,12 +230,21 @@ def order_stats(name: str, order: np.ndarray, mean_len: np.ndarray, log_window: 
                       window_max=float(means.max()) if means.size else None)
 
 
+def default_trials(batches: int) -> int:
+    """``DEFAULT_TRIALS``, or fewer for a long epoch (about ``TRIAL_BUDGET`` batches in all)."""
+    return max(MIN_TRIALS, min(DEFAULT_TRIALS, TRIAL_BUDGET // max(batches, 1)))
+
+
 def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float], *,
-                   trials: int = 100, log_window: int = 50, seed: int = 0) -> OrderStats:
+                   trials: int | None = None, log_window: int = 50, seed: int = 0
+                   ) -> OrderStats:
     """Simulate one order; random orders are also run with seeds ``seed .. seed+trials-1``
-    for the expected longest run and ``P(longest run >= k)``."""
+    for the expected longest run and ``P(longest run >= k)`` (``trials`` defaults to
+    :func:`default_trials`)."""
     if name not in ORDERS:
         raise ProfilerError(f"unknown order {name!r}; choose from {', '.join(ORDERS)}")
+    if trials is None:
+        trials = default_trials(int(sum(batches)))
     if trials < 1:
         raise ProfilerError(f"--trials must be a positive integer, got {trials}")
     if log_window < 1:
@@ -225,7 +254,7 @@ def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float],
     if name not in RANDOM_ORDERS:
         return stats
     longest = np.array([stats.longest_run] + [
-        _runs(batch_order(batches, name, seed=seed + t))[0] for t in range(1, trials)])
+        _longest_run(batch_order(batches, name, seed=seed + t)) for t in range(1, trials)])
     return OrderStats(**{**stats.__dict__, "expected_longest_run": float(longest.mean()),
                          "p_run_ge": {k: float((longest >= k).mean()) for k in RUN_KS},
                          "trials": trials})
@@ -233,7 +262,7 @@ def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float],
 
 def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("random", "stride"),
                       params: BucketParams | None = None, *, policy: str = "fixed",
-                      drop_last: bool = False, trials: int = 100, log_window: int = 50,
+                      drop_last: bool = False, trials: int | None = None, log_window: int = 50,
                       seed: int = 0) -> ScheduleResult:
     """Simulate ``orders`` on the per-bucket batch counts of ``policy`` (``fixed`` or
     ``sorted``: the policies with integer batches per bucket)."""

@@ -21,6 +21,7 @@ against, byte for byte.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
 from gpu_profiler.readers.ipc_layout import column_layout
-from gpu_profiler.readers.pread import PAGE, Fetched, PositionedFile
+from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile, aligned
 
 FILE_MAGIC = b"ARROW1"
 #: Environment variable choosing the IPC reader: ``selective`` (default) or ``pyarrow``.
@@ -42,7 +43,7 @@ READERS = ("selective", "pyarrow")
 #: First read of a stream (its schema and first messages' metadata).
 FIRST_READ = 16 << 10
 #: Bytes read at once from a run of small messages.
-WINDOW = 16 << 20
+WINDOW = 8 << 20
 #: A message holding more than this besides the column's buffers is read sparsely.
 SPARSE_SKIP = 64 << 10
 #: Sparsely read messages whose buffers are fetched together (concurrently).
@@ -50,6 +51,7 @@ SPARSE_BATCH = 64
 #: Decompressed bytes produced per step (bounds memory whatever a buffer declares).
 INFLATE_STEP = 4 << 20
 _MAX_MESSAGES = 1 << 16
+_POOL = 3  # output buffers kept for reuse
 _CODECS = {0: "lz4", 1: "zstd"}
 
 
@@ -93,6 +95,7 @@ class SelectiveReader:
         self.path = Path(path)
         self.kind = kind
         self._file = PositionedFile(self.path)
+        self._scratch = np.zeros(0, np.uint8)
         try:
             self._start, self._schema_meta, self.schema = self._read_schema()
         except BaseException:
@@ -109,6 +112,10 @@ class SelectiveReader:
         self.close()
 
     @property
+    def file_size(self) -> int:
+        return self._file.size
+
+    @property
     def bytes_requested(self) -> int:
         """Bytes asked of the operating system so far (after coalescing)."""
         return self._file.requested
@@ -119,6 +126,14 @@ class SelectiveReader:
 
     def _corrupt(self, exc: fmt.Corrupt, offset: int, what: str = "message") -> ProfilerError:
         return self.error(int(offset), f"{what}: {fmt.REASONS[exc.args[1]]}")
+
+    def _window(self, pos: int, n: int) -> Fetched:
+        """File bytes from ``pos`` in the reader's reused window buffer: valid until the
+        next window is read."""
+        n = max(0, min(n, self._file.size - pos))
+        if self._scratch.size < n + 2 * ALIGN:
+            self._scratch = aligned(n + 2 * ALIGN)
+        return self._file.read(pos, n, self._scratch)
 
     # -- schema --------------------------------------------------------------------------
 
@@ -226,7 +241,7 @@ class SelectiveReader:
         pos, want = self._start, FIRST_READ
         pending: list[np.ndarray] = []
         while pos < size:
-            win = self._file.read(pos, want)
+            win = self._window(pos, want)
             recs, nxt, status = self._walk(win.data, pos, layout, state)
             if not len(recs):
                 if status == fmt.END:
@@ -348,7 +363,7 @@ class SelectiveReader:
                 yield from self._big_blocks(blocks[big], kind, layout, col)
                 big = []
             base = int(off[lo])
-            win = self._file.read(base, int(end[hi - 1]) - base)
+            win = self._window(base, int(end[hi - 1]) - base)
             recs = self._parse_at(win, blocks[lo:hi], kind, layout)
             self._checked(recs, col)
             yield recs, win
@@ -426,7 +441,7 @@ class _Assembler:
         self.out: np.ndarray | None = None
         self.valid: np.ndarray | None = None
         self.fill = 0
-        self.capacity = 1 << 16  # of the first buffer; later ones hold 2 * CHUNK_ROWS
+        self.out_pool: list[np.ndarray] = []
         self.dictionary: tuple[np.ndarray, np.ndarray | None] | None = None
 
     def add(self, recs: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:
@@ -446,26 +461,40 @@ class _Assembler:
             yield self._emit()
 
     def _reserve(self, n: int) -> Iterator[Chunk]:
-        """Room for ``n`` more rows: the buffer grows up to ``2 * CHUNK_ROWS`` (so small
-        files allocate little), and is handed out as a chunk once it holds ``CHUNK_ROWS``."""
+        """Room for ``n`` more rows. A buffer holds ``1.5 * CHUNK_ROWS`` rows (fewer for a
+        small file) and is handed out as a chunk once it holds ``CHUNK_ROWS``."""
         if self.out is not None and self.fill + n > self.out.size:
             if self.fill + n > 2 * CHUNK_ROWS:
                 yield self._emit()
-            else:
-                size = min(max(2 * self.out.size, self.fill + n), 2 * CHUNK_ROWS)
-                self.out = np.concatenate([self.out[:self.fill],
-                                           np.empty(size - self.fill, self.col.dtype)])
+            else:  # grow (rare: a small-file guess was too small, or huge batches)
+                grown = self._output(min(max(2 * self.out.size, self.fill + n),
+                                         2 * CHUNK_ROWS))
+                grown[:self.fill] = self.out[:self.fill]
+                self.out = grown
                 if self.valid is not None:
                     self.valid = np.concatenate([self.valid[:self.fill],
-                                                 np.ones(size - self.fill, bool)])
+                                                 np.ones(grown.size - self.fill, bool)])
         if self.out is None:
-            self.out = np.empty(max(self.capacity, n), self.col.dtype)
-            self.capacity = 2 * CHUNK_ROWS
+            rows = CHUNK_ROWS * 3 // 2
+            if not self.out_pool:  # first buffer: no more rows than the file could hold
+                rows = min(rows, self.r.file_size // self.col.item.itemsize + 1)
+            self.out = self._output(max(rows, n))
+
+    def _output(self, rows: int) -> np.ndarray:
+        """An output buffer: one handed out before and since dropped by every consumer
+        (only this pool still refers to it), else a new one. Reuse spares the page faults
+        of fresh memory, a large part of the cost at a billion samples a second."""
+        for i, buf in enumerate(self.out_pool):
+            if buf.size >= rows and sys.getrefcount(buf) <= 3:  # pool, loop, argument
+                del self.out_pool[i]
+                return buf
+        return np.empty(rows, self.col.dtype)
 
     def _emit(self) -> Chunk:
         assert self.out is not None
         valid = None if self.valid is None else self.valid[:self.fill]
         chunk = Chunk(self.out[:self.fill], valid)
+        self.out_pool = [self.out, *self.out_pool][:_POOL]
         self.out, self.valid, self.fill = None, None, 0
         return chunk
 
@@ -494,14 +523,13 @@ class _Assembler:
         assert self.out is not None
         dst = self.fill + _starts(rows)
         src = fetched.locate(recs[:, fmt.R_BODY] + recs[:, fmt.R_DOFF])
-        w = self.col.item.itemsize
         if self.col.offsets:
             tmp = np.empty(n + len(rows), self.col.item)
             at = _starts(rows + 1)
-            fmt.gather_bytes(fetched.data, src, (rows + 1) * w, tmp.view(np.uint8), at * w)
+            _gather(fetched.data, src, rows + 1, tmp, at)
             fmt.offset_lengths(tmp, at, rows, self.out, dst)
         else:
-            fmt.gather_bytes(fetched.data, src, rows * w, self.out.view(np.uint8), dst * w)
+            _gather(fetched.data, src, rows, self.out, dst)
         nulls = recs[:, fmt.R_NULLS] > 0
         if nulls.any():
             bits = fetched.locate(recs[nulls, fmt.R_BODY] + recs[nulls, fmt.R_VOFF])
@@ -594,6 +622,17 @@ class _Assembler:
             raise self.r.error(where, f"buffer decompresses to a size other than the "
                                       f"{declared} bytes it declares")
         return np.frombuffer(b"".join(pieces), np.uint8)
+
+
+def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarray,
+            dst: np.ndarray) -> None:
+    """Copy ``counts`` elements of ``out``'s type from byte positions ``src`` of ``data``
+    to element positions ``dst`` of ``out``: element-wise when aligned, else bytewise."""
+    w = out.itemsize
+    if (src % w == 0).all() and data.ctypes.data % w == 0:
+        fmt.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
+    else:
+        fmt.gather(data, src, counts * w, out.view(np.uint8), dst * w)
 
 
 def _starts(n: np.ndarray) -> np.ndarray:

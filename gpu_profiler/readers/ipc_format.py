@@ -344,12 +344,13 @@ def footer_blocks(b):
 
 
 @njit(cache=True, nogil=True)
-def gather_bytes(src, src_pos, nbytes, dst, dst_pos):
-    """Copy ``src[src_pos[i]:+nbytes[i]]`` to ``dst[dst_pos[i]:]`` for every i (uint8)."""
+def gather(src, src_pos, counts, dst, dst_pos):
+    """Copy ``src[src_pos[i]:+counts[i]]`` to ``dst[dst_pos[i]:]`` for every i."""
     for i in range(src_pos.size):
         s = src_pos[i]
         d = dst_pos[i]
-        dst[d:d + nbytes[i]] = src[s:s + nbytes[i]]
+        n = counts[i]
+        dst[d:d + n] = src[s:s + n]
 
 
 @njit(cache=True, nogil=True)

@@ -19,6 +19,9 @@ PAGE = 4096
 PIECE = 4 << 20
 #: Reads in flight at once.
 WORKERS = 8
+#: Each piece sits at the same offset modulo this in the buffer as in the file, so buffers
+#: aligned in the file are aligned in memory.
+ALIGN = 64
 
 _executor: ThreadPoolExecutor | None = None
 
@@ -61,6 +64,13 @@ class Fetched:
         return self.pos[i] + (lo - self.starts[i])
 
 
+def aligned(n: int) -> np.ndarray:
+    """An uninitialised uint8 buffer of ``n`` bytes starting at a multiple of ALIGN."""
+    raw = np.empty(n + ALIGN, np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    return raw[skip:skip + n]
+
+
 class PositionedFile:
     """A read-only file descriptor read with positioned reads (readahead disabled: only
     what is asked for reaches the page cache)."""
@@ -87,13 +97,15 @@ class PositionedFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def read(self, offset: int, n: int) -> Fetched:
+    def read(self, offset: int, n: int, into: np.ndarray | None = None) -> Fetched:
         """The bytes ``[offset, offset + n)`` (clipped to the file)."""
         n = max(0, min(n, self.size - offset))
-        return self.fetch(np.array([offset], np.int64), np.array([offset + n], np.int64))
+        return self.fetch(np.array([offset], np.int64), np.array([offset + n], np.int64), into)
 
-    def fetch(self, lo: np.ndarray, hi: np.ndarray) -> Fetched:
-        """Read the byte ranges ``[lo, hi)`` (any order, overlaps allowed, inside the file)."""
+    def fetch(self, lo: np.ndarray, hi: np.ndarray, into: np.ndarray | None = None) -> Fetched:
+        """Read the byte ranges ``[lo, hi)`` (any order, overlaps allowed, inside the file),
+        into the uint8 buffer ``into`` when it is large enough (a reused buffer costs no
+        page faults), else into a new one."""
         keep = hi > lo
         lo, hi = lo[keep], hi[keep]
         if lo.size and (lo.min() < 0 or hi.max() > self.size):
@@ -108,9 +120,15 @@ class PositionedFile:
         starts = lo[first]
         ends = np.maximum.reduceat(hi, first) if lo.size else hi
         sizes = ends - starts
+        room = sizes + ALIGN
         pos = np.zeros(sizes.size, np.int64)
-        np.cumsum(sizes[:-1], out=pos[1:])
-        data = np.empty(int(sizes.sum()), np.uint8)
+        np.cumsum(room[:-1], out=pos[1:])
+        pos += starts % ALIGN
+        total = int(pos[-1] + sizes[-1]) if sizes.size else 0
+        if into is not None and into.size >= total and into.ctypes.data % ALIGN == 0:
+            data = into[:total]
+        else:
+            data = aligned(total)
         jobs = [(int(s) + k, int(p) + k, min(PIECE, int(n) - k))
                 for s, p, n in zip(starts, pos, sizes) for k in range(0, int(n), PIECE)]
         if len(jobs) == 1:
@@ -118,8 +136,9 @@ class PositionedFile:
         elif jobs:
             for f in [_pool().submit(self._pread, data, *j) for j in jobs]:
                 f.result()
-        self.requested += int(data.size)
-        return Fetched(data, starts, ends, pos)
+        self.requested += int(sizes.sum())
+        first = int(pos[0]) if pos.size else 0  # data[0] is the first byte asked for
+        return Fetched(data[first:], starts, ends, pos - first)
 
     def _pread(self, data: np.ndarray, offset: int, at: int, n: int) -> None:
         view = memoryview(data)[at:at + n]

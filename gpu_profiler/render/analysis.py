@@ -236,11 +236,11 @@ def print_schedule(r: Any, console: Any) -> None:
             "" if o.lag1_autocorr is None else f"{o.lag1_autocorr:+.3f}",
             f"{o.window_spread:,.1f}", _first_out(o))
     console.print(view)
-    cols = ["bucket", "batches", "batches %", "mean len"] + [o.name for o in r.orders]
+    cols = ["bucket", "batches", "%", "mean len"] + [o.name for o in r.orders]
     per = _table("per bucket (per order: out % / tail %)", cols, caption="out: % of the "
                  "epoch done when the bucket's last batch runs; tail: the bucket's share of "
                  "the last 10% of batches")
-    for column in per.columns[4:]:
+    for column in per.columns:
         column.no_wrap = True
     p = r.params
     for i, (lo, hi) in enumerate(zip(p.bounds[:-1], p.bounds[1:], strict=True)):
@@ -248,7 +248,7 @@ def print_schedule(r: Any, console: Any) -> None:
                f"{r.mean_len[i]:,.0f}"]
         for o in r.orders:
             e = o.exhausted_at[i]
-            row.append(f"{'-' if e is None else f'{e * 100:.1f}'} / {o.tail_mix[i] * 100:.1f}")
+            row.append(f"{'-' if e is None else f'{e * 100:.1f}'}/{o.tail_mix[i] * 100:.1f}")
         per.add_row(*row)
     console.print(per)
     _warn(console, r.warnings)

@@ -3,7 +3,12 @@ padding, packing and schedule statistic derived from them."""
 
 from __future__ import annotations
 
+import importlib as _importlib
 import os as _os
+import sys as _sys
+import types as _types
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 # Kernels are cached on disk; a per-user cache works for read-only installs too. Must be
 # set before numba is first imported (numba itself is imported lazily).
@@ -12,23 +17,69 @@ _os.environ.setdefault(
     _os.path.join(_os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"),
                   "gpu-profiler", "numba"))
 
-from gpu_profiler.analysis.bounds import Suggestion, suggest_bounds  # noqa: E402
-from gpu_profiler.analysis.buckets import BucketRow, BucketTable, bucket_table  # noqa: E402
-from gpu_profiler.analysis.policies import (  # noqa: E402
-    PolicyResult,
-    evaluate_policies,
-    evaluate_policy,
-)
-from gpu_profiler.analysis.schedule import (  # noqa: E402
-    ScheduleResult,
-    batch_order,
-    simulate_schedule,
-)
-from gpu_profiler.api import ProfileResult, histogram, profile  # noqa: E402
-from gpu_profiler.backends import available_backends, get_backend  # noqa: E402
-from gpu_profiler.errors import ProfilerError  # noqa: E402
-from gpu_profiler.histogram import LengthHistogram, merge  # noqa: E402
-from gpu_profiler.params import BucketParams  # noqa: E402
+#: Public name -> defining module, imported on first use (PEP 562): `import gpu_profiler`
+#: and `gpu-profiler --help` stay instant; numba, pyarrow and the readers load only when
+#: something needs them.
+_EXPORTS = {
+    "Suggestion": "gpu_profiler.analysis.bounds",
+    "suggest_bounds": "gpu_profiler.analysis.bounds",
+    "BucketRow": "gpu_profiler.analysis.buckets",
+    "BucketTable": "gpu_profiler.analysis.buckets",
+    "bucket_table": "gpu_profiler.analysis.buckets",
+    "PolicyResult": "gpu_profiler.analysis.policies",
+    "evaluate_policies": "gpu_profiler.analysis.policies",
+    "evaluate_policy": "gpu_profiler.analysis.policies",
+    "ScheduleResult": "gpu_profiler.analysis.schedule",
+    "batch_order": "gpu_profiler.analysis.schedule",
+    "simulate_schedule": "gpu_profiler.analysis.schedule",
+    "ProfileResult": "gpu_profiler.api",
+    "histogram": "gpu_profiler.api",
+    "profile": "gpu_profiler.api",
+    "available_backends": "gpu_profiler.backends",
+    "get_backend": "gpu_profiler.backends",
+    "ProfilerError": "gpu_profiler.errors",
+    "LengthHistogram": "gpu_profiler.histogram",
+    "merge": "gpu_profiler.histogram",
+    "BucketParams": "gpu_profiler.params",
+}
+
+if _TYPE_CHECKING:
+    from gpu_profiler.analysis.bounds import Suggestion, suggest_bounds
+    from gpu_profiler.analysis.buckets import BucketRow, BucketTable, bucket_table
+    from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, evaluate_policy
+    from gpu_profiler.analysis.schedule import ScheduleResult, batch_order, simulate_schedule
+    from gpu_profiler.api import ProfileResult, histogram, profile
+    from gpu_profiler.backends import available_backends, get_backend
+    from gpu_profiler.errors import ProfilerError
+    from gpu_profiler.histogram import LengthHistogram, merge
+    from gpu_profiler.params import BucketParams
+
+
+def __getattr__(name: str) -> _Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpu_profiler' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+class _Package(_types.ModuleType):
+    """Importing the ``gpu_profiler.histogram`` submodule must not rebind the public
+    ``histogram`` function (the import system sets submodules as package attributes)."""
+
+    def __setattr__(self, name: str, value: _Any) -> None:
+        if name in _EXPORTS and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
+
 
 __version__ = "0.1.0"
 

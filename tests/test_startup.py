@@ -1,0 +1,114 @@
+"""Start-up: heavy modules load only when a scan needs them, and every numba kernel a scan
+uses is loaded from the on-disk cache (under a per-user directory, so read-only installs
+work) in the next process instead of being compiled again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gpu_profiler  # noqa: F401  (sets NUMBA_CACHE_DIR, which children inherit)
+
+# Scans covering every kernel signature the CLI uses on CPU: an HF dir (IPC stream) by
+# length column and by list offsets, Parquet int32 with nulls, an auto cap (max_length),
+# then reports every numba dispatcher's cache statistics and cache location.
+WORKLOAD = textwrap.dedent("""
+    import json, sys
+    import numba
+    from gpu_profiler import histogram
+    hf, pqt = sys.argv[1], sys.argv[2]
+    histogram(hf, backend="numba", cap=8192)
+    histogram(hf, backend="numba", cap=8192, offsets_of="input_ids")
+    histogram(hf, backend="numba")
+    histogram(pqt, backend="numba", cap=100)
+    histogram(pqt, backend="numba")
+    stats = {}
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("gpu_profiler"):
+            continue
+        for attr, f in list(vars(mod).items()):
+            if isinstance(f, numba.core.registry.CPUDispatcher) and f.signatures:
+                stats[f"{name}.{attr}"] = {
+                    "hits": sum(f.stats.cache_hits.values()),
+                    "misses": sum(f.stats.cache_misses.values()),
+                    "path": f._cache._cache_path}
+    print(json.dumps({"cache_dir": numba.config.CACHE_DIR, "stats": stats}))
+""")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    import datasets
+
+    d = tmp_path_factory.mktemp("startup")
+    rng = np.random.default_rng(0)
+    lens = rng.integers(1, 300, 500)
+    ids = [rng.integers(0, 1000, n).tolist() for n in lens]
+    datasets.Dataset.from_dict({"input_ids": ids, "length": lens.tolist()}).save_to_disk(
+        str(d / "hf"))
+    x = pa.array(rng.integers(0, 200, 5000).astype(np.int32), mask=rng.random(5000) < 0.1)
+    pq.write_table(pa.table({"length": x}), d / "l.parquet")
+    return d / "hf", d / "l.parquet"
+
+
+def run(code: str, *args: str, env: dict[str, str] | None = None) -> str:
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_second_process_compiles_nothing(corpus):
+    hf, pqt = map(str, corpus)
+    run(WORKLOAD, hf, pqt)  # fills the cache for any signature not cached yet
+    report = json.loads(run(WORKLOAD, hf, pqt).splitlines()[-1])
+    stats = report["stats"]
+    assert "gpu_profiler.kernels.cpu.hist_values" in stats
+    assert "gpu_profiler.kernels.cpu.max_length" in stats
+    compiled = {k: v for k, v in stats.items() if v["misses"]}
+    assert not compiled, f"compiled again instead of loaded from the cache: {compiled}"
+    assert all(v["hits"] for v in stats.values())
+    cache_dir = os.path.realpath(report["cache_dir"])
+    assert cache_dir == os.path.realpath(os.environ["NUMBA_CACHE_DIR"])
+    for name, v in stats.items():  # never next to the (possibly read-only) sources
+        assert os.path.realpath(v["path"]).startswith(cache_dir), (name, v["path"])
+
+
+def test_default_cache_dir_is_per_user(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    out = run("import gpu_profiler, numba; print(numba.config.CACHE_DIR)", env=env)
+    assert Path(out.strip()) == tmp_path / "gpu-profiler" / "numba"
+
+
+def test_import_and_help_stay_light():
+    code = ("import sys, gpu_profiler, gpu_profiler.cli.app; "
+            "print(sorted(m for m in ('numba', 'numba.cuda', 'pyarrow', 'numpy') "
+            "if m in sys.modules))")
+    assert run(code).strip() == "[]"
+
+
+def test_public_names_resolve_lazily():
+    code = ("import gpu_profiler as gp, gpu_profiler.histogram, sys; "
+            "from gpu_profiler.api import histogram; "
+            "assert gp.histogram is histogram, gp.histogram; "
+            "assert all(getattr(gp, n) is not None for n in gp.__all__); print('ok')")
+    assert run(code).strip() == "ok"
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg"),
+                    reason="a GPU driver is present")
+def test_auto_backend_skips_numba_cuda_without_a_driver():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    code = ("import sys; from gpu_profiler import get_backend; b = get_backend('auto'); "
+            "print(b.name, 'numba.cuda' in sys.modules)")
+    assert run(code, env=env).split() == ["numba", "False"]

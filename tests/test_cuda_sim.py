@@ -50,6 +50,18 @@ def _backend_hist(chunks, cap, options):
     return hist, dict(backend.launches)
 
 
+def _reuse_after_error(bad, good, cap):
+    """A failed histogram() leaves nothing behind in the backend for the next one."""
+    from gpu_profiler.backends.cuda_backend import CudaBackend
+
+    backend = CudaBackend()
+    try:
+        backend.histogram([Chunk(good), Chunk(bad)], None)
+    except ProfilerError as exc:
+        error = str(exc)
+    return error, backend.histogram([Chunk(good)], cap)
+
+
 def _backend_max(data, valid, offsets):
     from gpu_profiler.backends.cuda_backend import CudaBackend
 
@@ -189,6 +201,13 @@ def test_edge_cases(sim):
                 continue
             got, _ = call(sim, _backend_hist, chunks, cap, {})
             assert_same(got, exp)
+
+
+def test_backend_reusable_after_error(sim):
+    good = np.arange(-2, 40, dtype=np.int32)
+    error, got = call(sim, _reuse_after_error, np.array([1 << 40], np.int64), good, 30)
+    assert error.startswith(f"a length of {1 << 40} was found")
+    assert_same(got, reference([(good, None, False)], 30))
 
 
 def test_max_length_kernel(sim):

@@ -42,7 +42,7 @@ RUN_KS = (2, 4, 6, 8, 12, 16)
 TAIL = 0.10
 #: Seeds per random order by default; fewer (but at least MIN_TRIALS) when that would
 #: simulate more than TRIAL_BUDGET batches.
-DEFAULT_TRIALS, MIN_TRIALS, TRIAL_BUDGET = 100, 10, 5_000_000
+DEFAULT_TRIALS, MIN_TRIALS, TRIAL_BUDGET = 100, 10, 2_000_000
 
 
 @dataclass(frozen=True)

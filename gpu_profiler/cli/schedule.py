@@ -18,7 +18,7 @@ def schedule(
         show_default=False)] = None,
     trials: Annotated[Optional[int], typer.Option(
         "--trials", help="Seeds per random order for the expected longest run [default: 100, "
-        "fewer (at least 10) past 50k batches an epoch; the count used is reported].",
+        "fewer (at least 10) past 20k batches an epoch; the count used is reported].",
         rich_help_panel=a._ANA, show_default=False)] = None,
     log_window: Annotated[int, typer.Option(
         "--log-window", help="Batches per logging window (for the windowed spread).",

@@ -130,3 +130,12 @@ def test_samples_longer_than_the_budget_are_an_error():
         suggest_bounds(hist_of([10, 20, 80], 100), 2, p)
     with pytest.raises(ProfilerError, match="no samples inside"):
         suggest_bounds(hist_of([200], 300), 2, BucketParams(bounds=(0, 50), max_seq_len=300))
+
+
+def test_warning_when_no_proposal_balances_the_batches(demo_hist):
+    s = suggest_bounds(demo_hist, 2, balance=1.0)
+    text = " ".join(s.warnings)
+    assert "no proposal for 2 buckets gets the largest share under 40%" in text
+    best = s["min-padding"]
+    if best.max_batch_pct > 40:
+        assert f"min-padding bounds leave {best.max_batch_pct:.1f}%" in text

@@ -67,7 +67,7 @@ class Proposal:
                 "padded_tokens": self.padded_tokens, "padding_pct": self.padding_pct,
                 "total_batches": self.total_batches, "steps_per_epoch": self.steps_per_epoch,
                 "max_batch_pct": self.max_batch_pct, "objective": self.objective,
-                "buckets": [b for b in self.policy.to_dict()["buckets"]]}
+                "buckets": self.policy.to_dict()["buckets"]}
 
 
 @dataclass(frozen=True)
@@ -312,15 +312,24 @@ def _warnings(out: list[Proposal], k: int) -> list[str]:
     msgs = []
     if current.max_batch_pct > DOMINANT_BATCH_PCT:
         top = max(current.policy.buckets, key=lambda b: b.batch_pct)
+        if flat.max_batch_pct <= DOMINANT_BATCH_PCT:
+            fix = (f"{flat.method} bounds {','.join(map(str, flat.bounds))} bring the largest "
+                   f"share to {flat.max_batch_pct:.1f}% at {flat.padding_pct:.1f}% padding"
+                   + ("" if flat is best else f" (min-padding: {best.padding_pct:.1f}% "
+                      f"padding, largest share {best.max_batch_pct:.1f}%)"))
+        else:
+            fix = (f"no proposal for {k} buckets gets the largest share under "
+                   f"{DOMINANT_BATCH_PCT:.0f}% (best: {flat.method}, {flat.max_batch_pct:.1f}%); "
+                   "try more --buckets")
         msgs.append(
             f"the current bounds put {top.batch_pct:.1f}% of the batches in bucket {top.index} "
-            f"[{top.lo}, {top.hi}) (> {DOMINANT_BATCH_PCT:.0f}%); {flat.method} bounds "
-            f"{','.join(map(str, flat.bounds))} bring the largest share to "
-            f"{flat.max_batch_pct:.1f}% at {flat.padding_pct:.1f}% padding (min-padding: "
-            f"{best.padding_pct:.1f}% padding, largest share {best.max_batch_pct:.1f}%); "
-            "or keep the bounds and interleave with `gpu-profiler schedule --order stride`")
+            f"[{top.lo}, {top.hi}) (> {DOMINANT_BATCH_PCT:.0f}%); {fix}; or keep the bounds "
+            "and interleave with `gpu-profiler schedule --order stride`")
     if best.max_batch_pct > DOMINANT_BATCH_PCT and flat is not best:
+        trade = (f"the balanced bounds bring it to {out[-1].max_batch_pct:.1f}% at "
+                 f"{out[-1].padding_pct:.1f}% padding" if out[-1].method == "balanced"
+                 else "add --balance 1 to trade padding for balance")
         msgs.append(
             f"min-padding bounds leave {best.max_batch_pct:.1f}% of the batches in one bucket; "
-            f"add --balance 1 to trade padding for balance, or use --order stride")
+            f"{trade}, or interleave with `gpu-profiler schedule --order stride`")
     return msgs

@@ -50,7 +50,7 @@ SPARSE_SKIP = 64 << 10
 SPARSE_BATCH = 64
 #: Decompressed bytes produced per step (bounds memory whatever a buffer declares).
 INFLATE_STEP = 4 << 20
-_MAX_MESSAGES = 1 << 16
+_MAX_MESSAGES = 1 << 14  # parsed per kernel call
 _POOL = 3  # output buffers kept for reuse
 _CODECS = {0: "lz4", 1: "zstd"}
 
@@ -287,7 +287,7 @@ class SelectiveReader:
               state: np.ndarray) -> tuple[np.ndarray, int, int]:
         """Every message whose metadata lies in ``data`` (file bytes from ``pos``)."""
         parts, start, status = [], 0, fmt.FULL
-        out = np.empty((min(_MAX_MESSAGES, data.size // 64 + 1), fmt.NREC), np.int64)
+        out = np.empty((min(_MAX_MESSAGES, data.size // 128 + 1), fmt.NREC), np.int64)
         while status == fmt.FULL:
             try:
                 k, start, status = fmt.walk(data, start, self._file.size - pos, out, layout,
@@ -523,6 +523,14 @@ class _Assembler:
         assert self.out is not None
         dst = self.fill + _starts(rows)
         src = fetched.locate(recs[:, fmt.R_BODY] + recs[:, fmt.R_DOFF])
+        nulls = recs[:, fmt.R_NULLS] > 0
+        bits = fetched.locate(recs[nulls, fmt.R_BODY] + recs[nulls, fmt.R_VOFF])
+        w = self.col.item.itemsize
+        # the kernels do not check bounds: re-check what the validation above guarantees
+        if ((src < 0).any() or (src + (rows + self.col.offsets) * w > fetched.data.size).any()
+                or (bits < 0).any() or (bits + (rows[nulls] + 7) // 8 > fetched.data.size).any()
+                or dst[-1] + rows[-1] > self.out.size):
+            raise self.r.error(int(recs[0, fmt.R_MSG]), "buffers outside the bytes read")
         if self.col.offsets:
             tmp = np.empty(n + len(rows), self.col.item)
             at = _starts(rows + 1)
@@ -530,9 +538,7 @@ class _Assembler:
             fmt.offset_lengths(tmp, at, rows, self.out, dst)
         else:
             _gather(fetched.data, src, rows, self.out, dst)
-        nulls = recs[:, fmt.R_NULLS] > 0
         if nulls.any():
-            bits = fetched.locate(recs[nulls, fmt.R_BODY] + recs[nulls, fmt.R_VOFF])
             fmt.unpack_validity(fetched.data, bits, rows[nulls], self._valid_mask(),
                                 dst[nulls])
         self.fill += n

@@ -1,0 +1,278 @@
+"""Arrow IPC reading (issue 4, item 1): the selective reader against pyarrow's full reader.
+
+On corpora generated here (real ``datasets`` save_to_disk dirs under bench/data/):
+  * ``ipc-ids``: ~300 MB, ``input_ids`` list<int32> plus an int64 ``length``, 2 shards;
+  * ``ipc-len32``: N int32 lengths only (default 1e8).
+Measured, each reader in turn in one run (medians):
+  1. cold cache: every shard is evicted (``fsync`` + ``posix_fadvise(POSIX_FADV_DONTNEED)``)
+     before each scan; bytes read from storage (``/proc/self/io`` read_bytes) and seconds of
+     ``gpu_profiler.histogram(dir, column="length", backend="numba")``, against the length
+     column's own size (target: <= 1.2 x column + 1 MiB); also ``--offsets-of input_ids``;
+  2. warm cache: samples/s end to end (same call) on ``ipc-len32``, next to the reader alone
+     (chunks iterated, no histogram) and the numba kernel alone on the same lengths in
+     memory (the ceiling the reader is chasing). Target: >= 1e9 samples/s.
+Every histogram is checked equal across readers (exit 1 otherwise).
+Writes bench/results/ipc_read.md and ipc_read.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+BENCH = Path(__file__).resolve().parent
+DATA = BENCH / "data"
+SEED = 20261130
+CAP = 8192
+READERS = ("selective", "pyarrow")
+MiB = 1 << 20
+
+
+def lognormal_lengths(n: int, seed: int) -> np.ndarray:
+    """SFT-like lengths: log-normal, median 600, sigma 1.124, clipped to [1, 131072]."""
+    rng = np.random.default_rng(seed)
+    return np.clip(rng.lognormal(math.log(600), 1.124, n), 1, 131072).astype(np.int64)
+
+
+def build(name: str, recipe: dict, make) -> Path:
+    """A save_to_disk dir under bench/data, rebuilt only when its recipe changed."""
+    import datasets
+
+    target, marker = DATA / name, DATA / f"{name}.json"
+    if target.is_dir() and marker.is_file() and json.loads(marker.read_text()) == recipe:
+        return target
+    DATA.mkdir(parents=True, exist_ok=True)
+    marker.unlink(missing_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    datasets.disable_progress_bars()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=DATA))
+    try:
+        make(tmp / name)
+        os.replace(tmp / name, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    marker.write_text(json.dumps(recipe))
+    return target
+
+
+def ids_corpus(samples: int) -> Path:
+    def make(path: Path) -> None:
+        import datasets
+
+        lengths = lognormal_lengths(samples, SEED)
+        offsets = np.zeros(samples + 1, np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        tokens = np.random.default_rng(SEED + 1).integers(0, 128_000, int(offsets[-1]),
+                                                           dtype=np.int32)
+        ids = pa.ListArray.from_arrays(pa.array(offsets), pa.array(tokens))
+        ds = datasets.Dataset(pa.table({"input_ids": ids, "length": pa.array(lengths)}))
+        ds.save_to_disk(str(path), num_shards=2)
+
+    return build(f"ipc-ids-{samples}", {"samples": samples, "seed": SEED, "v": 1}, make)
+
+
+def len32_corpus(samples: int) -> Path:
+    def make(path: Path) -> None:
+        import datasets
+
+        lengths = lognormal_lengths(samples, SEED).astype(np.int32)
+        ds = datasets.Dataset(pa.table({"length": pa.array(lengths)}))
+        ds.save_to_disk(str(path), max_shard_size="2GB")
+
+    return build(f"ipc-len32-{samples}", {"samples": samples, "seed": SEED, "v": 1}, make)
+
+
+def shards(path: Path) -> list[Path]:
+    return sorted(path.glob("data-*.arrow"))
+
+
+def evict(path: Path) -> None:
+    """Drop every shard of ``path`` from the page cache."""
+    for shard in shards(path):
+        fd = os.open(shard, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def read_bytes() -> int:
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
+
+
+def scan(path: Path, reader: str, **kw):
+    """One in-process histogram with the chosen IPC reader: (seconds, histogram)."""
+    import gpu_profiler as gp
+
+    os.environ["GPU_PROFILER_IPC_READER"] = reader
+    t = time.perf_counter()
+    hist = gp.histogram(str(path), backend="numba", cap=CAP, **kw)
+    return time.perf_counter() - t, hist
+
+
+def cold(path: Path, repeats: int, **kw) -> dict:
+    """Bytes read and seconds per reader, each scan from an evicted page cache."""
+    out: dict = {r: {"bytes": [], "seconds": []} for r in READERS}
+    hists = {}
+    for _ in range(repeats):
+        for reader in READERS:
+            evict(path)
+            before = read_bytes()
+            seconds, hists[reader] = scan(path, reader, **kw)
+            out[reader]["bytes"].append(read_bytes() - before)
+            out[reader]["seconds"].append(seconds)
+    if hists["selective"] != hists["pyarrow"]:
+        sys.exit(f"FAIL: cold scan of {path} ({kw}): the readers' histograms differ")
+    return {r: {"bytes": int(statistics.median(v["bytes"])),
+                "seconds": statistics.median(v["seconds"])} for r, v in out.items()}
+
+
+def warm(path: Path, samples: int, repeats: int) -> dict:
+    """Samples/s end to end per reader, the selective reader alone, and the kernel alone."""
+    from gpu_profiler.backends import get_backend
+    from gpu_profiler.chunk import Chunk
+    from gpu_profiler.readers import ipc
+    from gpu_profiler.readers.arrow import LengthSpec
+
+    def read_only() -> float:
+        t = time.perf_counter()
+        n = sum(c.samples for s in shards(path)
+                for c in ipc.chunks(s, "stream", LengthSpec("length"), reader="selective"))
+        assert n == samples
+        return time.perf_counter() - t
+
+    numba = get_backend("numba")
+    lengths = np.concatenate([c.data for s in shards(path) for c in
+                              ipc.chunks(s, "stream", LengthSpec("length"))])
+
+    def kernel() -> float:
+        t = time.perf_counter()
+        for lo in range(0, lengths.size, 1 << 22):
+            numba.histogram_chunk(Chunk(lengths[lo:lo + (1 << 22)]), CAP)
+        return time.perf_counter() - t
+
+    times: dict[str, list[float]] = {}
+    hists = {}
+    for reader in READERS:  # warm the page cache and the kernels
+        scan(path, reader)
+    for _ in range(repeats):
+        for reader in READERS:
+            seconds, hists[reader] = scan(path, reader)
+            times.setdefault(f"end to end, {reader} reader", []).append(seconds)
+        times.setdefault("selective reader alone", []).append(read_only())
+        times.setdefault("numba kernel alone (in memory)", []).append(kernel())
+    if hists["selective"] != hists["pyarrow"] or hists["selective"].total != samples:
+        sys.exit(f"FAIL: warm scan of {path}: the readers' histograms differ")
+    return {k: {"seconds": statistics.median(v), "best": min(v),
+                "samples_per_s": samples / statistics.median(v),
+                "best_samples_per_s": samples / min(v)} for k, v in times.items()}
+
+
+def report(res: dict) -> str:
+    c = res["cold"]
+    col = res["ids"]["column_bytes"]
+    limit = 1.2 * col + MiB
+    lines = [
+        "# Arrow IPC reading: selective reader vs pyarrow's full reader",
+        "",
+        f"Machine: {res['machine']}; load average {res['load_before']} before, "
+        f"{res['load_after']} after (2 cores shared with other work). "
+        f"Medians of {res['repeats']} runs, readers interleaved. "
+        "Command: `python bench/bench_ipc_read.py`.",
+        "",
+        f"## Cold cache: HF dir with input_ids ({res['ids']['samples']:,} samples, "
+        f"{res['ids']['file_bytes'] / MiB:.0f} MiB in {res['ids']['shards']} shards, "
+        f"{res['ids']['batches']} record batches)",
+        "",
+        "Every shard evicted from the page cache before each scan; bytes read = "
+        "`/proc/self/io` read_bytes during `gpu_profiler.histogram(dir, column=..., "
+        "backend='numba')`.",
+        "",
+        "| length source | reader | bytes read | x length column | seconds |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for label, key, size in (("column `length` (int64)", "length", col),
+                             ("offsets of `input_ids` (int32)", "offsets",
+                              res["ids"]["offsets_bytes"])):
+        for reader in READERS:
+            r = c[key][reader]
+            lines.append(f"| {label} | {reader} | {r['bytes'] / MiB:,.2f} MiB | "
+                         f"{r['bytes'] / size:.2f} | {r['seconds']:.3f} |")
+    sel = c["length"]["selective"]["bytes"]
+    lines += [
+        "",
+        f"Length column: {col / MiB:.2f} MiB; target bytes read <= 1.2 x column + 1 MiB = "
+        f"{limit / MiB:.2f} MiB: selective reads {sel / MiB:.2f} MiB "
+        f"({'met' if sel <= limit else 'NOT met'}); "
+        f"(bytes read - 1 MiB) / column = {max(sel - MiB, 0) / col:.2f}.",
+        f"The pyarrow reader reads {c['length']['pyarrow']['bytes'] / sel:.0f}x more.",
+        "",
+        f"## Warm cache: int32 lengths ({res['len32']['samples']:,} samples, "
+        f"{res['len32']['file_bytes'] / MiB:.0f} MiB, 1000-row record batches)",
+        "",
+        "| what | seconds | samples/s | best samples/s |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, r in res["warm"].items():
+        lines.append(f"| {name} | {r['seconds']:.3f} | {r['samples_per_s'] / 1e6:,.0f} M | "
+                     f"{r['best_samples_per_s'] / 1e6:,.0f} M |")
+    e2e = res["warm"]["end to end, selective reader"]["samples_per_s"]
+    lines += ["", f"Target >= 1e9 samples/s end to end: {e2e / 1e9:.2f}e9 "
+                  f"({'met' if e2e >= 1e9 else 'NOT met'}).", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ids-samples", type=int, default=65_536)
+    ap.add_argument("--len-samples", type=int, default=100_000_000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=BENCH / "results")
+    args = ap.parse_args()
+
+    ids = ids_corpus(args.ids_samples)
+    len32 = len32_corpus(args.len_samples)
+    load_before = round(os.getloadavg()[0], 2)
+    scan(ids, "selective", column="length")  # compile / load the kernels outside timing
+    lengths = lognormal_lengths(args.ids_samples, SEED)
+    batches = sum(sum(1 for _ in pa.ipc.open_stream(str(s))) for s in shards(ids))
+    res = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+                   f"{platform.python_version()}, pyarrow {pa.__version__}",
+        "repeats": args.repeats,
+        "load_before": load_before,
+        "ids": {"samples": args.ids_samples, "shards": len(shards(ids)),
+                "file_bytes": sum(s.stat().st_size for s in shards(ids)),
+                "batches": batches, "column_bytes": args.ids_samples * 8,
+                "offsets_bytes": (args.ids_samples + batches) * 4,
+                "tokens": int(lengths.sum())},
+        "len32": {"samples": args.len_samples,
+                  "file_bytes": sum(s.stat().st_size for s in shards(len32))},
+        "cold": {"length": cold(ids, args.repeats, column="length"),
+                 "offsets": cold(ids, args.repeats, offsets_of="input_ids")},
+        "warm": warm(len32, args.len_samples, args.repeats),
+    }
+    res["load_after"] = round(os.getloadavg()[0], 2)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "ipc_read.json").write_text(json.dumps(res, indent=2) + "\n")
+    text = report(res)
+    (args.out / "ipc_read.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -311,38 +311,42 @@ class _Lane:
             yield dx, dv, hi - lo, slot.stream
 
     # ------------------------------------------------------------------ kernels
-    def _grid(self, kernel: Any, n: int, dynamic: int) -> int:
+    def _grid(self, compiled: Any, n: int, dynamic: int) -> int:
         """Blocks for a launch: enough to fill every SM at the occupancy that registers,
         threads and shared memory allow, and no more than the work needs."""
-        b, info, k = self.b, self.info, self.k
+        b, info = self.b, self.info
         work = -(-n // (b.threads * b.unroll))
-        if info.simulated:
+        if compiled is None:  # simulator
             return max(1, min(b.blocks or 4, work))
-        per_sm = k.blocks_per_sm(kernel.get_regs_per_thread(), kernel.get_shared_mem_per_block(),
-                                 dynamic, b.threads, info.threads_per_sm,
-                                 info.registers_per_sm, info.shared_per_sm)
+        per_sm = self.k.blocks_per_sm(compiled.regs_per_thread, compiled.shared_mem_per_block,
+                                      dynamic, b.threads, info.threads_per_sm,
+                                      info.registers_per_sm, info.shared_per_sm)
         grid = b.blocks or info.multiprocessors * max(1, per_sm)
         return max(1, min(grid, work))
 
-    def _allow_dynamic_shared(self, kernel: Any) -> None:
+    def _allow_dynamic_shared(self, compiled: Any) -> None:
         """Opt the compiled kernel in to more than 48 KiB of dynamic shared memory."""
-        if id(kernel) in self._configured or self.info.simulated:
+        if id(compiled) in self._configured:
             return
         from numba.cuda.cudadrv.driver import binding, driver
 
-        cufunc = next(iter(kernel.overloads.values()))._codelibrary.get_cufunc()
+        cufunc = compiled._codelibrary.get_cufunc()
         attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        limit = self.info.shared_per_block - kernel.get_shared_mem_per_block()
+        limit = self.info.shared_per_block - compiled.shared_mem_per_block
         driver.cuKernelSetAttribute(attr, limit, cufunc.handle, self.info.id)
-        self._configured.add(id(kernel))
+        self._configured.add(id(compiled))
 
     def _launch(self, name: str, args: tuple, n: int, dynamic: int, stream: Any) -> None:
+        """Launch kernel ``name``: compiled (or loaded from numba's disk cache) for these
+        argument types, sized by its real register and shared memory use."""
         kernel = getattr(self.k, name)
         self.b.launches[name] += 1
-        spec = kernel if self.info.simulated else kernel.specialize(*args)
-        if dynamic > _DEFAULT_DYNAMIC_LIMIT:
-            self._allow_dynamic_shared(spec)
-        spec[self._grid(spec, n, dynamic), self.b.threads, stream, dynamic](*args)
+        compiled = None
+        if not self.info.simulated:
+            compiled = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+            if dynamic > _DEFAULT_DYNAMIC_LIMIT:
+                self._allow_dynamic_shared(compiled)
+        kernel[self._grid(compiled, n, dynamic), self.b.threads, stream, dynamic](*args)
 
     def _acc(self, cap: int) -> _Acc:
         if not self.accs or self.accs[-1].cap != cap:

@@ -1,0 +1,82 @@
+"""Streaming: a scan's resident memory stays bounded by the chunk size, not the corpus.
+
+Chunks are shrunk to 64k rows, so a corpus whose length column is 96 MiB must be scanned
+with a few MiB of extra resident memory. The peak RSS of this process (VmHWM, reset through
+/proc/self/clear_refs) would grow by the column's size if any stage (reader, coalesce,
+backend, mapped file pages) held the whole column.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_profiler import histogram
+from gpu_profiler.readers import arrow, ipc
+
+SAMPLES = 24 << 20  # int32: 96 MiB of lengths
+COLUMN_MIB = SAMPLES * 4 >> 20
+BOUND_MIB = 32
+
+
+def _status(field: str) -> int:
+    text = Path("/proc/self/status").read_text()
+    return int(re.search(rf"{field}:\s+(\d+) kB", text).group(1)) >> 10
+
+
+def _peak_growth(fn) -> int:
+    """MiB the peak resident set grows over the current resident set while ``fn`` runs."""
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    before = _status("VmRSS")
+    fn()
+    return _status("VmHWM") - before
+
+
+@pytest.fixture(scope="module")
+def lengths():
+    return np.random.default_rng(9).integers(0, 8193, SAMPLES, dtype=np.int32)
+
+
+@pytest.fixture(scope="module")
+def parquet_file(tmp_path_factory, lengths):
+    path = tmp_path_factory.mktemp("mem") / "l.parquet"
+    pq.write_table(pa.table({"length": lengths}), path, row_group_size=1 << 20)
+    return path
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory, lengths):
+    import datasets
+
+    path = tmp_path_factory.mktemp("mem") / "hf"
+    datasets.Dataset(pa.table({"length": lengths})).save_to_disk(str(path), num_shards=2)
+    return path
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    for module in (arrow, ipc):  # ipc reads its own module-level copy
+        monkeypatch.setattr(module, "CHUNK_ROWS", 1 << 16)
+    monkeypatch.setattr(ipc, "WINDOW", 1 << 20)  # bytes the IPC reader fetches at once
+
+
+@pytest.fixture
+def reference(lengths):
+    return np.bincount(lengths, minlength=8193)
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("source", ["parquet", "hf"])
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_peak_memory_is_bounded(request, small_chunks, reference, source, backend):
+    path = request.getfixturevalue("parquet_file" if source == "parquet" else "hf_dir")
+    histogram(path, cap=8192, backend=backend)  # warm up: imports, kernels, pools
+    out = {}
+    growth = _peak_growth(lambda: out.update(h=histogram(path, cap=8192, backend=backend)))
+    assert np.array_equal(out["h"].counts, reference)
+    assert growth < BOUND_MIB, f"peak RSS grew {growth} MiB scanning a {COLUMN_MIB} MiB column"

@@ -167,3 +167,16 @@ def test_bad_options():
         simulate_schedule(h, "random", trials=0)
     with pytest.raises(ProfilerError, match="--log-window"):
         simulate_schedule(h, "random", log_window=0)
+
+
+def test_no_advice_when_nothing_would_help():
+    one_length = hist_of([100] * 50, 8192)  # one batch of one bucket: no order, no bounds fix
+    assert simulate_schedule(one_length, "all").warnings == ()
+
+
+def test_stride_advice_on_a_short_epoch():
+    # 3 batches of bucket 0, 2 of bucket 5: stride's tail covers a large share of the epoch
+    lengths = [100] * 189 + [8000] * 12
+    r = simulate_schedule(hist_of(lengths, 8192), ["sequential", "stride"])
+    text = " ".join(r.warnings)
+    assert "exhausts all buckets in the last 2 batches (40% of the epoch)" in text

@@ -301,15 +301,19 @@ def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:
 def _stride_line(stride: OrderStats) -> str:
     first_out = min((e for e in stride.exhausted_at if e is not None), default=1.0)
     tail = stride.batches - round(first_out * stride.batches) + 1
+    share = tail / max(stride.batches, 1) * 100
+    share_text = f"{share:.2g}" if share < 10 else f"{share:.0f}"
     return (f"--order stride keeps every same-bucket run <= {stride.longest_run} and exhausts "
-            f"all buckets in the last {tail} batches "
-            f"({tail / max(stride.batches, 1) * 100:.2g}% of the epoch)")
+            f"all buckets in the last {tail} batches ({share_text}% of the epoch)")
 
 
-def _rebalance(hist: LengthHistogram, k: int, p: BucketParams) -> str:
+def _rebalance(hist: LengthHistogram, k: int, p: BucketParams, than: float) -> str | None:
+    """The equal-batches bounds, when they lower the largest batch share below ``than``."""
     from gpu_profiler.analysis.bounds import equal_batches_proposal
 
     flat = equal_batches_proposal(hist, k, p)
+    if flat.max_batch_pct >= than:
+        return None
     return (f"bounds {','.join(map(str, flat.bounds))} (gpu-profiler suggest --buckets {k}) "
             f"bring the largest share to {flat.max_batch_pct:.1f}% at {flat.padding_pct:.1f}% "
             "padding")
@@ -323,9 +327,17 @@ def _stride(pol: PolicyResult, stats: Sequence[OrderStats]) -> OrderStats:
 def dominant_advice(hist: LengthHistogram, pol: PolicyResult, p: BucketParams,
                     stats: Sequence[OrderStats] = ()) -> str | None:
     """When one bucket makes more than 40% of ``pol``'s batches: what that does under the
-    simulated ``stats`` orders, and the two fixes with their numbers."""
+    simulated ``stats`` orders, and the fixes that help, with their numbers (None when
+    nothing would help, e.g. a single bucket of a single length)."""
     top = max(pol.buckets, key=lambda b: b.batch_pct, default=None)
     if top is None or top.batch_pct <= DOMINANT_BATCH_PCT:
+        return None
+    stride = _stride(pol, stats)
+    fixes = [_stride_line(stride)] if stride.longest_run <= MAX_RUN and sum(
+        1 for b in pol.buckets if b.batches) > 1 else []
+    rebalance = _rebalance(hist, len(pol.buckets), p, top.batch_pct)
+    fixes += [rebalance] if rebalance else []
+    if not fixes:
         return None
     runs = "; ".join(f"under {s.name} its longest run is {s.longest_run}" + (
         f" (expected {s.expected_longest_run:.1f} over {s.trials} seeds, P(run >= 4) = "
@@ -333,8 +345,7 @@ def dominant_advice(hist: LengthHistogram, pol: PolicyResult, p: BucketParams,
         for s in stats if s.longest_run_bucket == top.index and s.name != "stride")
     return (f"bucket {top.index} [{top.lo}, {top.hi}) makes {top.batch_pct:.1f}% of the "
             f"{int(pol.total_batches):,} batches (> {DOMINANT_BATCH_PCT:.0f}%)"
-            + (f": {runs}" if runs else "") + f". Fix: {_stride_line(_stride(pol, stats))}; "
-            f"or {_rebalance(hist, len(pol.buckets), p)}")
+            + (f": {runs}" if runs else "") + ". Fix: " + "; or ".join(fixes))
 
 
 def _warnings(pol: PolicyResult, stats: list[OrderStats], hist: LengthHistogram,
@@ -344,9 +355,11 @@ def _warnings(pol: PolicyResult, stats: list[OrderStats], hist: LengthHistogram,
     long = [s for s in stats if s.longest_run > MAX_RUN]
     if long:
         stride = _stride(pol, stats)
+        top = max(b.batch_pct for b in pol.buckets)
         fix = _stride_line(stride) if stride.longest_run <= MAX_RUN else (
             f"even --order stride leaves runs of {stride.longest_run}; rebalance: "
-            f"{_rebalance(hist, len(pol.buckets), p)}")
+            + (_rebalance(hist, len(pol.buckets), p, top)
+               or "more buckets (gpu-profiler suggest --buckets K)"))
         runs = ", ".join(f"order {s.name}: {s.longest_run} batches of bucket "
                          f"{s.longest_run_bucket}" for s in long)
         msgs.append(f"{runs} run back to back (> {MAX_RUN}); {fix}")

@@ -14,11 +14,11 @@ def schedule(
     path: o.Path_,
     order: Annotated[Optional[list[str]], typer.Option(
         "--order", help="random, uniform-bucket, sequential, stride, or all (repeat or "
-        "comma-separate) [default: random,stride].", rich_help_panel=a._ANA,
+        "comma-separate) (default: random,stride).", rich_help_panel=a._ANA,
         show_default=False)] = None,
     trials: Annotated[Optional[int], typer.Option(
-        "--trials", help="Seeds per random order for the expected longest run [default: 100, "
-        "fewer (at least 10) past 20k batches an epoch; the count used is reported].",
+        "--trials", help="Seeds per random order for the expected longest run (default: 100, "
+        "fewer, at least 10, past 20k batches an epoch; the count used is reported).",
         rich_help_panel=a._ANA, show_default=False)] = None,
     log_window: Annotated[int, typer.Option(
         "--log-window", help="Batches per logging window (for the windowed spread).",

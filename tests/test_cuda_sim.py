@@ -14,9 +14,9 @@ export ``NUMBA_ENABLE_CUDASIM=1`` for the whole suite.
 from __future__ import annotations
 
 import json
-import re
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor

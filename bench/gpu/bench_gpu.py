@@ -138,13 +138,16 @@ def write_hf_dir(path: Path, lengths: np.ndarray, shards: int) -> None:
 
 
 # --------------------------------------------------------------------------- measurements
+def d2d_seconds(cuda: Any, nbytes: int, reps: int, sync: Callable[[], None]) -> float:
+    src = cuda.device_array(nbytes, np.uint8)
+    dst = cuda.device_array(nbytes, np.uint8)
+    return median_time(lambda: dst.copy_to_device(src), reps, sync)
+
+
 def bandwidths(cuda: Any, sizes: dict, sync: Callable[[], None]) -> dict[str, float]:
     reps = sizes["reps"]
-    src = cuda.device_array(sizes["copy"], np.uint8)
-    dst = cuda.device_array(sizes["copy"], np.uint8)
-    t = median_time(lambda: dst.copy_to_device(src), reps, sync)
-    out = {"d2d_copy_GBps": gbps(2 * sizes["copy"], t)}  # read + write
-    del src, dst
+    out = {"d2d_copy_GBps": gbps(2 * sizes["copy"], d2d_seconds(cuda, sizes["copy"], reps,
+                                                                 sync))}  # read + write
     pinned = cuda.pinned_array(sizes["h2d"], np.uint8)
     pinned[:] = 1
     pageable = np.ones(sizes["h2d"], np.uint8)
@@ -168,7 +171,8 @@ def kernels(x64: Any, x32: Any, cp: Any, sizes: dict, sync: Callable[[], None],
             for cap in CAPS:
                 backend = CudaBackend()
                 chunk = Chunk(data)
-                t = median_time(lambda: backend.accumulate(chunk, cap), sizes["reps"], sync)
+                t = median_time(lambda b=backend, c=chunk, cap=cap: b.accumulate(c, cap),
+                                sizes["reps"], sync)
                 backend.collect(cap)  # drain the timed runs
                 backend.accumulate(chunk, cap)
                 ok = backend.collect(cap) == reference(data, cap, cp)
@@ -178,7 +182,7 @@ def kernels(x64: Any, x32: Any, cp: Any, sizes: dict, sync: Callable[[], None],
                        "kernel": "+".join(sorted(k for k in backend.launches)),
                        "seconds": t, "GBps": gbps(n * data.dtype.itemsize, t), "exact": ok}
                 if cp is not None:
-                    tc = median_time(lambda: cp.bincount(data), sizes["reps"], sync)
+                    tc = median_time(lambda d=data: cp.bincount(d), sizes["reps"], sync)
                     row.update(cupy_bincount_seconds=tc,
                                cupy_bincount_GBps=gbps(row["bytes"], tc),
                                speedup_vs_cupy=tc / t)

@@ -474,7 +474,8 @@ class CudaBackend(Backend):
 
     def accumulate(self, chunk: Chunk, cap: int | None) -> None:
         """Queue ``chunk`` for histogramming and return without waiting for the GPU (the
-        streaming form of :meth:`histogram`; :meth:`collect` gives the result)."""
+        streaming form of :meth:`histogram`; :meth:`collect` gives the result). Data already
+        on a GPU must stay alive and unchanged until then; host data may be reused at once."""
         self._lane_for(chunk).add(chunk, cap)
 
     def collect(self, cap: int | None) -> LengthHistogram:

@@ -34,7 +34,13 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
         progress: draw a progress bar on a terminal.
         backend_options: keyword arguments of the backend, e.g. ``{"devices": [0, 1]}``
             for cuda (see :class:`~gpu_profiler.backends.cuda_backend.CudaBackend`).
+
+    A histogram file written by ``LengthHistogram.save`` (``--save-hist``) is read back
+    instead of scanned (re-binned to ``cap`` when one is given).
     """
+    if LengthHistogram.is_saved(source):
+        saved = LengthHistogram.load(source)
+        return saved if cap is None else saved.with_cap(cap)
     return scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
                 backend=backend, cap=cap, progress=progress,
                 backend_options=backend_options).total
@@ -96,6 +102,10 @@ def _profile(source: Any, bounds: Sequence[int] | str, max_seq_len: int, token_b
              progress: bool, backend_options: dict[str, Any] | None) -> ProfileResult:
     params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget, max_batch_size,
                           grad_accum, world_size)
+    if LengthHistogram.is_saved(source):
+        hist = LengthHistogram.load(source)
+        return ProfileResult(str(source), "none", "saved histogram", bucket_table(hist, params),
+                             hist, {}, 0.0)
     if isinstance(source, LengthHistogram):
         return ProfileResult("<histogram>", "none", "histogram", bucket_table(source, params),
                              source, {}, 0.0)

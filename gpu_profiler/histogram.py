@@ -169,6 +169,18 @@ class LengthHistogram:
 
         write_atomic(path, json.dumps(self.to_dict()) + "\n")
 
+    @staticmethod
+    def is_saved(path: Any) -> bool:
+        """True when ``path`` names a file written by :meth:`save` (a JSON object); corpora
+        (Parquet, Arrow) never start with ``{``."""
+        if not isinstance(path, (str, Path)):
+            return False
+        try:
+            with open(path, "rb") as f:
+                return f.read(64).lstrip()[:1] == b"{"
+        except OSError:
+            return False
+
     @classmethod
     def load(cls, path: str | Path) -> LengthHistogram:
         """Read a histogram written by :meth:`save`."""

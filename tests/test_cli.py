@@ -177,3 +177,16 @@ def test_console_script_end_to_end(hf_dir, tmp_path):
                         text=True)
     assert ok.returncode == 0 and json.loads(ok.stdout)["total_samples"] == len(hf_dir[1])
     assert ok.stderr == ""  # not a terminal: no progress bar
+
+
+def test_profile_reads_a_saved_histogram_back(hf_dir, tmp_path, capsys):
+    path, lengths = hf_dir
+    rc, _, _ = run(["profile", path, "--save-hist", tmp_path / "h.json", "-q"], capsys)
+    assert rc == 0
+    args = ["--bounds", "0,1000,9000", "--token-budget", "20000", "-f", "json"]
+    rc, out, _ = run(["profile", tmp_path / "h.json", *args], capsys)
+    assert rc == 0
+    got = json.loads(out)
+    assert got["length_source"] == "saved histogram"
+    assert_matches_reference(got, reference_table(lengths.tolist(), [0, 1000, 9000],
+                                                  token_budget=20000))

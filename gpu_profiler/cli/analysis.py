@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -29,26 +28,11 @@ def load_histogram(path: str, *, column: str | None, offsets_of: str | None,
                    devices: str | None, quiet: bool, max_seq_len: int) -> Any:
     """The exact histogram of ``path``: read back when it is a saved histogram (JSON),
     else scanned (capped at ``max_seq_len``)."""
-    from gpu_profiler.histogram import LengthHistogram
-
-    if _is_saved_histogram(path):
-        return LengthHistogram.load(path)
     from gpu_profiler.api import histogram
 
     return histogram(path, column=column, offsets_of=offsets_of, format=format, split=split,
                      backend=backend, cap=max_seq_len, progress=not quiet,
                      backend_options=o.gpu_options(backend, device, devices))
-
-
-def _is_saved_histogram(path: str) -> bool:
-    p = Path(path)
-    if not p.is_file():
-        return False
-    try:
-        with p.open("rb") as f:
-            return f.read(64).lstrip()[:1] == b"{"
-    except OSError:
-        return False
 
 
 def show(result: Any, fmt: o.OutputFormat, output: str | None,

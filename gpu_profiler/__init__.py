@@ -16,6 +16,10 @@ _os.environ.setdefault(
     "NUMBA_CACHE_DIR",
     _os.path.join(_os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"),
                   "gpu-profiler", "numba"))
+# numba's OpenMP threads would otherwise spin for a while after every parallel kernel,
+# taking the cores from the reader threads decoding the next chunk (2x slower end to end
+# on 2 cores). Read by the OpenMP runtime when numba first launches it.
+_os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 #: Public name -> defining module, imported on first use (PEP 562): `import gpu_profiler`
 #: and `gpu-profiler --help` stay instant; numba, pyarrow and the readers load only when

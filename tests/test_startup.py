@@ -112,3 +112,12 @@ def test_auto_backend_skips_numba_cuda_without_a_driver():
     code = ("import sys; from gpu_profiler import get_backend; b = get_backend('auto'); "
             "print(b.name, 'numba.cuda' in sys.modules)")
     assert run(code, env=env).split() == ["numba", "False"]
+
+
+@pytest.mark.parametrize("preset", [None, "active"])
+def test_openmp_threads_do_not_spin_unless_asked(preset):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    out = run("import os, gpu_profiler; print(os.environ['OMP_WAIT_POLICY'])", env=env)
+    assert out.strip() == (preset or "passive")

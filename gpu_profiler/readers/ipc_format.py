@@ -55,21 +55,21 @@ def _chk(b, p, n):
         raise Corrupt(p, E_BOUNDS)
 
 
+# Unchecked little-endian reads: only ever called on positions already checked to lie in
+# ``b`` (a whole table or vector at a time). Being unable to raise, they inline.
+
 @njit(cache=True)
 def _u8(b, p):
-    _chk(b, p, 1)
     return np.int64(b[p])
 
 
 @njit(cache=True)
 def _u16(b, p):
-    _chk(b, p, 2)
     return np.int64(b[p]) | (np.int64(b[p + 1]) << 8)
 
 
 @njit(cache=True)
 def _u32(b, p):
-    _chk(b, p, 4)
     return (np.int64(b[p]) | (np.int64(b[p + 1]) << 8) | (np.int64(b[p + 2]) << 16)
             | (np.int64(b[p + 3]) << 24))
 
@@ -87,63 +87,75 @@ def _i64(b, p):
 
 @njit(cache=True)
 def _vtable(b, t):
-    """Position of table ``t``'s vtable (checked to lie inside ``b``)."""
+    """Position of table ``t``'s vtable, after checking that the vtable and the table's
+    inline bytes lie inside ``b``."""
+    if t < 0 or t > b.size - 4:
+        raise Corrupt(t, E_BOUNDS)
     vt = t - _i32(b, t)
+    if vt < 0 or vt > b.size - 4:
+        raise Corrupt(t, E_BOUNDS)
     size = _u16(b, vt)
-    if size < 4 or size % 2:
+    if size < 4 or size % 2 or vt > b.size - size or t > b.size - max(_u16(b, vt + 2), 4):
         raise Corrupt(vt, E_VTABLE)
-    _chk(b, vt, size)
     return vt
 
 
 @njit(cache=True)
-def _field(b, t, vt, i):
-    """Position of field ``i`` of table ``t``, or -1 when the field is absent."""
+def _field(b, t, vt, i, size):
+    """Position of field ``i`` (``size`` bytes) of table ``t``, or -1 when the field is
+    absent (or claims bytes beyond the table: then it is treated as absent)."""
     o = 4 + 2 * i
     if o + 2 > _u16(b, vt):
         return -1
     f = _u16(b, vt + o)
-    return -1 if f == 0 else t + f
+    if f == 0 or f + size > max(_u16(b, vt + 2), 4):
+        return -1
+    return t + f
 
 
 @njit(cache=True)
 def _get64(b, t, vt, i, default):
-    f = _field(b, t, vt, i)
+    f = _field(b, t, vt, i, 8)
     return default if f < 0 else _i64(b, f)
 
 
 @njit(cache=True)
 def _get16(b, t, vt, i, default):
-    f = _field(b, t, vt, i)
+    f = _field(b, t, vt, i, 2)
     return default if f < 0 else _u16(b, f)
 
 
 @njit(cache=True)
 def _get8(b, t, vt, i, default):
-    f = _field(b, t, vt, i)
+    f = _field(b, t, vt, i, 1)
     return default if f < 0 else _u8(b, f)
 
 
 @njit(cache=True)
 def _ref(b, t, vt, i):
-    """Position of the table/vector that field ``i`` points to, or -1 when absent."""
-    f = _field(b, t, vt, i)
+    """Position of the table/vector that field ``i`` points to (unchecked), or -1."""
+    f = _field(b, t, vt, i, 4)
     return -1 if f < 0 else f + _u32(b, f)
 
 
 @njit(cache=True)
 def _vector(b, t, vt, i, size):
-    """``(start, count)`` of the vector in field ``i`` (``(0, 0)`` when absent)."""
+    """``(start, count)`` of the vector in field ``i`` (``(0, 0)`` when absent), its
+    elements checked to lie inside ``b``."""
     v = _ref(b, t, vt, i)
     if v < 0:
         return np.int64(0), np.int64(0)
+    if v > b.size - 4:
+        raise Corrupt(v, E_BOUNDS)
     n = _u32(b, v)
-    _chk(b, v + 4, n * size)
+    if n * size > b.size - 4 - v:
+        raise Corrupt(v, E_BOUNDS)
     return v + 4, n
 
 
 @njit(cache=True)
 def _root(b):
+    _chk(b, 0, 4)
     t = _u32(b, 0)
     return t, _vtable(b, t)
 
@@ -170,8 +182,10 @@ def _record_batch(b, t, rec, node, buf, nodes, bufs, views, vtotal):
             before += c
     if nn != nodes:
         raise Corrupt(ns - 4, E_NODES)
-    if nv != vtotal or nb != bufs + total:
+    if nv != vtotal or nb != bufs + total or buf + before + 2 > nb:
         raise Corrupt(bs - 4, E_BUFFERS)
+    if node >= nn:
+        raise Corrupt(ns - 4, E_NODES)
     rec[R_LEN] = _i64(b, ns + 16 * node)
     rec[R_NULLS] = _i64(b, ns + 16 * node + 8)
     p = bs + 16 * (buf + before)
@@ -227,6 +241,8 @@ def frame(b, p):
     """``(prefix, metadata length)`` of the message framed at ``p``: a 0xFFFFFFFF
     continuation marker and an int32 length, or the legacy bare int32 length. The length is
     0 at end of stream and -1 when ``b`` holds too few bytes to tell."""
+    if p < 0:
+        raise Corrupt(p, E_BOUNDS)
     if p + 4 > b.size:
         return np.int64(0), np.int64(-1)
     w = _i32(b, p)

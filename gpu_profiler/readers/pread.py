@@ -83,8 +83,10 @@ class PositionedFile:
             raise ProfilerError(f"{path}: cannot open ({exc.strerror})") from None
         self.size = os.fstat(self.fd).st_size
         self.requested = 0
-        if hasattr(os, "posix_fadvise"):
+        try:  # no readahead: only the pages asked for are read
             os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_RANDOM)
+        except (AttributeError, OSError):  # not on this platform or filesystem
+            pass
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -1,7 +1,10 @@
 """Arrow IPC reading (issue 4, item 1): the selective reader against pyarrow's full reader.
 
 On corpora generated here (real ``datasets`` save_to_disk dirs under bench/data/):
-  * ``ipc-ids``: ~300 MB, ``input_ids`` list<int32> plus an int64 ``length``, 2 shards;
+  * ``ipc-ids``: ~300 MB, 65,536 samples (median 600 tokens) of ``input_ids`` list<int32>
+    plus an int64 ``length``, 2 shards;
+  * ``ipc-ids-short``: the same layout at scale: 1M samples (median 60 tokens, ~450 MB,
+    1000 record batches): shows the per-batch cost of 4 KiB pages;
   * ``ipc-len32``: N int32 lengths only (default 1e8).
 Measured, each reader in turn in one run (medians):
   1. cold cache: every shard is evicted (``fsync`` + ``posix_fadvise(POSIX_FADV_DONTNEED)``)
@@ -40,10 +43,10 @@ READERS = ("selective", "pyarrow")
 MiB = 1 << 20
 
 
-def lognormal_lengths(n: int, seed: int) -> np.ndarray:
-    """SFT-like lengths: log-normal, median 600, sigma 1.124, clipped to [1, 131072]."""
+def lognormal_lengths(n: int, seed: int, median: int = 600) -> np.ndarray:
+    """SFT-like lengths: log-normal, sigma 1.124, clipped to [1, 131072]."""
     rng = np.random.default_rng(seed)
-    return np.clip(rng.lognormal(math.log(600), 1.124, n), 1, 131072).astype(np.int64)
+    return np.clip(rng.lognormal(math.log(median), 1.124, n), 1, 131072).astype(np.int64)
 
 
 def build(name: str, recipe: dict, make) -> Path:
@@ -67,11 +70,11 @@ def build(name: str, recipe: dict, make) -> Path:
     return target
 
 
-def ids_corpus(samples: int) -> Path:
+def ids_corpus(samples: int, median: int) -> Path:
     def make(path: Path) -> None:
         import datasets
 
-        lengths = lognormal_lengths(samples, SEED)
+        lengths = lognormal_lengths(samples, SEED, median)
         offsets = np.zeros(samples + 1, np.int32)
         np.cumsum(lengths, out=offsets[1:])
         tokens = np.random.default_rng(SEED + 1).integers(0, 128_000, int(offsets[-1]),
@@ -80,7 +83,8 @@ def ids_corpus(samples: int) -> Path:
         ds = datasets.Dataset(pa.table({"input_ids": ids, "length": pa.array(lengths)}))
         ds.save_to_disk(str(path), num_shards=2)
 
-    return build(f"ipc-ids-{samples}", {"samples": samples, "seed": SEED, "v": 1}, make)
+    recipe = {"samples": samples, "median": median, "seed": SEED, "v": 2}
+    return build(f"ipc-ids-{samples}-{median}", recipe, make)
 
 
 def len32_corpus(samples: int) -> Path:
@@ -182,10 +186,17 @@ def warm(path: Path, samples: int, repeats: int) -> dict:
                 "best_samples_per_s": samples / min(v)} for k, v in times.items()}
 
 
+def cold_case(path: Path, samples: int, median: int, repeats: int) -> dict:
+    """One input_ids corpus: its shape and both length sources' cold scans."""
+    batches = sum(sum(1 for _ in pa.ipc.open_stream(str(s))) for s in shards(path))
+    return {"samples": samples, "median_tokens": median, "shards": len(shards(path)),
+            "file_bytes": sum(s.stat().st_size for s in shards(path)), "batches": batches,
+            "column_bytes": samples * 8, "offsets_bytes": (samples + batches) * 4,
+            "length": cold(path, repeats, column="length"),
+            "offsets": cold(path, repeats, offsets_of="input_ids")}
+
+
 def report(res: dict) -> str:
-    c = res["cold"]
-    col = res["ids"]["column_bytes"]
-    limit = 1.2 * col + MiB
     lines = [
         "# Arrow IPC reading: selective reader vs pyarrow's full reader",
         "",
@@ -194,32 +205,35 @@ def report(res: dict) -> str:
         f"Medians of {res['repeats']} runs, readers interleaved. "
         "Command: `python bench/bench_ipc_read.py`.",
         "",
-        f"## Cold cache: HF dir with input_ids ({res['ids']['samples']:,} samples, "
-        f"{res['ids']['file_bytes'] / MiB:.0f} MiB in {res['ids']['shards']} shards, "
-        f"{res['ids']['batches']} record batches)",
+        "## Cold cache: HF dirs with input_ids",
         "",
-        "Every shard evicted from the page cache before each scan; bytes read = "
-        "`/proc/self/io` read_bytes during `gpu_profiler.histogram(dir, column=..., "
-        "backend='numba')`.",
+        "Real `datasets` save_to_disk dirs (`input_ids` list<int32>, `length` int64, "
+        "1000-row record batches). Every shard is evicted from the page cache before each "
+        "scan; bytes read = `/proc/self/io` read_bytes during `gpu_profiler.histogram(dir, "
+        "column=..., backend='numba')`. Target: bytes read <= 1.2 x length column + 1 MiB.",
         "",
-        "| length source | reader | bytes read | x length column | seconds |",
-        "|---|---|---:|---:|---:|",
+        "| corpus | length source | reader | bytes read | x source bytes | target | seconds |",
+        "|---|---|---|---:|---:|---|---:|",
     ]
-    for label, key, size in (("column `length` (int64)", "length", col),
-                             ("offsets of `input_ids` (int32)", "offsets",
-                              res["ids"]["offsets_bytes"])):
-        for reader in READERS:
-            r = c[key][reader]
-            lines.append(f"| {label} | {reader} | {r['bytes'] / MiB:,.2f} MiB | "
-                         f"{r['bytes'] / size:.2f} | {r['seconds']:.3f} |")
-    sel = c["length"]["selective"]["bytes"]
+    for c in res["cold"]:
+        name = (f"{c['samples']:,} samples, {c['file_bytes'] / MiB:,.0f} MiB, "
+                f"{c['batches']} batches")
+        for label, key, size in (("`length` (int64)", "length", c["column_bytes"]),
+                                 ("offsets of `input_ids`", "offsets", c["offsets_bytes"])):
+            limit = 1.2 * size + MiB
+            for reader in READERS:
+                r = c[key][reader]
+                ok = "met" if r["bytes"] <= limit else "not met"
+                lines.append(f"| {name} | {label} | {reader} | {r['bytes'] / MiB:,.2f} MiB | "
+                             f"{r['bytes'] / size:.2f} | {ok} ({limit / MiB:,.2f} MiB) | "
+                             f"{r['seconds']:.3f} |")
     lines += [
         "",
-        f"Length column: {col / MiB:.2f} MiB; target bytes read <= 1.2 x column + 1 MiB = "
-        f"{limit / MiB:.2f} MiB: selective reads {sel / MiB:.2f} MiB "
-        f"({'met' if sel <= limit else 'NOT met'}); "
-        f"(bytes read - 1 MiB) / column = {max(sel - MiB, 0) / col:.2f}.",
-        f"The pyarrow reader reads {c['length']['pyarrow']['bytes'] / sel:.0f}x more.",
+        "Per record batch the selective reader needs the length column's 8,000 bytes and "
+        "the next message's metadata (~400 bytes), which sit next to each other; storage "
+        "is read in whole 4 KiB pages, so that costs 3 pages (12 KiB) on average: the "
+        "floor of any page-cache reader is ~1.5 x the column for 1000-row int64 batches. "
+        "The target's 1 MiB of slack covers it up to ~200 batches, not beyond.",
         "",
         f"## Warm cache: int32 lengths ({res['len32']['samples']:,} samples, "
         f"{res['len32']['file_bytes'] / MiB:.0f} MiB, 1000-row record batches)",
@@ -232,38 +246,31 @@ def report(res: dict) -> str:
                      f"{r['best_samples_per_s'] / 1e6:,.0f} M |")
     e2e = res["warm"]["end to end, selective reader"]["samples_per_s"]
     lines += ["", f"Target >= 1e9 samples/s end to end: {e2e / 1e9:.2f}e9 "
-                  f"({'met' if e2e >= 1e9 else 'NOT met'}).", ""]
+                  f"({'met' if e2e >= 1e9 else 'not met'}).", ""]
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ids-samples", type=int, default=65_536)
     ap.add_argument("--len-samples", type=int, default=100_000_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, default=BENCH / "results")
     args = ap.parse_args()
 
-    ids = ids_corpus(args.ids_samples)
+    corpora = [(65_536, 600), (1_000_000, 60)]
+    ids = [ids_corpus(n, median) for n, median in corpora]
     len32 = len32_corpus(args.len_samples)
     load_before = round(os.getloadavg()[0], 2)
-    scan(ids, "selective", column="length")  # compile / load the kernels outside timing
-    lengths = lognormal_lengths(args.ids_samples, SEED)
-    batches = sum(sum(1 for _ in pa.ipc.open_stream(str(s))) for s in shards(ids))
+    scan(ids[0], "selective", column="length")  # compile / load the kernels outside timing
     res = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
                    f"{platform.python_version()}, pyarrow {pa.__version__}",
         "repeats": args.repeats,
         "load_before": load_before,
-        "ids": {"samples": args.ids_samples, "shards": len(shards(ids)),
-                "file_bytes": sum(s.stat().st_size for s in shards(ids)),
-                "batches": batches, "column_bytes": args.ids_samples * 8,
-                "offsets_bytes": (args.ids_samples + batches) * 4,
-                "tokens": int(lengths.sum())},
+        "cold": [cold_case(path, n, median, args.repeats)
+                 for path, (n, median) in zip(ids, corpora, strict=True)],
         "len32": {"samples": args.len_samples,
                   "file_bytes": sum(s.stat().st_size for s in shards(len32))},
-        "cold": {"length": cold(ids, args.repeats, column="length"),
-                 "offsets": cold(ids, args.repeats, offsets_of="input_ids")},
         "warm": warm(len32, args.len_samples, args.repeats),
     }
     res["load_after"] = round(os.getloadavg()[0], 2)

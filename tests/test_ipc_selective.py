@@ -65,9 +65,11 @@ def assert_same(path: Path, kind: str, spec: LengthSpec) -> int:
     return len(rv)
 
 
-def lengths_table(n: int, t: pa.DataType = pa.int64(), seed: int = 0, nulls: float = 0.0,
+def lengths_table(n: int, t: pa.DataType | None = None, seed: int = 0, nulls: float = 0.0,
                   tokens: int = 50) -> pa.Table:
-    """``input_ids`` (list<int32>, lengths up to ``tokens``), ``text`` and ``length``."""
+    """``input_ids`` (list<int32>, lengths up to ``tokens``), ``text`` and ``length``
+    (int64 unless ``t`` says otherwise)."""
+    t = t or pa.int64()
     rng = np.random.default_rng(seed)
     x = rng.integers(0, tokens, n)
     mask = rng.random(n) < nulls if nulls else None
@@ -82,7 +84,8 @@ def lengths_table(n: int, t: pa.DataType = pa.int64(), seed: int = 0, nulls: flo
 
 # -- agreement with the reference reader --------------------------------------------------
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["stream", "file"]), t=st.sampled_from(INT_TYPES),
        n=st.integers(0, 2500), nulls=st.sampled_from([0.0, 0.3]), start=st.integers(0, 19),
        batch=st.sampled_from([1, 7, 64, 1000, None]),
@@ -125,7 +128,8 @@ def test_every_preceding_type_is_skipped(tmp_path, kind, compression):
         "fsl": pa.array([[int(i), 1] for i in ints], pa.list_(pa.int8(), 2)),
         "lv": pa.array(lists, pa.list_view(pa.int32())),
         "llv": pa.array(lists, pa.large_list_view(pa.int64())),
-        "st": pa.array([{"a": int(i), "b": [w, w]} for i, w in zip(ints, words)], struct_t),
+        "st": pa.array([{"a": int(i), "b": [w, w]} for i, w in zip(ints, words, strict=True)],
+                       struct_t),
         "m": pa.array([[("k", int(i))] for i in ints], pa.map_(pa.string(), pa.int32())),
         "su": pa.UnionArray.from_sparse(pa.array((ints % 2).astype(np.int8)),
                                         [pa.array(ints), pa.array(words)]),
@@ -151,7 +155,7 @@ def _dictionary_batches(value_type: pa.DataType):
     dicts = [[5, 7, 9000], [5, 7, 9000, 11, None], [3, 1]]
     idx = [[0, 1, 2, 2, None], [4, 3, 0, None, 1], [1, 1, 0, None, 0]]
     out = []
-    for d, i in zip(dicts, idx):
+    for d, i in zip(dicts, idx, strict=True):
         length = pa.DictionaryArray.from_arrays(pa.array(i, pa.int8()),
                                                 pa.array(d, value_type))
         other = pa.array(["a", "b", "a", "c", None]).dictionary_encode()
@@ -285,7 +289,10 @@ def bounded(tmp_path_factory):
     assert peak < 32 << 20, f"peak allocation {peak} bytes"
 
 
-def outcome(path: Path, kind: str, spec: LengthSpec = LengthSpec("length")):
+LENGTH = LengthSpec("length")
+
+
+def outcome(path: Path, kind: str, spec: LengthSpec = LENGTH):
     """The selective reader's histogram, or its ProfilerError (which must name the file)."""
     try:
         return NUMPY.histogram(ipc.chunks(path, kind, spec, reader="selective"), 1 << 16)
@@ -294,7 +301,7 @@ def outcome(path: Path, kind: str, spec: LengthSpec = LengthSpec("length")):
         return exc
 
 
-def reference(path: Path, kind: str, spec: LengthSpec = LengthSpec("length")):
+def reference(path: Path, kind: str, spec: LengthSpec = LENGTH):
     try:
         return NUMPY.histogram(ipc.chunks(path, kind, spec, reader="pyarrow"), 1 << 16)
     except ProfilerError as exc:

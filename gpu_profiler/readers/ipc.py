@@ -352,7 +352,7 @@ class SelectiveReader:
         key = seg * (1 << 40) + (off - off[first][seg - 1]) // WINDOW
         cuts = np.flatnonzero(np.diff(key)) + 1
         big: list[int] = []
-        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(blocks)]):
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(blocks)], strict=True):
             if not small[lo]:
                 big.extend(range(lo, hi))
                 if len(big) >= SPARSE_BATCH or col.ordered:

@@ -132,7 +132,8 @@ class PositionedFile:
         else:
             data = aligned(total)
         jobs = [(int(s) + k, int(p) + k, min(PIECE, int(n) - k))
-                for s, p, n in zip(starts, pos, sizes) for k in range(0, int(n), PIECE)]
+                for s, p, n in zip(starts, pos, sizes, strict=True)
+                for k in range(0, int(n), PIECE)]
         if len(jobs) == 1:
             self._pread(data, *jobs[0])
         elif jobs:

@@ -64,15 +64,22 @@ def _blocks(n, threads):
     return nb, (n + nb - 1) // nb
 
 
+@njit(cache=True, inline="always")
+def _length(x, i, offsets):
+    if offsets:
+        return np.int64(x[i + 1]) - np.int64(x[i])
+    return np.int64(x[i])
+
+
 @njit(cache=True, parallel=True, nogil=True)
-def hist_values(x, valid, cap, threads):
-    """Histogram of lengths ``x`` over ``threads`` blocks; ``valid`` is a bool mask or an
-    empty array (no nulls).
+def histogram(x, valid, cap, threads, offsets):
+    """Histogram of the lengths in ``x`` (or, when ``offsets``, of ``x[i+1] - x[i]``) over
+    ``threads`` blocks; ``valid`` is a bool mask or an empty array (no nulls).
 
     Returns ``(counts[0..cap], stats[6])`` with stats = above count, above tokens,
     above min, above max, nulls, invalid.
     """
-    n = x.size
+    n = max(x.size - 1, 0) if offsets else x.size
     nb, step = _blocks(n, threads)
     local = np.zeros((nb, cap + 1), np.int32)
     stats = np.zeros((nb, _NSTATS), np.int64)
@@ -87,39 +94,12 @@ def hist_values(x, valid, cap, threads):
         if has_mask:
             for i in range(lo, hi):
                 if valid[i]:
-                    _tally(np.int64(x[i]), cap, row, st)
+                    _tally(_length(x, i, offsets), cap, row, st)
                 else:
                     st[_NULLS] += 1
         else:
             for i in range(lo, hi):
-                _tally(np.int64(x[i]), cap, row, st)
-    return _reduce(local, stats)
-
-
-@njit(cache=True, parallel=True, nogil=True)
-def hist_offsets(off, valid, cap, threads):
-    """Like :func:`hist_values` for list offsets: lengths are ``off[i+1] - off[i]``."""
-    n = max(off.size - 1, 0)
-    nb, step = _blocks(n, threads)
-    local = np.zeros((nb, cap + 1), np.int32)
-    stats = np.zeros((nb, _NSTATS), np.int64)
-    has_mask = valid.size > 0
-    for b in prange(nb):
-        row = local[b]
-        st = stats[b]
-        st[_ABOVE_MIN] = -1
-        st[_ABOVE_MAX] = -1
-        lo = b * step
-        hi = min(n, lo + step)
-        if has_mask:
-            for i in range(lo, hi):
-                if valid[i]:
-                    _tally(np.int64(off[i + 1]) - np.int64(off[i]), cap, row, st)
-                else:
-                    st[_NULLS] += 1
-        else:
-            for i in range(lo, hi):
-                _tally(np.int64(off[i + 1]) - np.int64(off[i]), cap, row, st)
+                _tally(_length(x, i, offsets), cap, row, st)
     return _reduce(local, stats)
 
 
@@ -132,6 +112,5 @@ def max_length(x, valid, offsets):
     for i in prange(n):
         if has_mask and not valid[i]:
             continue
-        v = np.int64(x[i + 1]) - np.int64(x[i]) if offsets else np.int64(x[i])
-        m = max(m, v)
+        m = max(m, _length(x, i, offsets))
     return m

@@ -72,7 +72,7 @@ def test_second_process_compiles_nothing(corpus):
     run(WORKLOAD, hf, pqt)  # fills the cache for any signature not cached yet
     report = json.loads(run(WORKLOAD, hf, pqt).splitlines()[-1])
     stats = report["stats"]
-    assert "gpu_profiler.kernels.cpu.hist_values" in stats
+    assert "gpu_profiler.kernels.cpu.histogram" in stats
     assert "gpu_profiler.kernels.cpu.max_length" in stats
     compiled = {k: v for k, v in stats.items() if v["misses"]}
     assert not compiled, f"compiled again instead of loaded from the cache: {compiled}"

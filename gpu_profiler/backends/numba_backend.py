@@ -36,8 +36,8 @@ class NumbaBackend(Backend):
 
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         x, valid = self._args(chunk)
-        kernel = self._k.hist_offsets if chunk.offsets else self._k.hist_values
-        counts, s = kernel(x, valid, np.int64(cap), self._numba.get_num_threads())
+        counts, s = self._k.histogram(x, valid, np.int64(cap), self._numba.get_num_threads(),
+                                      chunk.offsets)
         return LengthHistogram(counts, *(int(v) for v in s))
 
     def max_length(self, chunk: Chunk) -> int:

@@ -501,7 +501,7 @@ def section_big(n: int, subset: int, repeat: int) -> dict:
         if subset <= BLOCK else None
     if want is not None:
         want = np.pad(want, (0, CAP + 1 - want.size))
-        expect = [int(want[lo:hi].sum()) for lo, hi in zip(BOUNDS[:-1], BOUNDS[1:])]
+        expect = [int(want[lo:hi].sum()) for lo, hi in zip(BOUNDS[:-1], BOUNDS[1:], strict=True)]
         if r["bucket_samples"] != expect:
             sys.exit("FAIL: the Python-list loop disagrees with the generated lengths")
     truth = results[("hf", "gpu-profiler")]["counts"]
@@ -608,9 +608,9 @@ def markdown(r: dict) -> str:
             note = f" (measured {x['measured_seconds']:.2f} s)" if "measured_seconds" in x \
                 else ""
             wall = f"{x['wall']:,.2f}" if x["wall"] else "-"
+            digits = 0 if x["samples_per_s"] >= 1e7 else 2
             lines.append(f"| {fmt} | {name} | {x['seconds']:,.2f}{note} | "
-                         f"{x['samples_per_s'] / 1e6:,.{0 if x['samples_per_s'] >= 1e7 else 2}f} M | "
-                         f"{wall} | "
+                         f"{x['samples_per_s'] / 1e6:,.{digits}f} M | {wall} | "
                          f"{x['rss_mib']:,.0f} MiB | {x['seconds'] / mine:.2f}x |")
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -57,7 +57,7 @@ class RunTally:
         counts = np.zeros(cap + 1, dtype=np.int64)
         invalid = 0
         above = LengthHistogram.empty(cap)
-        for raw, v in zip(self._counts, values):
+        for raw, v in zip(self._counts, values, strict=True):
             n = self._counts[raw]
             if v < 0:
                 invalid += n

@@ -180,7 +180,8 @@ def test_offsets_of_list_column(tmp_path, small_batches, large):
     rng = np.random.default_rng(11)
     lens = rng.integers(0, 60, 5000)
     null = rng.random(lens.size) < 0.1
-    lists = [None if n else rng.integers(0, 50_000, k).tolist() for k, n in zip(lens, null)]
+    lists = [None if n else rng.integers(0, 50_000, k).tolist()
+             for k, n in zip(lens, null, strict=True)]
     typ = pa.large_list(pa.int32()) if large else pa.list_(pa.int32())
     path = tmp_path / "ids.parquet"
     pq.write_table(pa.table({"input_ids": pa.array(lists, type=typ),

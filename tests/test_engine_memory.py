@@ -80,3 +80,32 @@ def test_peak_memory_is_bounded(request, small_chunks, reference, source, backen
     growth = _peak_growth(lambda: out.update(h=histogram(path, cap=8192, backend=backend)))
     assert np.array_equal(out["h"].counts, reference)
     assert growth < BOUND_MIB, f"peak RSS grew {growth} MiB scanning a {COLUMN_MIB} MiB column"
+
+
+def test_shards_are_opened_one_at_a_time(tmp_path, monkeypatch):
+    from gpu_profiler.readers import parquet
+
+    for k in range(12):
+        pq.write_table(pa.table({"length": np.arange(1000, dtype=np.int32) + k}),
+                       tmp_path / f"{k:02d}.parquet", row_group_size=100)
+    open_at_start = []
+    real = parquet.chunks
+
+    def spy(path, spec):
+        fds = Path("/proc/self/fd")
+        targets = {str(p) for p in tmp_path.iterdir()}
+        held = set()
+        for fd in fds.iterdir():
+            try:
+                link = str(fd.readlink())
+            except OSError:
+                continue
+            if link in targets:
+                held.add(link)
+        open_at_start.append(held)
+        return real(path, spec)
+
+    monkeypatch.setattr(parquet, "chunks", spy)
+    h = histogram(tmp_path, cap=2000, backend="numpy")
+    assert h.valid == 12_000 and len(open_at_start) == 12
+    assert all(not held for held in open_at_start), open_at_start  # earlier shards closed

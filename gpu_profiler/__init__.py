@@ -6,16 +6,31 @@ from __future__ import annotations
 import importlib as _importlib
 import os as _os
 import sys as _sys
+import tempfile as _tempfile
 import types as _types
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
-# Kernels are cached on disk; a per-user cache works for read-only installs too. Must be
-# set before numba is first imported (numba itself is imported lazily).
-_os.environ.setdefault(
-    "NUMBA_CACHE_DIR",
-    _os.path.join(_os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"),
-                  "gpu-profiler", "numba"))
+
+
+def _numba_cache_dir() -> str:
+    """A writable per-user kernel cache (read-only installs and homes included)."""
+    base = _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache")
+    for path in (_os.path.join(base, "gpu-profiler", "numba"),
+                 _os.path.join(_tempfile.gettempdir(), f"gpu-profiler-numba-{_os.getuid()}")):
+        try:
+            _os.makedirs(path, exist_ok=True)
+        except OSError:
+            continue
+        if _os.access(path, _os.W_OK):
+            return path
+    return _tempfile.mkdtemp(prefix="gpu-profiler-numba-")
+
+
+# Kernels are cached on disk; must be set before numba is first imported (numba itself is
+# imported lazily).
+if "NUMBA_CACHE_DIR" not in _os.environ:
+    _os.environ["NUMBA_CACHE_DIR"] = _numba_cache_dir()
 # numba's OpenMP threads would otherwise spin for a while after every parallel kernel,
 # taking the cores from the reader threads decoding the next chunk (2x slower end to end
 # on 2 cores). Read by the OpenMP runtime when numba first launches it.

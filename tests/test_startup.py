@@ -121,3 +121,13 @@ def test_openmp_threads_do_not_spin_unless_asked(preset):
         env["OMP_WAIT_POLICY"] = preset
     out = run("import os, gpu_profiler; print(os.environ['OMP_WAIT_POLICY'])", env=env)
     assert out.strip() == (preset or "passive")
+
+
+def test_unwritable_home_falls_back_to_a_temp_cache(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(HOME="/proc", XDG_CACHE_HOME="/proc/not-writable")  # mkdir fails here
+    out = run("import os, numpy as np, gpu_profiler as g; "
+              "print(g.histogram(np.arange(5), backend='numba').valid); "
+              "print(os.environ['NUMBA_CACHE_DIR'])", env=env).split()
+    assert out[0] == "5"
+    assert not out[1].startswith("/proc") and os.access(out[1], os.W_OK)

@@ -295,7 +295,7 @@ print(json.dumps([b - a for a, b in zip(t, t[1:])]))
 """
 PHASES = ("import gpu_profiler.cli.app (typer, numpy, ...)", "import numba",
           "numba CPU target set-up (first use of numba in a process)",
-          "first profile(): loads the cached kernels, then scans",
+          "first profile(): gpu_profiler's lazy imports, cached kernel loads, scan",
           "second profile(): the scan alone", "render JSON")
 
 
@@ -423,6 +423,7 @@ def machine() -> dict:
             "pyarrow": pa.__version__, "numba": numba.__version__,
             "datasets": datasets.__version__, "gpu_profiler": gpu_profiler.__version__,
             "git": git, "auto_backend": get_backend("auto").name,
+            "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE", ""),
             "backends": {k: v or "available" for k, v in available_backends().items()},
             "platform": platform.platform()}
 
@@ -446,6 +447,9 @@ def markdown(r: dict) -> str:
         f"{m['datasets']}. `auto` backend here: {m['auto_backend']}. Medians of "
         f"{r['repeats']} runs, methods alternated round-robin; 1-minute load average "
         "(os.getloadavg) noted per section.", "",
+        *([f"PYTHONDONTWRITEBYTECODE={m['PYTHONDONTWRITEBYTECODE']} here: the editable "
+           "package's modules are compiled from source in every process.", ""]
+          if m.get("PYTHONDONTWRITEBYTECODE") else []),
         "Lengths: long-tailed SFT-like log-normal (median 600, sigma 1.124, clipped to "
         "[1, 131072]; about 1% above 8192).", "",
         "## Targets", "",

@@ -15,6 +15,7 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import hf, ipc, parquet
 from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
+from gpu_profiler.runs import Run
 
 __all__ = ["FORMATS", "LengthSpec", "Part", "FilePart", "open_source", "resolve_spec"]
 
@@ -31,7 +32,10 @@ class Part(Protocol):
 
     def schema(self) -> pa.Schema: ...
 
-    def chunks(self, spec: LengthSpec) -> Iterator[Chunk]: ...
+    def chunks(self, spec: LengthSpec) -> Iterator[Chunk | Run]:
+        """The length source in order; a `Run` stands for samples whose lengths the
+        metadata already proves (Parquet statistics), so they are counted, not decoded."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class FilePart:
             return parquet.schema(self.path)
         return ipc.schema(self.path, "file" if self.format == "ipc" else "stream")
 
-    def chunks(self, spec: LengthSpec) -> Iterator[Chunk]:
+    def chunks(self, spec: LengthSpec) -> Iterator[Chunk | Run]:
         if self.format == "parquet":
             return parquet.chunks(self.path, spec)
         return ipc.chunks(self.path, "file" if self.format == "ipc" else "stream", spec)

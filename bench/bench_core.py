@@ -176,7 +176,7 @@ def check_table(label: str, want: dict, got: dict) -> None:
             errs.append(f"{key} {got[key]} != {want[key]}")
     if len(want["buckets"]) != len(got["buckets"]):
         errs.append(f"{len(got['buckets'])} buckets != {len(want['buckets'])}")
-    for w, g in zip(want["buckets"], got["buckets"]):
+    for w, g in zip(want["buckets"], got["buckets"], strict=True):
         errs += [f"bucket {w['index']} {k}: {g[k]} != {w[k]}" for k in INT_KEYS if g[k] != w[k]]
         errs += [f"bucket {w['index']} {k}: {g[k]} != {w[k]}" for k in FLOAT_KEYS
                  if not close(g[k], w[k])]
@@ -308,7 +308,8 @@ def anatomy(path: str, offsets_of: str | None, env: dict[str, str],
         wall, stdout = process([sys.executable, "-c", ANATOMY, path,
                                 *([offsets_of] if offsets_of else [])], env)
         phases = json.loads(stdout)
-        runs.append({"interpreter start + exit": wall - sum(phases), **dict(zip(PHASES, phases))})
+        runs.append({"interpreter start + exit": wall - sum(phases),
+                     **dict(zip(PHASES, phases, strict=True))})
     return {k: med([r[k] for r in runs]) for k in runs[0]}
 
 
@@ -396,7 +397,7 @@ def reference(path: Path, materialize: bool) -> tuple[float, dict]:
         lengths = ds["length"][:] if materialize else ds["length"]
         cap, bounds = PARAMS["max_seq_len"], PARAMS["bounds"]
         stats = []
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
             bucket = [min(n, cap) for n in lengths if lo <= min(n, cap) < hi]
             stats.append((len(bucket), sum(bucket), max(bucket, default=0)))
         return design_table(stats, len(lengths))

@@ -60,7 +60,7 @@ def table_from_lengths(x: np.ndarray, p: dict = PARAMS) -> dict:
     cap = p["max_seq_len"]
     counts = np.bincount(np.minimum(x, cap), minlength=cap + 1)
     stats = []
-    for lo, hi in zip(p["bounds"][:-1], p["bounds"][1:]):
+    for lo, hi in zip(p["bounds"][:-1], p["bounds"][1:], strict=True):
         seg = counts[lo:hi]
         nz = np.flatnonzero(seg)
         stats.append((int(seg.sum()), int(seg @ np.arange(lo, lo + seg.size)),

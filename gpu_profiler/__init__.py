@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 
-
 def _numba_cache_dir() -> str:
     """A writable per-user kernel cache (read-only installs and homes included)."""
     base = _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache")

@@ -12,6 +12,7 @@ import numpy as np
 
 from gpu_profiler.errors import ProfilerError
 
+
 @dataclass(frozen=True, eq=False)
 class LengthHistogram:
     """Exact histogram of sample lengths.

@@ -15,7 +15,7 @@ def reference_table(lengths, bounds, max_seq_len=8192, token_budget=49152, max_b
     clipped = [min(x, max_seq_len) for x in valid]
     total = len(clipped)
     rows = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         members = [c for c in clipped if lo <= c < hi]
         samples = len(members)
         tokens = sum(members)
@@ -47,7 +47,7 @@ def assert_matches_reference(got: dict, ref: dict) -> None:
     assert got["total_est_batches"] == pytest.approx(ref["total_est_batches"], rel=1e-9, abs=1e-9)
     assert got["steps_per_epoch"] == pytest.approx(ref["steps_per_epoch"], rel=1e-9, abs=1e-9)
     assert len(got["buckets"]) == len(ref["buckets"])
-    for g, r in zip(got["buckets"], ref["buckets"]):
+    for g, r in zip(got["buckets"], ref["buckets"], strict=True):
         for key in ("lo", "hi", "samples", "tokens", "max_len", "est_batch_size"):
             assert g[key] == r[key], (key, g, r)
         for key in ("avg_len", "sample_pct", "est_batches", "batch_pct"):

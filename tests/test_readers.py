@@ -77,7 +77,7 @@ def test_shard_formats_dir_and_glob(tmp_path, writer):
         else:
             with pa.ipc.new_stream(str(p), t.schema) as w:
                 w.write_table(t, max_chunksize=100)
-    lengths = [None if m else int(v) for _, x, mask in parts for v, m in zip(x, mask)]
+    lengths = [None if m else int(v) for _, x, mask in parts for v, m in zip(x, mask, strict=True)]
     ref = reference_table(lengths, BOUNDS)
     for source in (str(tmp_path), str(tmp_path / "part-*")):
         got = gp.profile(source)  # the only integer column is picked

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -14,7 +14,7 @@ from gpu_profiler.cli import options as o
 
 _ANA = "Analysis"
 
-Policy = Annotated[Optional[list[str]], typer.Option(
+Policy = Annotated[list[str] | None, typer.Option(
     "--policy", help="Add exact batching policies: estimate, fixed, sorted, packed, "
     "packed-ffd, or all (repeat the option or separate with commas).",
     rich_help_panel=_ANA, show_default=False)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -81,7 +81,7 @@ def profile(
     world_size: o.WorldSize = 1,
     output_format: o.OutFormat = o.OutputFormat.table,
     output: o.Output = None,
-    save_hist: Annotated[Optional[str], typer.Option(
+    save_hist: Annotated[str | None, typer.Option(
         "--save-hist", help="Also save the exact histogram (JSON) for later re-analysis.",
         show_default=False)] = None,
     policy: analysis_opts.Policy = None,
@@ -109,7 +109,7 @@ def profile(
 def demo(
     backend: o.Backend = "auto",
     output_format: o.OutFormat = o.OutputFormat.table,
-    directory: Annotated[Optional[str], typer.Option(
+    directory: Annotated[str | None, typer.Option(
         "--dir", help="Where to build the demo corpus (default: the user cache).",
         show_default=False)] = None,
 ) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -23,24 +23,24 @@ class OutputFormat(str, Enum):
 Path_ = Annotated[str, typer.Argument(
     help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC file, a directory "
          "or glob of shards.", show_default=False)]
-Column = Annotated[Optional[str], typer.Option(
+Column = Annotated[str | None, typer.Option(
     "--column", "-c", help="Integer length column (default: 'length', else the only integer "
     "column).", rich_help_panel=_SRC, show_default=False)]
-OffsetsOf = Annotated[Optional[str], typer.Option(
+OffsetsOf = Annotated[str | None, typer.Option(
     "--offsets-of", help="Derive lengths from this list column's offsets (e.g. input_ids) "
     "without reading its values.", rich_help_panel=_SRC, show_default=False)]
-Format = Annotated[Optional[str], typer.Option(
+Format = Annotated[str | None, typer.Option(
     "--format", help="Force the input format: hf, parquet, ipc (file), ipc-stream.",
     rich_help_panel=_SRC, show_default=False)]
-Split = Annotated[Optional[str], typer.Option(
+Split = Annotated[str | None, typer.Option(
     "--split", help="Only this split of a DatasetDict (default: every split, and the total).",
     rich_help_panel=_SRC, show_default=False)]
 Backend = Annotated[str, typer.Option(
     "--backend", "-b", help="auto | numpy | numba | cuda.", rich_help_panel=_SRC)]
-Device = Annotated[Optional[int], typer.Option(
+Device = Annotated[int | None, typer.Option(
     "--device", help="GPU for the cuda backend (default 0).", rich_help_panel=_SRC,
     show_default=False)]
-Devices = Annotated[Optional[str], typer.Option(
+Devices = Annotated[str | None, typer.Option(
     "--devices", help="Several GPUs, e.g. 0,1,2,3: chunks are split across them in one "
     "process and the histograms summed (cuda backend).", rich_help_panel=_SRC,
     show_default=False)]
@@ -62,7 +62,7 @@ WorldSize = Annotated[int, typer.Option(
 
 OutFormat = Annotated[OutputFormat, typer.Option(
     "--output-format", "-f", help="How to print the result.", case_sensitive=False)]
-Output = Annotated[Optional[str], typer.Option(
+Output = Annotated[str | None, typer.Option(
     "--output", "-o", help="Write to this file (atomically) instead of stdout.",
     show_default=False)]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,11 +12,11 @@ from gpu_profiler.cli import options as o
 
 def schedule(
     path: o.Path_,
-    order: Annotated[Optional[list[str]], typer.Option(
+    order: Annotated[list[str] | None, typer.Option(
         "--order", help="random, uniform-bucket, sequential, stride, or all (repeat or "
         "comma-separate) (default: random,stride).", rich_help_panel=a._ANA,
         show_default=False)] = None,
-    trials: Annotated[Optional[int], typer.Option(
+    trials: Annotated[int | None, typer.Option(
         "--trials", help="Seeds per random order for the expected longest run (default: 100, "
         "fewer, at least 10, past 20k batches an epoch; the count used is reported).",
         rich_help_panel=a._ANA, show_default=False)] = None,
@@ -29,7 +29,7 @@ def schedule(
         "--policy", help="Batches per bucket from this policy: fixed or sorted.",
         rich_help_panel=a._ANA)] = "fixed",
     drop_last: a.DropLast = False,
-    emit_order: Annotated[Optional[str], typer.Option(
+    emit_order: Annotated[str | None, typer.Option(
         "--emit-order", help="Write the bucket index of every batch of the (one) order to "
         "FILE: one per line, or numpy .npy.", rich_help_panel=a._ANA,
         show_default=False)] = None,

@@ -35,8 +35,9 @@ def bucket_table_view(t: BucketTable, title: str) -> Any:
     from rich.table import Table
 
     view = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD,
-                 padding=(0, 1), collapse_padding=True, pad_edge=False, caption="%: share of samples; bsz: est. batch size; batches: "
-                 "samples / bsz", caption_justify="left")
+                 padding=(0, 1), collapse_padding=True, pad_edge=False,
+                 caption="%: share of samples; bsz: est. batch size; batches: samples / bsz",
+                 caption_justify="left")
     for col in ("bucket", "samples", "%", "tokens", "avg", "max", "bsz", "batches",
                 "% batches"):
         view.add_column(col, justify="left" if col == "bucket" else "right", no_wrap=True)

@@ -74,7 +74,7 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
     counts = clipped_counts(h, p.max_seq_len)
     lengths = np.arange(counts.size, dtype=np.int64)
     total = int(counts.sum())
-    rows = []
+    rows: list[dict[str, Any]] = []
     for b in range(len(p.bounds) - 1):
         lo, hi = p.bounds[b], p.bounds[b + 1]
         seg = counts[min(lo, counts.size):min(hi, counts.size)]

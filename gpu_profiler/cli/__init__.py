@@ -32,9 +32,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.close()
         sys.exit(1)
     except Exception as exc:  # a bug, not bad input: still no wall of text unless asked
-        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
+        code = getattr(exc, "exit_code", None)
+        if hasattr(exc, "show") and isinstance(code, int):
             exc.show()  # a usage error from the click that typer vendors (typer >= 0.20)
-            sys.exit(exc.exit_code)
+            sys.exit(code)
         if os.environ.get("GPU_PROFILER_DEBUG"):
             raise
         if type(exc).__module__.startswith("pyarrow") or isinstance(exc, OSError):

@@ -27,8 +27,15 @@ _SHARD_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc", ".arrows")
 class Part(Protocol):
     """One shard (file) or in-memory object of a split."""
 
-    label: str
-    nbytes: int
+    @property
+    def label(self) -> str:
+        """Names the part in errors and progress."""
+        ...
+
+    @property
+    def nbytes(self) -> int:
+        """Size on disk or in memory, for progress."""
+        ...
 
     def schema(self) -> pa.Schema: ...
 

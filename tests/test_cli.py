@@ -190,3 +190,18 @@ def test_profile_reads_a_saved_histogram_back(hf_dir, tmp_path, capsys):
     assert got["length_source"] == "saved histogram"
     assert_matches_reference(got, reference_table(lengths.tolist(), [0, 1000, 9000],
                                                   token_budget=20000))
+
+
+def test_cli_needs_no_separate_click(hf_dir):
+    """typer >= 0.20 vendors click, so a plain install has no `click` package: the entry
+    point must not import it (this once broke `make demo` on a fresh machine)."""
+    code = ("import sys; sys.modules['click'] = None\n"
+            "from gpu_profiler.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    print('rc', e.code)\n")
+    for args, rc in (([], "2"), (["--version"], "0"), (["profile"], "2"),
+                     (["profile", str(hf_dir[0]), "-f", "json"], "0"),
+                     (["profile", "/nonexistent"], "2")):
+        p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                           text=True)
+        assert p.stdout.strip().splitlines()[-1] == f"rc {rc}", (args, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr

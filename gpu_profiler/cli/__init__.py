@@ -10,7 +10,6 @@ __all__ = ["console", "main"]
 
 def main(argv: list[str] | None = None) -> None:
     """``gpu-profiler`` console script."""
-    import click
     import typer
 
     from gpu_profiler.cli.app import app
@@ -21,12 +20,7 @@ def main(argv: list[str] | None = None) -> None:
         rc = command.main(args=argv, prog_name="gpu-profiler", standalone_mode=False)
     except ProfilerError as exc:
         _fail(str(exc), 2)
-    except click.exceptions.Abort:
-        _fail("interrupted", 130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except (typer.Abort, KeyboardInterrupt):
         _fail("interrupted", 130)
     except BrokenPipeError:
         sys.stderr.close()
@@ -34,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug, not bad input: still no wall of text unless asked
         code = getattr(exc, "exit_code", None)
         if hasattr(exc, "show") and isinstance(code, int):
-            exc.show()  # a usage error from the click that typer vendors (typer >= 0.20)
+            exc.show()  # a usage error (click's, which typer >= 0.20 vendors)
             sys.exit(code)
         if os.environ.get("GPU_PROFILER_DEBUG"):
             raise

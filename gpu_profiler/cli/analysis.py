@@ -1,11 +1,8 @@
 """Shared by the analysis commands (``suggest``, ``schedule``, ``profile --policy``): their
-options, loading the histogram (a scan, or a histogram saved with ``--save-hist``) and
-printing a result in the chosen format."""
+options and loading the histogram (a scan, or a histogram saved with ``--save-hist``)."""
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -33,28 +30,3 @@ def load_histogram(path: str, *, column: str | None, offsets_of: str | None,
     return histogram(path, column=column, offsets_of=offsets_of, format=format, split=split,
                      backend=backend, cap=max_seq_len, progress=not quiet,
                      backend_options=o.gpu_options(backend, device, devices))
-
-
-def show(result: Any, fmt: o.OutputFormat, output: str | None,
-         table: Callable[[Any, Any], None], markdown: Callable[[Any], str],
-         csv: Callable[[Any], str]) -> None:
-    """Print (or write atomically to ``output``) ``result`` as a rich table, JSON, Markdown
-    or CSV."""
-    from gpu_profiler.cli.app import emit
-
-    if fmt is o.OutputFormat.table:
-        from rich.console import Console
-
-        if output:
-            console = Console(record=True, width=140, file=io.StringIO())
-            table(result, console)
-            emit(console.export_text(), output)
-        else:
-            table(result, Console())
-        return
-    if fmt is o.OutputFormat.json:
-        from gpu_profiler.render.formats import to_json
-
-        emit(to_json(result), output)
-    else:
-        emit((markdown if fmt is o.OutputFormat.markdown else csv)(result), output)

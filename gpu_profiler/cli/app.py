@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from typing import Annotated, Any
 
 import typer
 
 from gpu_profiler.cli import analysis as analysis_opts
 from gpu_profiler.cli import options as o
+from gpu_profiler.cli.output import show
 
 app = typer.Typer(
     name="gpu-profiler", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -31,35 +31,12 @@ def _main(version: Annotated[bool, typer.Option(
     """gpu-profiler: profile the length distribution of a training corpus."""
 
 
-def emit(text: str, output: str | None) -> None:
-    """Print ``text`` or write it atomically to ``output``."""
-    if output:
-        from gpu_profiler.render.output import write_atomic
-
-        write_atomic(output, text)
-    else:
-        typer.echo(text, nl=False)
-
-
 def render(result: Any, fmt: o.OutputFormat, output: str | None) -> None:
     """Render a ProfileResult in the chosen format."""
     from gpu_profiler.render import formats
+    from gpu_profiler.render.table import print_profile
 
-    if fmt is o.OutputFormat.table:
-        from rich.console import Console
-
-        from gpu_profiler.render.table import print_profile
-
-        if output:
-            console = Console(record=True, width=140, file=io.StringIO())
-            print_profile(result, console)
-            emit(console.export_text(), output)
-        else:
-            print_profile(result, Console())
-        return
-    text = {o.OutputFormat.json: formats.to_json, o.OutputFormat.csv: formats.to_csv,
-            o.OutputFormat.markdown: formats.to_markdown}[fmt](result)
-    emit(text, output)
+    show(result, fmt, output, print_profile, formats.to_markdown, formats.to_csv)
 
 
 @app.command()

@@ -8,6 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
+from gpu_profiler.cli.output import show
 
 
 def schedule(
@@ -83,5 +84,5 @@ def schedule(
                                trials=trials, log_window=log_window, seed=seed)
     if emit_order:
         write_order(emit_order, batch_order(result.batches, orders[0], seed=seed))
-    a.show(result, output_format, output, r.print_schedule, r.schedule_markdown,
+    show(result, output_format, output, r.print_schedule, r.schedule_markdown,
            r.schedule_csv)

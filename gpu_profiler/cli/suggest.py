@@ -8,6 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
+from gpu_profiler.cli.output import show
 
 
 def suggest(
@@ -54,5 +55,5 @@ def suggest(
                             split=split, backend=backend, device=device, devices=devices,
                             quiet=quiet, max_seq_len=max_seq_len)
     result = suggest_bounds(hist, buckets, params, balance=balance, drop_last=drop_last)
-    a.show(result, output_format, output, r.print_suggestion, r.suggestion_markdown,
+    show(result, output_format, output, r.print_suggestion, r.suggestion_markdown,
            r.suggestion_csv)

@@ -1,0 +1,44 @@
+"""Printing a result in the chosen format, or writing it atomically to ``--output``."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from gpu_profiler.cli import options as o
+
+
+def emit(text: str, output: str | None) -> None:
+    """Print ``text`` or write it atomically to ``output``."""
+    if output:
+        from gpu_profiler.render.output import write_atomic
+
+        write_atomic(output, text)
+    else:
+        typer.echo(text, nl=False)
+
+
+def show(result: Any, fmt: o.OutputFormat, output: str | None,
+         table: Callable[[Any, Any], None], markdown: Callable[[Any], str],
+         csv: Callable[[Any], str]) -> None:
+    """Print (or write atomically to ``output``) ``result`` as a rich table, JSON, Markdown
+    or CSV."""
+    if fmt is o.OutputFormat.table:
+        from rich.console import Console
+
+        if output:
+            console = Console(record=True, width=140, file=io.StringIO())
+            table(result, console)
+            emit(console.export_text(), output)
+        else:
+            table(result, Console())
+        return
+    if fmt is o.OutputFormat.json:
+        from gpu_profiler.render.formats import to_json
+
+        emit(to_json(result), output)
+    else:
+        emit((markdown if fmt is o.OutputFormat.markdown else csv)(result), output)

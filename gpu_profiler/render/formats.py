@@ -28,7 +28,7 @@ def to_csv(result: Any) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(("split", *BUCKET_COLUMNS))
-    for split, table in _tables(result):
+    for split, table in split_tables(result):
         for b in table.buckets:
             w.writerow((split, *(getattr(b, c) for c in BUCKET_COLUMNS)))
     return out.getvalue()
@@ -37,7 +37,7 @@ def to_csv(result: Any) -> str:
 def to_markdown(result: Any) -> str:
     """A Markdown table per split plus summary and warnings."""
     parts = []
-    for split, t in _tables(result):
+    for split, t in split_tables(result):
         if result.splits:
             parts.append(f"### {split}\n")
         parts.append("| bucket | samples | % samples | tokens | avg len | max len | batch size "
@@ -68,5 +68,6 @@ def summary_line(t: BucketTable) -> str:
             f"({t.truncated_tokens:,} tokens cut at {p.max_seq_len:,})")
 
 
-def _tables(result: Any) -> list[tuple[str, BucketTable]]:
+def split_tables(result: Any) -> list[tuple[str, BucketTable]]:
+    """``(split, table)`` for each named split, then ``("all", total)``."""
     return [*result.splits.items(), ("all", result.table)]

@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable
-from gpu_profiler.render.formats import summary_line
+from gpu_profiler.render.formats import split_tables, summary_line
 
 
 def print_profile(result: Any, console: Any) -> None:
     """Print ``result`` (a ProfileResult) on a rich console."""
-    for name, table in [*result.splits.items(), ("all splits", result.table)]:
-        if name == "all splits" and not result.splits:
-            name = ""
-        console.print(bucket_table_view(table, _title(result, name)))
+    for name, table in split_tables(result):
+        console.print(bucket_table_view(table, _title(result, name if result.splits else "")))
         console.print(summary_line(table), highlight=False)
         for w in table.warnings:
             console.print(f"[bold yellow]warning:[/] {w}", highlight=False)

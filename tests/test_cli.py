@@ -205,3 +205,14 @@ def test_cli_needs_no_separate_click(hf_dir):
                            text=True)
         assert p.stdout.strip().splitlines()[-1] == f"rc {rc}", (args, p.stdout, p.stderr)
         assert "Traceback" not in p.stderr
+
+
+def test_table_names_each_split(tmp_path, capsys):
+    import datasets
+
+    dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"length": [5, 900]}),
+                               "test": datasets.Dataset.from_dict({"length": [10]})})
+    dd.save_to_disk(str(tmp_path / "dd"))
+    rc, out, _ = run(["profile", tmp_path / "dd"], capsys)
+    assert rc == 0
+    assert "[train] —" in out and "[test] —" in out and "[all] —" in out

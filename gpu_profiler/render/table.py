@@ -23,8 +23,10 @@ def print_profile(result: Any, console: Any) -> None:
 
 
 def _title(result: Any, split: str) -> str:
+    from rich.markup import escape  # paths and "[train]" are text, not rich markup
+
     where = f"{result.source}" + (f" [{split}]" if split else "")
-    return f"{where} — {result.length_source}, backend {result.backend}"
+    return escape(f"{where} — {result.length_source}, backend {result.backend}")
 
 
 def bucket_table_view(t: BucketTable, title: str) -> Any:

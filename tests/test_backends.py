@@ -37,6 +37,38 @@ def test_numba_matches_numpy(chunk, cap):
     assert NUMBA.max_length(chunk) == REF.max_length(chunk)
 
 
+def _wrap64(v: int) -> int:
+    return (v + 2**63) % 2**64 - 2**63
+
+
+def _by_hand(chunk: Chunk, cap: int) -> tuple:
+    """The histogram's fields from a plain Python loop over the chunk's samples, in int64
+    arithmetic (values and offset differences wrap as they do in the kernels)."""
+    data = [_wrap64(int(v)) for v in chunk.data]
+    n = chunk.samples
+    lengths = [_wrap64(data[i + 1] - data[i]) for i in range(n)] if chunk.offsets else data
+    valid = [True] * n if chunk.valid is None else [bool(v) for v in chunk.valid]
+    kept = [v for v, ok in zip(lengths, valid, strict=True) if ok]
+    counts = [0] * (cap + 1)
+    above = []
+    for v in kept:
+        if 0 <= v <= cap:
+            counts[v] += 1
+        elif v > cap:
+            above.append(v)
+    return (counts, len(above), _wrap64(sum(above)), min(above, default=-1), max(above, default=-1),
+            n - sum(valid), sum(v < 0 for v in kept))
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunk=chunks(), cap=st.sampled_from([0, 1, 7, 100, 255]))
+def test_numpy_reference_matches_a_python_loop(chunk, cap):
+    h = REF.histogram_chunk(chunk, cap)
+    got = (h.counts.tolist(), h.above_count, h.above_tokens, h.above_min, h.above_max,
+           h.null_count, h.invalid_count)
+    assert got == _by_hand(chunk, cap)
+
+
 @settings(max_examples=60, deadline=None)
 @given(parts=st.lists(chunks(elements=st.integers(0, 100)), min_size=0, max_size=5))
 def test_auto_cap_matches_across_backends(parts):

@@ -13,7 +13,9 @@ from gpu_profiler.histogram import LengthHistogram
 def lengths_of(chunk: Chunk) -> tuple[np.ndarray, int]:
     """The chunk's non-null lengths as int64, and its null count."""
     x = np.asarray(chunk.data)
-    v = np.diff(x.astype(np.int64)) if chunk.offsets else x.astype(np.int64)
+    v = x.astype(np.int64, copy=False)
+    if chunk.offsets:
+        v = np.diff(v)
     if chunk.valid is None:
         return v, 0
     valid = np.asarray(chunk.valid, dtype=bool)
@@ -27,10 +29,14 @@ class NumpyBackend(Backend):
 
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         v, nulls = lengths_of(chunk)
-        invalid = int(np.count_nonzero(v < 0))
-        in_range = v[(v >= 0) & (v <= cap)]
-        above = v[v > cap]
-        counts = np.bincount(in_range, minlength=cap + 1)
+        invalid = 0
+        if v.size and v.min() < 0:
+            invalid = int(np.count_nonzero(v < 0))
+            v = v[v >= 0]
+        above = v[v > cap] if v.size and v.max() > cap else v[:0]
+        # Lengths above the cap land in one spare bin (cap + 1), dropped from the counts.
+        counts = np.bincount(np.minimum(v, cap + 1) if above.size else v,
+                             minlength=cap + 2)[:cap + 1]
         if above.size:
             return LengthHistogram(counts, above.size, int(above.sum(dtype=np.int64)),
                                    int(above.min()), int(above.max()), nulls, invalid)

@@ -17,6 +17,11 @@ from gpu_profiler.readers import LengthSpec, Part, open_source, resolve_spec
 from gpu_profiler.readers.arrow import coalesce
 from gpu_profiler.runs import Run, RunTally
 
+#: A scan of at most this many input bytes is *light*: starting numba (its import and LLVM
+#: set-up, ~0.4 s per process) would cost more than it saves, so ``auto`` histograms with
+#: numpy and dense IPC files are read by pyarrow (break-even measured in bench/bench_core.py).
+LIGHT_BYTES = 256 << 20
+
 
 @dataclass(frozen=True)
 class Scan:
@@ -41,9 +46,13 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     t0 = time.perf_counter()
     if cap is not None and (isinstance(cap, bool) or cap < 0):
         raise ProfilerError(f"cap must be a non-negative integer, got {cap!r}")
-    engine = get_backend(backend, **(backend_options or {}))
+    # A named backend is checked before the input is touched; auto is resolved after.
+    engine = None if backend == "auto" else get_backend(backend, **(backend_options or {}))
     splits = open_source(source, format, split)
     parts = [p for ps in splits.values() for p in ps]
+    light = backend in ("auto", "numpy") and not backend_options and _light(parts)
+    if engine is None:
+        engine = get_backend("numpy" if light else "auto", **(backend_options or {}))
     if not parts:  # e.g. an empty HF dataset (no shards): zeros, not an error
         spec = LengthSpec(offsets_of or column or "length", offsets=bool(offsets_of))
         empty = LengthHistogram.empty(cap or 0)
@@ -55,22 +64,29 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     with ScanProgress(len(parts), progress) as bar:
         for name, ps in splits.items():
             runs = RunTally()
-            chunks = coalesce(_chunks(ps, spec, first, bar, runs, engine))
+            chunks = coalesce(_chunks(ps, spec, first, bar, runs, engine, light))
             hists[name] = engine.histogram(chunks, cap)
             if runs:
                 hists[name] = merge([hists[name], runs.histogram(cap, MAX_AUTO_CAP)])
     return Scan(hists, spec, engine.name, time.perf_counter() - t0)
 
 
+def _light(parts: list[Part]) -> bool:
+    """Whether the scan is small enough that numba's start-up would dominate it."""
+    if any(getattr(p, "on_device", False) for p in parts):
+        return False
+    return sum(p.nbytes for p in parts) <= LIGHT_BYTES
+
+
 def _chunks(parts: list[Part], spec: LengthSpec, schema: Any, bar: ScanProgress,
-            runs: RunTally, backend: Backend) -> Iterator[Chunk]:
+            runs: RunTally, backend: Backend, light: bool) -> Iterator[Chunk]:
     """Every chunk of every part (read by ``backend.part_chunks``), checking each part's
     schema against the first one; `Run` s (lengths known from metadata) go to ``runs``."""
     for i, part in enumerate(parts):
         if i and not part.schema().equals(schema, check_metadata=False):
             raise ProfilerError(f"{part.label}: schema differs from {parts[0].label}: "
                                 f"{_schema_diff(part.schema(), schema)}")
-        for chunk in backend.part_chunks(part, spec):
+        for chunk in backend.part_chunks(part, spec, light):
             bar.update(samples=chunk.samples)
             if isinstance(chunk, Run):
                 runs.add(chunk)

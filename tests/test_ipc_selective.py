@@ -18,7 +18,7 @@ import gpu_profiler as gp
 from gpu_profiler.backends import get_backend
 from gpu_profiler.cli import main
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import ipc
+from gpu_profiler.readers import ipc, ipc_selective
 from gpu_profiler.readers.arrow import LengthSpec
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
@@ -182,9 +182,10 @@ def test_other_dictionaries_are_skipped_unread(tmp_path):
                                 .dictionary_encode(), "length": pa.array(np.arange(9))})]
     path = write(tmp_path / "d.arrows", batches, "stream")
     assert assert_same(path, "stream", LengthSpec("length")) == 9
-    with ipc.SelectiveReader(path, "stream") as r:
+    with ipc_selective.SelectiveReader(path, "stream") as r:
         list(r.chunks(LengthSpec("length")))
-        assert r.bytes_requested < 2 * ipc.FIRST_READ  # the 10 KB dictionary body is skipped
+        # the 10 KB dictionary body is skipped
+        assert r.bytes_requested < 2 * ipc_selective.FIRST_READ
 
 
 @pytest.mark.parametrize("kind", ["stream", "file"])
@@ -206,12 +207,12 @@ def test_empty_and_many_batches(tmp_path, kind):
 def test_small_windows_and_chunks(tmp_path, monkeypatch, kind, tokens, first):
     """Every window/chunk boundary case: tiny windows, chunks and message buffers force
     re-reads, sparse fetches, buffer growth and full message tables."""
-    monkeypatch.setattr(ipc, "WINDOW", 5000)
-    monkeypatch.setattr(ipc, "FIRST_READ", 300)
-    monkeypatch.setattr(ipc, "SPARSE_SKIP", 2000)
-    monkeypatch.setattr(ipc, "SPARSE_BATCH", 3)
-    monkeypatch.setattr(ipc, "_MAX_MESSAGES", 4)
-    monkeypatch.setattr(ipc, "CHUNK_ROWS", 500)
+    monkeypatch.setattr(ipc_selective, "WINDOW", 5000)
+    monkeypatch.setattr(ipc_selective, "FIRST_READ", 300)
+    monkeypatch.setattr(ipc_selective, "SPARSE_SKIP", 2000)
+    monkeypatch.setattr(ipc_selective, "SPARSE_BATCH", 3)
+    monkeypatch.setattr(ipc_selective, "_MAX_MESSAGES", 4)
+    monkeypatch.setattr(ipc_selective, "CHUNK_ROWS", 500)
     t = lengths_table(3000, pa.int16(), seed=4, nulls=0.1, tokens=tokens)
     if first:
         t = t.select(["length", "input_ids", "text"])
@@ -260,7 +261,7 @@ def test_hf_shard_reads_about_the_length_column(tmp_path):
     or so of metadata per 1000-row record batch, not the token ids."""
     path = _hf_dir(tmp_path, 20_000, 600, shards=1)
     (shard,) = path.glob("data-*.arrow")
-    with ipc.SelectiveReader(shard, "stream") as r:
+    with ipc_selective.SelectiveReader(shard, "stream") as r:
         got = flat(r.chunks(LengthSpec("length")))
         requested = r.bytes_requested
     batches = sum(1 for _ in pa.ipc.open_stream(str(shard)))
@@ -454,14 +455,20 @@ def test_big_endian_is_refused(tmp_path, capsys):
     assert "big-endian" in err and str(stream) in err and "Traceback" not in err
 
 
-def test_corrupt_file_exits_2_naming_file_and_byte(tmp_path, capsys):
+@pytest.mark.parametrize("reader", ["selective", None])
+def test_corrupt_file_exits_2_naming_file_and_byte(tmp_path, capsys, monkeypatch, reader):
+    """The selective reader names the byte; a light scan of this small dense file reads it
+    with pyarrow, which names the record batch."""
+    if reader:
+        monkeypatch.setenv(ipc.READER_ENV, reader)
     path, data = _one_batch(tmp_path, "stream")
     path.write_bytes(_patch(data, *CRAFTED["buffer offset beyond the file"]))
     with pytest.raises(SystemExit) as exc:
         main(["profile", str(path), "-q"])
     err = capsys.readouterr().err
     assert exc.value.code == 2
-    assert str(path) in err and "at byte" in err and "Traceback" not in err
+    where = "at byte" if reader else "at record batch 0"
+    assert f"{path}: corrupt or truncated" in err and where in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -474,3 +481,28 @@ def test_reader_choice(tmp_path, monkeypatch):
     monkeypatch.setenv(ipc.READER_ENV, "mmap")
     with pytest.raises(ProfilerError, match="choose one of: selective, pyarrow"):
         gp.histogram(str(path), column="length")
+
+
+@pytest.mark.parametrize(("columns", "spec", "expected"), [
+    ({"length": pa.int64()}, LengthSpec("length"), True),
+    ({"length": pa.int32(), "flag": pa.bool_()}, LengthSpec("length"), True),
+    ({"length": pa.int64(), "id": pa.int8()}, LengthSpec("length"), True),
+    ({"length": pa.int32(), "id": pa.int8()}, LengthSpec("length"), False),
+    ({"length": pa.int32(), "id": pa.int64()}, LengthSpec("length"), False),
+    ({"length": pa.int32(), "text": pa.string()}, LengthSpec("length"), False),
+    ({"length": pa.dictionary(pa.int8(), pa.int32())}, LengthSpec("length"), False),
+    ({"input_ids": pa.list_(pa.int32())}, LengthSpec("input_ids", offsets=True), False),
+])
+def test_dense_files_are_those_that_are_mostly_length_column(columns, spec, expected):
+    assert ipc.dense(pa.schema(columns), spec) is expected
+
+
+@pytest.mark.parametrize("kind", ["stream", "file"])
+def test_light_reads_equal_selective_reads(tmp_path, kind):
+    """A light scan of a dense file goes through pyarrow, grouped into large chunks."""
+    t = lengths_table(5000, pa.int16(), seed=7, nulls=0.2).select(["length"])
+    path = write(tmp_path / "l.arrow", t.to_batches(max_chunksize=333), kind)
+    light = list(ipc.chunks(path, kind, LengthSpec("length"), light=True))
+    assert len(light) == 1  # 16 batches, one chunk
+    assert NUMPY.histogram(iter(light), None) == NUMPY.histogram(
+        ipc.chunks(path, kind, LengthSpec("length"), reader="selective"), None)

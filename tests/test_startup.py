@@ -131,3 +131,42 @@ def test_unwritable_home_falls_back_to_a_temp_cache(tmp_path):
               "print(os.environ['NUMBA_CACHE_DIR'])", env=env).split()
     assert out[0] == "5"
     assert not out[1].startswith("/proc") and os.access(out[1], os.W_OK)
+
+
+# A light scan (input below engine.LIGHT_BYTES) on auto: numpy and, for dense IPC files,
+# pyarrow's reader; the first line says whether numba was ever imported.
+LIGHT = textwrap.dedent("""
+    import sys
+    from gpu_profiler import engine, profile
+    if sys.argv[2] == "heavy":
+        engine.LIGHT_BYTES = 0
+    kw = {"offsets_of": "input_ids"} if sys.argv[3] == "offsets" else {"column": "length"}
+    r = profile(sys.argv[1], **kw)
+    print("numba" in sys.modules, r.backend)
+    print(r.to_dict()["buckets"])
+""")
+
+
+@pytest.fixture(scope="module")
+def lengths_dir(tmp_path_factory):
+    import datasets
+
+    d = tmp_path_factory.mktemp("light") / "hf"
+    lens = np.random.default_rng(1).integers(0, 9000, 20_000)
+    datasets.Dataset.from_dict({"length": lens}).save_to_disk(str(d), num_shards=3)
+    return d
+
+
+def test_light_scan_of_a_dense_dir_never_starts_numba(lengths_dir):
+    light = run(LIGHT, str(lengths_dir), "light", "column").splitlines()
+    heavy = run(LIGHT, str(lengths_dir), "heavy", "column").splitlines()
+    assert light[0] == "False numpy"
+    assert heavy[0] == "True numba"
+    assert light[1] == heavy[1]  # same table either way
+
+
+def test_light_scan_still_reads_sparse_files_selectively(corpus):
+    light = run(LIGHT, str(corpus[0]), "light", "offsets").splitlines()
+    heavy = run(LIGHT, str(corpus[0]), "heavy", "offsets").splitlines()
+    assert light[0] == "True numpy"  # the selective reader parses metadata in numba
+    assert light[1] == heavy[1]

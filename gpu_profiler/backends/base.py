@@ -27,13 +27,14 @@ class Backend(ABC):
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         """Exact histogram of one chunk with bins ``0..cap``."""
 
-    def part_chunks(self, part: Any, spec: LengthSpec) -> Iterator[Chunk]:
-        """The chunks of one part (shard). A backend may read some parts its own way (cuda
-        decodes Parquet on the GPU when cudf is installed); parts in GPU memory need cuda."""
+    def part_chunks(self, part: Any, spec: LengthSpec, light: bool = False) -> Iterator[Chunk]:
+        """The chunks of one part (shard); ``light`` as in `Part.chunks`. A backend may read
+        some parts its own way (cuda decodes Parquet on the GPU when cudf is installed);
+        parts in GPU memory need cuda."""
         if getattr(part, "on_device", False):
             raise ProfilerError(f"{part.label} is in GPU memory: use the cuda backend, "
                                 f"not {self.name!r}")
-        return part.chunks(spec)
+        return part.chunks(spec, light)
 
     @abstractmethod
     def max_length(self, chunk: Chunk) -> int:

@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> None:
     import typer
 
     from gpu_profiler.cli.app import app
-    from gpu_profiler.errors import ProfilerError
+    from gpu_profiler.errors import ProfilerError, first_line
 
     command = typer.main.get_command(app)
     try:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("GPU_PROFILER_DEBUG"):
             raise
         if type(exc).__module__.startswith("pyarrow") or isinstance(exc, OSError):
-            _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 2)
+            _fail(first_line(exc), 2)
         _fail(f"internal error: {type(exc).__name__}: {exc} (set GPU_PROFILER_DEBUG=1 for "
               "the traceback, and please report it)", 1)
     sys.exit(rc if isinstance(rc, int) else 0)

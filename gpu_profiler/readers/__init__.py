@@ -39,9 +39,10 @@ class Part(Protocol):
 
     def schema(self) -> pa.Schema: ...
 
-    def chunks(self, spec: LengthSpec) -> Iterator[Chunk | Run]:
+    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk | Run]:
         """The length source in order; a `Run` stands for samples whose lengths the
-        metadata already proves (Parquet statistics), so they are counted, not decoded."""
+        metadata already proves (Parquet statistics), so they are counted, not decoded.
+        ``light``: the whole scan is small, so prefer the reader that starts fastest."""
         ...
 
 
@@ -65,10 +66,11 @@ class FilePart:
             return parquet.schema(self.path)
         return ipc.schema(self.path, "file" if self.format == "ipc" else "stream")
 
-    def chunks(self, spec: LengthSpec) -> Iterator[Chunk | Run]:
+    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk | Run]:
         if self.format == "parquet":
             return parquet.chunks(self.path, spec)
-        return ipc.chunks(self.path, "file" if self.format == "ipc" else "stream", spec)
+        return ipc.chunks(self.path, "file" if self.format == "ipc" else "stream", spec,
+                          light=light)
 
 
 def sniff(path: Path) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.errors import ProfilerError
+from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers.arrow import LengthSpec
 
 
@@ -52,7 +52,7 @@ class DeviceArrayPart:
     def schema(self) -> pa.Schema:
         return pa.schema([("length", pa.from_numpy_dtype(_shape_dtype(self.array)[1]))])
 
-    def chunks(self, spec: LengthSpec) -> Iterator[Chunk]:
+    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk]:
         yield Chunk(self.array)
 
 
@@ -71,7 +71,7 @@ class CudfPart:
     def schema(self) -> pa.Schema:
         return self.frame.head(0).to_arrow().schema
 
-    def chunks(self, spec: LengthSpec) -> Iterator[Chunk]:
+    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk]:
         yield series_chunk(self.frame[spec.name], spec)
 
 
@@ -120,7 +120,7 @@ def parquet_chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
     try:
         frame = cudf.read_parquet(str(path), columns=[spec.name])
     except (OSError, ValueError, RuntimeError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ProfilerError(f"{path}: corrupt or truncated Parquet file: {msg}") from None
+        raise ProfilerError(f"{path}: corrupt or truncated Parquet file: "
+                            f"{first_line(exc)}") from None
     if len(frame):
         yield series_chunk(frame[spec.name], spec)

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.errors import ProfilerError
+from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk
 from gpu_profiler.runs import Run
@@ -44,8 +44,8 @@ def _corrupt(path: Path, exc: BaseException, groups: list[int] | None = None) ->
     if groups:
         where = f" in row group {groups[0]}" if len(groups) == 1 else \
             f" in row groups {groups[0]}..{groups[-1]}"
-    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return ProfilerError(f"{path}: corrupt or truncated Parquet file{where}: {msg}")
+    return ProfilerError(f"{path}: corrupt or truncated Parquet file{where}: "
+                         f"{first_line(exc)}")
 
 
 def _open(path: Path, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:

@@ -1,0 +1,620 @@
+"""The selective Arrow IPC reader: reads the length column's bytes and nothing else.
+
+It walks the IPC framing itself, parses every message's metadata in numba
+(:mod:`.ipc_format`), and fetches with positioned reads (:mod:`.pread`) only the length
+column's buffers: validity (only for batches with nulls) and values, or validity and list
+offsets for ``--offsets-of``; token values are never read. Runs of small messages (a length
+column and little else) are read in large windows and gathered into large chunks with no
+per-batch Python work; a message with a large body (token ids) costs a page of metadata plus
+the column's own bytes. Compressed buffers (LZ4 frame, ZSTD) are decompressed one needed
+buffer at a time; dictionary batches are read only when the length column is
+dictionary-encoded. Every offset and length taken from the file is checked against the file
+first: a corrupt file raises :class:`ProfilerError` naming the file and byte offset.
+Big-endian files are refused.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.readers import ipc_format as fmt
+from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec
+from gpu_profiler.readers.ipc import FILE_MAGIC, big_endian_error
+from gpu_profiler.readers.ipc_layout import column_layout
+from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile, aligned
+
+#: First read of a stream (its schema and first messages' metadata).
+FIRST_READ = 16 << 10
+#: Bytes read at once from a run of small messages.
+WINDOW = 8 << 20
+#: A message holding more than this besides the column's buffers is read sparsely.
+SPARSE_SKIP = 64 << 10
+#: Sparsely read messages whose buffers are fetched together (concurrently).
+SPARSE_BATCH = 64
+#: Decompressed bytes produced per step (bounds memory whatever a buffer declares).
+INFLATE_STEP = 4 << 20
+_MAX_MESSAGES = 1 << 14  # parsed per kernel call
+_POOL = 3  # output buffers kept for reuse
+_CODECS = {0: "lz4", 1: "zstd"}
+
+
+
+def chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
+    """Chunks of the length column of one IPC file (``kind='file'``) or stream."""
+    with SelectiveReader(path, kind) as r:
+        yield from r.chunks(spec)
+
+
+class SelectiveReader:
+    """One IPC file or stream, read selectively.
+
+    Attributes:
+        schema: the file's Arrow schema.
+    """
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self.path = Path(path)
+        self.kind = kind
+        self._file = PositionedFile(self.path)
+        self._scratch = np.zeros(0, np.uint8)
+        try:
+            self._start, self._schema_meta, self.schema = self._read_schema()
+        except BaseException:
+            self._file.close()
+            raise
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> SelectiveReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def file_size(self) -> int:
+        return self._file.size
+
+    @property
+    def bytes_requested(self) -> int:
+        """Bytes asked of the operating system so far (after coalescing)."""
+        return self._file.requested
+
+    def error(self, offset: int, reason: str) -> ProfilerError:
+        return ProfilerError(f"{self.path}: corrupt or truncated Arrow IPC {self.kind} file "
+                             f"at byte {offset}: {reason}")
+
+    def _corrupt(self, exc: fmt.Corrupt, offset: int, what: str = "message") -> ProfilerError:
+        return self.error(int(offset), f"{what}: {fmt.REASONS[exc.args[1]]}")
+
+    def _window(self, pos: int, n: int) -> Fetched:
+        """File bytes from ``pos`` in the reader's reused window buffer: valid until the
+        next window is read."""
+        n = max(0, min(n, self._file.size - pos))
+        if self._scratch.size < n + 2 * ALIGN:
+            self._scratch = aligned(n + 2 * ALIGN)
+        return self._file.read(pos, n, self._scratch)
+
+    # -- schema --------------------------------------------------------------------------
+
+    def _read_schema(self) -> tuple[int, np.ndarray, pa.Schema]:
+        pos = 0
+        if self.kind == "file":
+            if bytes(self._file.read(0, 6).data) != FILE_MAGIC:
+                raise self.error(0, "no ARROW1 magic (not an Arrow IPC file)")
+            pos = 8
+        b = self._file.read(pos, FIRST_READ).data
+        try:
+            pre, m = fmt.frame(b, 0)
+            if 0 < m and pre + m > b.size:
+                b = self._file.read(pos, int(pre + m)).data
+            if m <= 0 or pre + m > b.size:
+                raise self.error(pos, "the file ends before its schema message")
+            meta = b[pre:pre + m].copy()
+            big, nfields, _, body = fmt.schema_info(meta, -1)
+        except fmt.Corrupt as exc:
+            raise self._corrupt(exc, pos, "schema message") from None
+        if big:
+            raise big_endian_error(self.path)
+        try:
+            sch = pa.ipc.read_schema(pa.py_buffer(b[:pre + m]))
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise self.error(pos, f"schema message: {first_line(exc)}") from None
+        if len(sch) != nfields:
+            raise self.error(pos, "schema message: field count mismatch")
+        return int(pos + pre + m + body), meta, sch
+
+    # -- chunks --------------------------------------------------------------------------
+
+    def chunks(self, spec: LengthSpec) -> Iterator[Chunk]:
+        """Chunks of the length column, each at least ``CHUNK_ROWS`` rows but the last."""
+        index = self.schema.get_field_index(spec.name)
+        if index < 0:
+            raise ProfilerError(f"{self.path}: no column {spec.name!r}")
+        t = self.schema.field(index).type
+        dict_id = -1
+        if pa.types.is_dictionary(t):
+            try:
+                dict_id = int(fmt.schema_info(self._schema_meta, index)[2])
+            except fmt.Corrupt as exc:
+                raise self._corrupt(exc, 0, "schema message") from None
+        col = _Column(t, spec.offsets, dict_id)
+        layout = column_layout(self.schema, index, dict_id).vector()
+        groups = self._file_groups(layout, col) if self.kind == "file" else \
+            self._stream_groups(layout, col)
+        out = _Assembler(self, col)
+        for recs, fetched in groups:
+            yield from out.add(recs, fetched)
+        yield from out.finish()
+
+    def _checked(self, recs: np.ndarray, col: _Column) -> tuple[np.ndarray, ...]:
+        """Validate parsed records against their bodies; return their needed byte ranges
+        ``(validity lo, hi, data lo, hi)`` (empty ranges where nothing is needed)."""
+        act = col.active(recs)
+        r = recs[act]
+        rows, nulls = r[:, fmt.R_LEN], r[:, fmt.R_NULLS]
+        w, extra = col.width(r), col.extra(r)
+        body = r[:, fmt.R_BODYLEN]
+        voff, vlen, doff, dlen = (r[:, i] for i in (fmt.R_VOFF, fmt.R_VLEN, fmt.R_DOFF,
+                                                      fmt.R_DLEN))
+        plain = r[:, fmt.R_CODEC] < 0
+        checks = [
+            ((rows < 0) | (rows != r[:, fmt.R_ROWS]),
+             "the column's length differs from the batch's"),
+            ((nulls < 0) | (nulls > rows), "null count out of range"),
+            ((voff < 0) | (vlen < 0) | (doff < 0) | (dlen < 0),
+             "negative buffer offset or length"),
+            ((voff > body - vlen) | (doff > body - dlen),
+             "buffer runs past the end of the message body"),
+            (plain & (rows > 0) & (dlen // w < rows + extra),
+             "buffer too short for the batch's rows"),
+            (plain & (nulls > 0) & (vlen < (rows + 7) // 8),
+             "validity bitmap too short for the batch's rows"),
+            (~plain & (((rows > 0) & (dlen < 8)) | ((nulls > 0) & (vlen < 8))),
+             "compressed buffer without its length prefix"),
+        ]
+        bad = np.zeros(len(r), bool)
+        for mask, _ in checks:
+            bad |= mask
+        if bad.any():
+            i = int(np.argmax(bad))
+            reason = next(why for mask, why in checks if mask[i])
+            raise self.error(int(r[i, fmt.R_MSG]), f"{col.what(r[i])}: {reason}")
+        vlo = np.zeros(len(recs), np.int64)
+        dlo = np.zeros(len(recs), np.int64)
+        vhi, dhi = vlo.copy(), dlo.copy()
+        start = r[:, fmt.R_BODY]
+        vlo[act] = start + voff
+        vhi[act] = vlo[act] + np.where(nulls > 0, np.where(plain, (rows + 7) // 8, vlen), 0)
+        dlo[act] = start + doff
+        need = np.where(plain, (np.minimum(rows, dlen) + extra) * w, dlen)
+        dhi[act] = dlo[act] + np.where(rows > 0, need, 0)
+        return vlo, vhi, dlo, dhi
+
+    # -- stream format -------------------------------------------------------------------
+
+    def _stream_groups(self, layout: np.ndarray,
+                       col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+        size = self._file.size
+        state = np.zeros(2, np.int64)
+        pos, want = self._start, FIRST_READ
+        pending: list[np.ndarray] = []
+        while pos < size:
+            win = self._window(pos, want)
+            recs, nxt, status = self._walk(win.data, pos, layout, state)
+            if not len(recs):
+                if status == fmt.END:
+                    break
+                need = int(state[1])
+                if pos + need > size:
+                    raise self.error(pos, "the file ends inside a message's metadata")
+                want = _to_page(pos, need)
+                continue
+            vlo, vhi, dlo, dhi = self._checked(recs, col)
+            last = recs[-1]
+            total = int(last[fmt.R_BODY] + last[fmt.R_BODYLEN] - last[fmt.R_MSG])
+            sparse = total - int(vhi[-1] - vlo[-1] + dhi[-1] - dlo[-1]) > SPARSE_SKIP
+            later = None
+            if not (win.covers(vlo[-1:], vhi[-1:]) & win.covers(dlo[-1:], dhi[-1:]))[0]:
+                recs = recs[:-1]  # only the last message can run past the window
+                if sparse:
+                    later = last[None]
+                else:  # read it again, whole, at the start of the next window
+                    nxt, status = int(last[fmt.R_MSG]), fmt.NEED_MORE
+            if len(recs):  # batches come out in file order
+                if pending:
+                    yield self._fetch(np.concatenate(pending), col)
+                    pending = []
+                yield recs, win
+            if later is not None:
+                pending.append(later)
+            if pending and (col.ordered or len(pending) >= SPARSE_BATCH
+                            or status == fmt.END):
+                yield self._fetch(np.concatenate(pending), col)
+                pending = []
+            if status == fmt.END:
+                break
+            if sparse:  # likely another large message: read just its metadata
+                want = _to_page(nxt, int(last[fmt.R_BODY] - last[fmt.R_MSG]) + 256)
+            else:
+                want = max(WINDOW, total if nxt == int(last[fmt.R_MSG]) else 0)
+            pos = nxt
+        if pending:
+            yield self._fetch(np.concatenate(pending), col)
+
+    def _walk(self, data: np.ndarray, pos: int, layout: np.ndarray,
+              state: np.ndarray) -> tuple[np.ndarray, int, int]:
+        """Every message whose metadata lies in ``data`` (file bytes from ``pos``)."""
+        parts, start, status = [], 0, fmt.FULL
+        out = np.empty((min(_MAX_MESSAGES, data.size // 128 + 1), fmt.NREC), np.int64)
+        while status == fmt.FULL:
+            try:
+                k, start, status = fmt.walk(data, start, self._file.size - pos, out, layout,
+                                            state)
+            except fmt.Corrupt as exc:
+                raise self._corrupt(exc, pos + state[0]) from None
+            parts.append(out[:k].copy())
+        recs = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        recs[:, fmt.R_MSG] += pos
+        recs[:, fmt.R_BODY] += pos
+        return recs, pos + int(start), int(status)
+
+    def _fetch(self, recs: np.ndarray, col: _Column) -> tuple[np.ndarray, Fetched]:
+        vlo, vhi, dlo, dhi = self._checked(recs, col)
+        return recs, self._file.fetch(np.concatenate([vlo, dlo]), np.concatenate([vhi, dhi]))
+
+    # -- file format ---------------------------------------------------------------------
+
+    def _file_groups(self, layout: np.ndarray,
+                     col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+        size = self._file.size
+        if size < 8 + 10:
+            raise self.error(size, "too short for an Arrow IPC file")
+        tail = self._file.read(size - 10, 10).data
+        if bytes(tail[4:]) != FILE_MAGIC:
+            raise self.error(size - 6, "no ARROW1 magic at the end of the file")
+        flen = int(tail[:4].view("<i4")[0])
+        fstart = size - 10 - flen
+        if flen <= 0 or fstart < 8:
+            raise self.error(size - 10, f"footer length {flen} out of range")
+        try:
+            dicts, batches = fmt.footer_blocks(self._file.read(fstart, flen).data)
+        except fmt.Corrupt as exc:
+            raise self.error(fstart, f"footer: {fmt.REASONS[exc.args[1]]}") from None
+        for name, blocks in (("dictionary", dicts), ("record batch", batches)):
+            off, meta, body = blocks[:, 0], blocks[:, 1], blocks[:, 2]
+            bad = ((off < 8) | (meta <= 0) | (body < 0) | (meta > fstart) | (body > fstart)
+                   | (off > fstart - meta - body))
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise self.error(fstart, f"footer: {name} block {i} (offset {off[i]}, "
+                                         f"{meta[i]} + {body[i]} bytes) lies outside the file")
+        if col.dict_id >= 0:
+            yield from self._blocks(dicts, fmt.DICTIONARY_BATCH, layout, col)
+        yield from self._blocks(batches, fmt.RECORD_BATCH, layout, col)
+
+    def _blocks(self, blocks: np.ndarray, kind: int, layout: np.ndarray,
+                col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+        """Parse and fetch the messages of footer Blocks: runs of small adjacent messages
+        in windows, large ones by their metadata and then their column's buffers."""
+        if not len(blocks):
+            return
+        off, meta, body = blocks[:, 0], blocks[:, 1], blocks[:, 2]
+        end = off + meta + body
+        small = meta + body <= SPARSE_SKIP
+        new = np.ones(len(blocks), bool)
+        gap = off[1:] - end[:-1]
+        new[1:] = ~small[1:] | ~small[:-1] | (gap < 0) | (gap > PAGE)
+        seg = np.cumsum(new)
+        first = np.flatnonzero(new)
+        # split runs into windows
+        key = seg * (1 << 40) + (off - off[first][seg - 1]) // WINDOW
+        cuts = np.flatnonzero(np.diff(key)) + 1
+        big: list[int] = []
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(blocks)], strict=True):
+            if not small[lo]:
+                big.extend(range(lo, hi))
+                if len(big) >= SPARSE_BATCH or col.ordered:
+                    yield from self._big_blocks(blocks[big], kind, layout, col)
+                    big = []
+                continue
+            if big:
+                yield from self._big_blocks(blocks[big], kind, layout, col)
+                big = []
+            base = int(off[lo])
+            win = self._window(base, int(end[hi - 1]) - base)
+            recs = self._parse_at(win, blocks[lo:hi], kind, layout)
+            self._checked(recs, col)
+            yield recs, win
+        if big:
+            yield from self._big_blocks(blocks[big], kind, layout, col)
+
+    def _big_blocks(self, blocks: np.ndarray, kind: int, layout: np.ndarray,
+                    col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+        metas = self._file.fetch(blocks[:, 0], blocks[:, 0] + blocks[:, 1])
+        yield self._fetch(self._parse_at(metas, blocks, kind, layout), col)
+
+    def _parse_at(self, fetched: Fetched, blocks: np.ndarray, kind: int,
+                  layout: np.ndarray) -> np.ndarray:
+        out = np.empty((len(blocks), fmt.NREC), np.int64)
+        state = np.zeros(2, np.int64)
+        starts = fetched.locate(blocks[:, 0])
+        try:
+            fmt.parse_at(fetched.data, starts, blocks[:, 1], out, layout, state)
+        except fmt.Corrupt as exc:
+            k = int(np.argmax(starts == state[0]))
+            raise self._corrupt(exc, blocks[k, 0]) from None
+        out[:, fmt.R_MSG] = blocks[:, 0]
+        out[:, fmt.R_BODY] = blocks[:, 0] + blocks[:, 1]
+        bad = (out[:, fmt.R_TYPE] != kind) | (out[:, fmt.R_BODYLEN] != blocks[:, 2])
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise self.error(int(blocks[i, 0]), "message disagrees with its footer block")
+        return out
+
+
+class _Column:
+    """What the length column is made of: element widths, offsets or not, dictionary."""
+
+    def __init__(self, t: pa.DataType, offsets: bool, dict_id: int) -> None:
+        self.offsets = offsets
+        self.dict_id = dict_id
+        self.ordered = dict_id >= 0  # dictionary state follows message order
+        if offsets:
+            self.item = np.dtype(np.int64 if pa.types.is_large_list(t) else np.int32)
+            self.dtype = np.dtype(np.int64)
+        elif dict_id >= 0:
+            self.item = np.dtype(t.index_type.to_pandas_dtype())
+            self.dtype = np.dtype(t.value_type.to_pandas_dtype())
+        else:
+            self.item = self.dtype = np.dtype(t.to_pandas_dtype())
+
+    def active(self, recs: np.ndarray) -> np.ndarray:
+        """Messages whose buffers are needed: record batches, and dictionary batches of
+        the column's dictionary."""
+        kind = recs[:, fmt.R_TYPE]
+        return (kind == fmt.RECORD_BATCH) | ((kind == fmt.DICTIONARY_BATCH)
+                                             & (recs[:, fmt.R_DICT] == self.dict_id)
+                                             & (self.dict_id >= 0))
+
+    def width(self, recs: np.ndarray) -> np.ndarray:
+        return np.where(recs[:, fmt.R_TYPE] == fmt.DICTIONARY_BATCH, self.dtype.itemsize,
+                        self.item.itemsize)
+
+    def extra(self, recs: np.ndarray) -> np.ndarray:
+        """1 for list offsets (one more entry than rows), else 0."""
+        return ((recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH) & self.offsets).astype(np.int64)
+
+    @staticmethod
+    def what(rec: np.ndarray) -> str:
+        return "dictionary batch" if rec[fmt.R_TYPE] == fmt.DICTIONARY_BATCH else \
+            "record batch"
+
+
+class _Assembler:
+    """Gathers the column out of fetched bytes into chunks of at least ``CHUNK_ROWS``."""
+
+    def __init__(self, reader: SelectiveReader, col: _Column) -> None:
+        self.r = reader
+        self.col = col
+        self.out: np.ndarray | None = None
+        self.valid: np.ndarray | None = None
+        self.fill = 0
+        self.out_pool: list[np.ndarray] = []
+        self.dictionary: tuple[np.ndarray, np.ndarray | None] | None = None
+
+    def add(self, recs: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:
+        if self.col.ordered:
+            for rec in recs[self.col.active(recs)]:
+                yield from self._dictionary_message(rec, fetched)
+            return
+        rb = recs[(recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH) & (recs[:, fmt.R_LEN] > 0)]
+        plain = rb[:, fmt.R_CODEC] < 0
+        if plain.any():
+            yield from self._gather(rb[plain], fetched)
+        for rec in rb[~plain]:
+            yield from self._put(self._data(rec, fetched), self._validity(rec, fetched))
+
+    def finish(self) -> Iterator[Chunk]:
+        if self.fill:
+            yield self._emit()
+
+    def _reserve(self, n: int) -> Iterator[Chunk]:
+        """Room for ``n`` more rows. A buffer holds ``1.5 * CHUNK_ROWS`` rows (fewer for a
+        small file) and is handed out as a chunk once it holds ``CHUNK_ROWS``."""
+        if self.out is not None and self.fill + n > self.out.size:
+            if self.fill + n > 2 * CHUNK_ROWS:
+                yield self._emit()
+            else:  # grow (rare: a small-file guess was too small, or huge batches)
+                grown = self._output(min(max(2 * self.out.size, self.fill + n),
+                                         2 * CHUNK_ROWS))
+                grown[:self.fill] = self.out[:self.fill]
+                self.out = grown
+                if self.valid is not None:
+                    self.valid = np.concatenate([self.valid[:self.fill],
+                                                 np.ones(grown.size - self.fill, bool)])
+        if self.out is None:
+            rows = CHUNK_ROWS * 3 // 2
+            if not self.out_pool:  # first buffer: no more rows than the file could hold
+                rows = min(rows, self.r.file_size // self.col.item.itemsize + 1)
+            self.out = self._output(max(rows, n))
+
+    def _output(self, rows: int) -> np.ndarray:
+        """An output buffer: one handed out before and since dropped by every consumer
+        (only this pool still refers to it), else a new one. Reuse spares the page faults
+        of fresh memory, a large part of the cost at a billion samples a second."""
+        for i, buf in enumerate(self.out_pool):
+            if buf.size >= rows and sys.getrefcount(buf) <= 3:  # pool, loop, argument
+                del self.out_pool[i]
+                return buf
+        return np.empty(rows, self.col.dtype)
+
+    def _emit(self) -> Chunk:
+        assert self.out is not None
+        valid = None if self.valid is None else self.valid[:self.fill]
+        chunk = Chunk(self.out[:self.fill], valid)
+        self.out_pool = [self.out, *self.out_pool][:_POOL]
+        self.out, self.valid, self.fill = None, None, 0
+        return chunk
+
+    def _valid_mask(self) -> np.ndarray:
+        assert self.out is not None
+        if self.valid is None:
+            self.valid = np.ones(self.out.size, bool)
+        return self.valid
+
+    def _put(self, values: np.ndarray, valid: np.ndarray | None) -> Iterator[Chunk]:
+        n = len(values)
+        yield from self._reserve(n)
+        assert self.out is not None
+        self.out[self.fill:self.fill + n] = values
+        if valid is not None:
+            self._valid_mask()[self.fill:self.fill + n] = valid
+        self.fill += n
+        if self.fill >= CHUNK_ROWS:
+            yield self._emit()
+
+    def _gather(self, recs: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:
+        """Uncompressed batches: one numba gather for all of them."""
+        rows = recs[:, fmt.R_LEN]
+        n = int(rows.sum())
+        yield from self._reserve(n)
+        assert self.out is not None
+        dst = self.fill + _starts(rows)
+        src = fetched.locate(recs[:, fmt.R_BODY] + recs[:, fmt.R_DOFF])
+        nulls = recs[:, fmt.R_NULLS] > 0
+        bits = fetched.locate(recs[nulls, fmt.R_BODY] + recs[nulls, fmt.R_VOFF])
+        w = self.col.item.itemsize
+        # the kernels do not check bounds: re-check what the validation above guarantees
+        if ((src < 0).any() or (src + (rows + self.col.offsets) * w > fetched.data.size).any()
+                or (bits < 0).any() or (bits + (rows[nulls] + 7) // 8 > fetched.data.size).any()
+                or dst[-1] + rows[-1] > self.out.size):
+            raise self.r.error(int(recs[0, fmt.R_MSG]), "buffers outside the bytes read")
+        if self.col.offsets:
+            tmp = np.empty(n + len(rows), self.col.item)
+            at = _starts(rows + 1)
+            _gather(fetched.data, src, rows + 1, tmp, at)
+            fmt.offset_lengths(tmp, at, rows, self.out, dst)
+        else:
+            _gather(fetched.data, src, rows, self.out, dst)
+        if nulls.any():
+            fmt.unpack_validity(fetched.data, bits, rows[nulls], self._valid_mask(),
+                                dst[nulls])
+        self.fill += n
+        if self.fill >= CHUNK_ROWS:
+            yield self._emit()
+
+    def _dictionary_message(self, rec: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:
+        if rec[fmt.R_TYPE] == fmt.DICTIONARY_BATCH:
+            values = self._data(rec, fetched)
+            valid = self._validity(rec, fetched)
+            if rec[fmt.R_DELTA] and self.dictionary is not None:
+                old, ov = self.dictionary
+                if ov is not None or valid is not None:
+                    ov = np.ones(len(old), bool) if ov is None else ov
+                    valid = np.concatenate([ov, np.ones(len(values), bool)
+                                            if valid is None else valid])
+                values = np.concatenate([old, values])
+            self.dictionary = values, valid
+            return
+        if rec[fmt.R_LEN] == 0:
+            return
+        if self.dictionary is None:
+            raise self.r.error(int(rec[fmt.R_MSG]), "record batch before its dictionary")
+        values, dvalid = self.dictionary
+        index = self._data(rec, fetched).astype(np.int64)
+        valid = self._validity(rec, fetched)
+        used = index if valid is None else index[valid]
+        if used.size and (used.min() < 0 or used.max() >= len(values)):
+            raise self.r.error(int(rec[fmt.R_MSG]), "dictionary index out of range")
+        index = index if valid is None else np.where(valid, index, 0)
+        lengths = values[index] if len(values) else np.zeros(len(index), self.col.dtype)
+        if dvalid is not None and len(values):
+            valid = dvalid[index] if valid is None else valid & dvalid[index]
+        yield from self._put(lengths, valid)
+
+    def _data(self, rec: np.ndarray, fetched: Fetched) -> np.ndarray:
+        """The values (or, for list offsets, the lengths) of one batch."""
+        rows = int(rec[fmt.R_LEN])
+        w = int(self.col.width(rec[None])[0])
+        extra = int(self.col.extra(rec[None])[0])
+        raw = self._buffer(rec, fetched, fmt.R_DOFF, fmt.R_DLEN, (rows + extra) * w)
+        if extra:
+            return np.diff(raw.view(self.col.item).astype(np.int64))
+        dictionary = rec[fmt.R_TYPE] == fmt.DICTIONARY_BATCH
+        return raw.view(self.col.dtype if dictionary else self.col.item)
+
+    def _validity(self, rec: np.ndarray, fetched: Fetched) -> np.ndarray | None:
+        rows = int(rec[fmt.R_LEN])
+        if rec[fmt.R_NULLS] == 0:
+            return None
+        raw = self._buffer(rec, fetched, fmt.R_VOFF, fmt.R_VLEN, (rows + 7) // 8)
+        return np.unpackbits(raw, bitorder="little")[:rows].view(bool)
+
+    def _buffer(self, rec: np.ndarray, fetched: Fetched, off: int, length: int,
+                need: int) -> np.ndarray:
+        """The first ``need`` bytes of one buffer of ``rec``, decompressed if need be."""
+        at = int(fetched.locate(np.array([rec[fmt.R_BODY] + rec[off]]))[0])
+        codec = int(rec[fmt.R_CODEC])
+        if codec < 0:
+            return fetched.data[at:at + need].copy()
+        raw = fetched.data[at:at + int(rec[length])]
+        where = int(rec[fmt.R_BODY] + rec[off])
+        declared = int(raw[:8].view("<i8")[0])
+        if declared == -1:  # stored uncompressed
+            if raw.size - 8 < need:
+                raise self.r.error(where, "buffer too short for the batch's rows")
+            return raw[8:8 + need].copy()
+        if declared < need:
+            raise self.r.error(where, f"compressed buffer declares {declared} bytes, the "
+                                      f"batch's rows need {need}")
+        stream = pa.CompressedInputStream(pa.BufferReader(pa.py_buffer(raw[8:])),
+                                          _CODECS[codec])
+        pieces, got = [], 0
+        try:
+            while got < declared:
+                piece = stream.read(min(INFLATE_STEP, declared - got))
+                if not piece:
+                    break
+                if got < need:
+                    pieces.append(piece[:need - got])
+                got += len(piece)
+            extra = stream.read(1)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise self.r.error(where, f"cannot decompress buffer: {first_line(exc)}") \
+                from None
+        if got != declared or extra:
+            raise self.r.error(where, f"buffer decompresses to a size other than the "
+                                      f"{declared} bytes it declares")
+        return np.frombuffer(b"".join(pieces), np.uint8)
+
+
+def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarray,
+            dst: np.ndarray) -> None:
+    """Copy ``counts`` elements of ``out``'s type from byte positions ``src`` of ``data``
+    to element positions ``dst`` of ``out``: element-wise when aligned, else bytewise."""
+    w = out.itemsize
+    if (src % w == 0).all() and data.ctypes.data % w == 0:
+        fmt.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
+    else:
+        fmt.gather(data, src, counts * w, out.view(np.uint8), dst * w)
+
+
+def _starts(n: np.ndarray) -> np.ndarray:
+    """Exclusive prefix sum."""
+    out = np.zeros(len(n), np.int64)
+    np.cumsum(n[:-1], out=out[1:])
+    return out
+
+
+def _to_page(pos: int, n: int) -> int:
+    """``n`` rounded up so that ``pos + n`` ends on a page boundary."""
+    return -(-(pos + n) // PAGE) * PAGE - pos

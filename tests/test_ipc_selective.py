@@ -18,7 +18,7 @@ import gpu_profiler as gp
 from gpu_profiler.backends import get_backend
 from gpu_profiler.cli import main
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import ipc, ipc_selective
+from gpu_profiler.readers import ipc, ipc_selective, pread
 from gpu_profiler.readers.arrow import LengthSpec
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
@@ -84,6 +84,7 @@ def lengths_table(n: int, t: pa.DataType | None = None, seed: int = 0, nulls: fl
 
 # -- agreement with the reference reader --------------------------------------------------
 
+@pytest.mark.parametrize("io", ["buffered", "direct"])  # page- or sector-granular reads
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["stream", "file"]), t=st.sampled_from(INT_TYPES),
@@ -91,8 +92,9 @@ def lengths_table(n: int, t: pa.DataType | None = None, seed: int = 0, nulls: fl
        batch=st.sampled_from([1, 7, 64, 1000, None]),
        compression=st.sampled_from([None, "lz4", "zstd"]), legacy=st.booleans(),
        seed=st.integers(0, 2**16))
-def test_selective_matches_pyarrow(tmp_path_factory, kind, t, n, nulls, start, batch,
-                                   compression, legacy, seed):
+def test_selective_matches_pyarrow(tmp_path_factory, monkeypatch, io, kind, t, n, nulls,
+                                   start, batch, compression, legacy, seed):
+    monkeypatch.setenv(pread.IO_ENV, io)
     table = lengths_table(n + start, t, seed, nulls).slice(start)  # sliced: bit offsets
     path = write(tmp_path_factory.mktemp("h") / "x.arrow", table, kind, batch,
                  compression=compression, use_legacy_format=legacy)
@@ -204,9 +206,11 @@ def test_empty_and_many_batches(tmp_path, kind):
 @pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("tokens", [3, 3000])
 @pytest.mark.parametrize("first", [True, False])
-def test_small_windows_and_chunks(tmp_path, monkeypatch, kind, tokens, first):
+@pytest.mark.parametrize("io", ["buffered", "direct"])
+def test_small_windows_and_chunks(tmp_path, monkeypatch, kind, tokens, first, io):
     """Every window/chunk boundary case: tiny windows, chunks and message buffers force
     re-reads, sparse fetches, buffer growth and full message tables."""
+    monkeypatch.setenv(pread.IO_ENV, io)
     monkeypatch.setattr(ipc_selective, "WINDOW", 5000)
     monkeypatch.setattr(ipc_selective, "FIRST_READ", 300)
     monkeypatch.setattr(ipc_selective, "SPARSE_SKIP", 2000)
@@ -245,7 +249,9 @@ def _hf_dir(tmp_path: Path, n: int, tokens: int, shards: int = 2, seed: int = 0)
     return path
 
 
-def test_hf_dir_matches_pyarrow(tmp_path):
+@pytest.mark.parametrize("io", ["buffered", "direct"])
+def test_hf_dir_matches_pyarrow(tmp_path, monkeypatch, io):
+    monkeypatch.setenv(pread.IO_ENV, io)
     path = _hf_dir(tmp_path, 2600, 400)
     shards = sorted(path.glob("data-*.arrow"))
     for shard in shards:

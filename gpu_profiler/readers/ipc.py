@@ -34,7 +34,7 @@ READERS = ("selective", "pyarrow")
 #: A file is "dense" when its other columns add at most this fraction of the length
 #: column's bytes per row: reading it whole costs no more than reading the column alone.
 DENSE_EXTRA = 1 / 8
-_SCHEMA_READ = 64 << 10  # first read of a stream whose schema alone is wanted
+_MAX_SCHEMA = 64 << 20  # a larger schema message is taken for corruption
 
 
 def _forced(reader: str | None) -> str | None:
@@ -55,9 +55,13 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
 
         with SelectiveReader(path, kind) as r:
             return r.schema
-    if _big_endian(_schema_message(path, kind)):
+    framed, meta = _schema_message(path, kind)
+    if _big_endian(meta):
         raise big_endian_error(path)
-    return _open(path, kind, _SCHEMA_READ).schema
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(framed))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _pyarrow_error(path, kind, exc) from None
 
 
 def big_endian_error(path: Path) -> ProfilerError:
@@ -95,22 +99,32 @@ def dense(schema: pa.Schema, spec: LengthSpec) -> bool:
     return sum(bits.values()) - bits[spec.name] <= DENSE_EXTRA * bits[spec.name]
 
 
-def _schema_message(path: Path, kind: str) -> bytes:
-    """The flatbuffer of the file's first message (its schema), or b"" when unreadable
-    (pyarrow then reports what is wrong)."""
+def _schema_message(path: Path, kind: str) -> tuple[bytes, bytes]:
+    """The file's first message (its schema) as framed bytes and as its bare flatbuffer:
+    two small positioned reads with readahead off, so a cold file costs a page or two."""
+    start = 8 if kind == "file" else 0
     try:
-        with open(path, "rb") as f:
-            f.seek(8 if kind == "file" else 0)
-            head = f.read(8)
-            if len(head) < 8:
-                return b""
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise ProfilerError(f"{path}: cannot open ({exc.strerror})") from None
+    try:
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        head = os.pread(fd, 8, start)
+        if len(head) == 8:
             marker, size = struct.unpack("<iI", head)
+            prefix = 8
             if marker != -1:  # legacy framing: a bare int32 length
-                f.seek(-4, os.SEEK_CUR)
-                size = marker
-            return f.read(min(max(size, 0), 1 << 24))
-    except OSError:
-        return b""
+                prefix, size = 4, marker
+            if 0 < size <= _MAX_SCHEMA and start + prefix + size <= os.fstat(fd).st_size:
+                framed = head[:prefix] + os.pread(fd, size, start + prefix)
+                return framed, framed[prefix:]
+    except OSError as exc:
+        raise ProfilerError(f"{path}: cannot read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    raise ProfilerError(f"{path}: corrupt or truncated Arrow IPC {kind} file: no schema "
+                        "message at its start")
 
 
 def _big_endian(meta: bytes) -> bool:
@@ -147,13 +161,13 @@ def _pyarrow_error(path: Path, kind: str, exc: Exception,
                          f"{first_line(exc)}")
 
 
-def _open(path: Path, kind: str, buffer: int = 1 << 20):
-    """pyarrow's reader of an IPC file (positioned reads) or stream (reads of ``buffer``
-    bytes). Never a memory map: its pages would count as the process's resident memory."""
+def _open(path: Path, kind: str):
+    """pyarrow's reader of an IPC file (positioned reads) or stream (1 MiB reads). Never a
+    memory map: its pages would count as the process's resident memory."""
     try:
         if kind == "file":
             return pa.ipc.open_file(pa.OSFile(str(path)))
-        return pa.ipc.open_stream(pa.input_stream(str(path), buffer_size=buffer))
+        return pa.ipc.open_stream(pa.input_stream(str(path), buffer_size=1 << 20))
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _pyarrow_error(path, kind, exc) from None
 

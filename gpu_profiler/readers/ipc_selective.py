@@ -216,7 +216,7 @@ class SelectiveReader:
                 need = int(state[1])
                 if pos + need > size:
                     raise self.error(pos, "the file ends inside a message's metadata")
-                want = _to_page(pos, need)
+                want = _to_granule(pos, need, self._file.granule)
                 continue
             vlo, vhi, dlo, dhi = self._checked(recs, col)
             last = recs[-1]
@@ -243,7 +243,8 @@ class SelectiveReader:
             if status == fmt.END:
                 break
             if sparse:  # likely another large message: read just its metadata
-                want = _to_page(nxt, int(last[fmt.R_BODY] - last[fmt.R_MSG]) + 256)
+                want = _to_granule(nxt, int(last[fmt.R_BODY] - last[fmt.R_MSG]) + 256,
+                                  self._file.granule)
             else:
                 want = max(WINDOW, total if nxt == int(last[fmt.R_MSG]) else 0)
             pos = nxt
@@ -615,6 +616,7 @@ def _starts(n: np.ndarray) -> np.ndarray:
     return out
 
 
-def _to_page(pos: int, n: int) -> int:
-    """``n`` rounded up so that ``pos + n`` ends on a page boundary."""
-    return -(-(pos + n) // PAGE) * PAGE - pos
+def _to_granule(pos: int, n: int, granule: int) -> int:
+    """``n`` rounded up so that ``pos + n`` ends on a ``granule`` boundary (a read costs
+    whole granules: pages, or sectors when direct)."""
+    return -(-(pos + n) // granule) * granule - pos

@@ -1,0 +1,127 @@
+"""Positioned reads: buffered and direct (O_DIRECT, sector-granular for cold files) read
+the same bytes, and a cold scan of a tokenized HF dir reads little more than its length
+column."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import gpu_profiler as gp
+from gpu_profiler import ProfilerError
+from gpu_profiler.readers import pread
+
+
+def _evict(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # dirty pages cannot be dropped
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _direct_supported(path: Path) -> bool:
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
+@pytest.fixture
+def blob(tmp_path):
+    path = tmp_path / "blob.bin"
+    path.write_bytes(np.random.default_rng(0).integers(0, 256, 3_000_017, np.uint8).tobytes())
+    if not _direct_supported(path):
+        pytest.skip("this filesystem has no O_DIRECT")
+    return path
+
+
+def _open(path: Path, mode: str, monkeypatch) -> pread.PositionedFile:
+    monkeypatch.setenv(pread.IO_ENV, mode)
+    return pread.PositionedFile(path)
+
+
+def test_direct_and_buffered_reads_agree(blob, monkeypatch):
+    raw = np.frombuffer(blob.read_bytes(), np.uint8)
+    direct, buffered = _open(blob, "direct", monkeypatch), _open(blob, "buffered", monkeypatch)
+    assert (direct.granule, buffered.granule) == (pread.SECTOR, pread.PAGE)
+    rng = np.random.default_rng(1)
+    scratch = pread.aligned((1 << 21) + 2 * pread.ALIGN)
+    for i in range(200):
+        k = int(rng.integers(1, 9))  # several ranges: overlapping, adjacent, up to the end
+        lo = rng.integers(0, raw.size, k)
+        hi = np.minimum(lo + rng.integers(0, 1 << 21 if i % 10 == 0 else 20_000, k), raw.size)
+        for f in (direct, buffered):
+            got = f.fetch(lo, hi, scratch if i % 2 else None)
+            assert got.data.ctypes.data % pread.ALIGN == got.starts[0] % pread.ALIGN \
+                if got.starts.size else True
+            for a, b in zip(lo, hi, strict=True):
+                if b > a:
+                    at = int(got.locate(np.array([a]))[0])
+                    np.testing.assert_array_equal(got.data[at:at + b - a], raw[a:b])
+            # every piece sits at its file offset modulo ALIGN (aligned buffers stay aligned)
+            base = got.data.ctypes.data - int(got.pos[0]) if got.pos.size else 0
+            assert all((base + p) % pread.ALIGN == s % pread.ALIGN
+                       for p, s in zip(got.pos, got.starts, strict=True))
+    direct.close()
+    buffered.close()
+
+
+def test_cold_files_read_in_sectors_warm_ones_in_pages(blob, monkeypatch):
+    _evict(blob)
+    assert pread.cached_fraction(os.open(blob, os.O_RDONLY), blob.stat().st_size) <= pread.COLD
+    with _open(blob, "auto", monkeypatch) as f:
+        assert f.granule == pread.SECTOR
+    blob.read_bytes()  # now in the page cache
+    with _open(blob, "auto", monkeypatch) as f:
+        assert f.granule == pread.PAGE
+
+
+def test_unknown_io_mode_is_a_user_error(blob, monkeypatch):
+    monkeypatch.setenv(pread.IO_ENV, "mmap")
+    with pytest.raises(ProfilerError, match="choose one of: auto, buffered, direct"):
+        pread.PositionedFile(blob)
+
+
+def _read_bytes() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+    raise AssertionError("no read_bytes")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
+@pytest.mark.parametrize("offsets", [False, True])
+def test_cold_scan_reads_about_the_length_column(tmp_path, monkeypatch, offsets):
+    """200 record batches of 1000 rows (as `datasets` writes them) with ~100 KB of token ids
+    each: a cold scan reads <= 1.2 x the column plus 1 KiB of metadata per batch, where
+    whole pages would cost ~1.5-2 x."""
+    import datasets
+
+    n, rng = 200_000, np.random.default_rng(5)
+    x = rng.integers(1, 50, n)
+    ids = pa.ListArray.from_arrays(pa.array(np.r_[0, np.cumsum(x)].astype(np.int32)),
+                                   pa.array(rng.integers(0, 50_000, int(x.sum()), np.int32)))
+    path = tmp_path / "hf"
+    datasets.Dataset(pa.table({"input_ids": ids, "length": pa.array(x)})).save_to_disk(
+        str(path))
+    shards = sorted(path.glob("data-*.arrow"))
+    if not _direct_supported(shards[0]):
+        pytest.skip("this filesystem has no O_DIRECT")
+    monkeypatch.setenv(pread.IO_ENV, "auto")
+    kw = {"offsets_of": "input_ids"} if offsets else {"column": "length"}
+    gp.histogram(str(path), backend="numba", cap=64, **kw)  # imports and kernels, warm
+    for shard in shards:
+        _evict(shard)
+    before = _read_bytes()
+    h = gp.histogram(str(path), backend="numba", cap=64, **kw)
+    read = _read_bytes() - before
+    assert h.total == n and np.array_equal(h.counts, np.bincount(x, minlength=65))
+    column = (n + 200) * 4 if offsets else n * 8  # int32 offsets (+1 per batch) or int64
+    assert read <= 1.2 * column + 200 * 1024, (read, column)

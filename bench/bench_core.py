@@ -43,7 +43,7 @@ CLI = str(Path(sys.executable).parent / "gpu-profiler")
 SEED = 20261130
 CORPUS_VERSION = 1
 CAP = PARAMS["max_seq_len"]
-BACKENDS = ("numpy", "numba")
+BACKENDS = ("auto", "numpy", "numba")  # auto: numpy for light scans, else numba
 TARGETS = {"micro_ratio": 2.0, "cli_vs_reference": 200.0, "cli_vs_fast_script": 1.0}
 
 
@@ -264,6 +264,7 @@ def bench_case(case: dict, repeats: int, scratch: Path) -> dict:
     return {"times": series.times, "median": series.medians(), "loads": series.loads,
             "cli_cold_numba": cold, "numba_cache_files": sorted(Path(p).name for p in cached),
             "cli_scan_seconds_median": {b: med(v) for b, v in scans.items()},
+            "auto_chose": outputs["cli auto"]["backend"],
             "fast_path_phases_median": {k: med([p[k] for p in phases]) for k in phases[0]},
             "reader_only_median": reader_only(path, offsets_of, repeats),
             "numba_process_anatomy": anatomy(path, offsets_of, env, repeats),
@@ -412,6 +413,7 @@ def machine() -> dict:
     import numba
 
     import gpu_profiler
+    from gpu_profiler import engine
     from gpu_profiler.backends import available_backends, get_backend
 
     cpu = next((line.split(":", 1)[1].strip() for line in
@@ -424,6 +426,7 @@ def machine() -> dict:
             "pyarrow": pa.__version__, "numba": numba.__version__,
             "datasets": datasets.__version__, "gpu_profiler": gpu_profiler.__version__,
             "git": git, "auto_backend": get_backend("auto").name,
+            "light_mib": engine.LIGHT_BYTES >> 20,
             "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE", ""),
             "backends": {k: v or "available" for k, v in available_backends().items()},
             "platform": platform.platform()}
@@ -445,7 +448,8 @@ def markdown(r: dict) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores (shared with other work; numba threads "
         f"{m['numba_threads']}, threading layer {m['threading_layer']}), Python {m['python']}, "
         f"numpy {m['numpy']}, pyarrow {m['pyarrow']}, numba {m['numba']}, datasets "
-        f"{m['datasets']}. `auto` backend here: {m['auto_backend']}. Medians of "
+        f"{m['datasets']}. `auto` backend here: {m['auto_backend']} for scans above "
+        f"{m['light_mib']} MiB of input, numpy below (light scans). Medians of "
         f"{r['repeats']} runs, methods alternated round-robin; 1-minute load average "
         "(os.getloadavg) noted per section.", "",
         *([f"PYTHONDONTWRITEBYTECODE={m['PYTHONDONTWRITEBYTECODE']} here: the editable "
@@ -483,7 +487,8 @@ def markdown(r: dict) -> str:
                   f"{fmt_s(ph['read'])} + bincount/table {fmt_s(ph['hist_table'])}; "
                   f"gpu-profiler reader + coalescing alone {fmt_s(c['reader_only_median'])}; "
                   "scan time inside the CLI process (JSON `seconds`): "
-                  + ", ".join(f"{b} {fmt_s(s)}" for b, s in scan.items()) + "."
+                  + ", ".join(f"{b} {fmt_s(s)}" for b, s in scan.items())
+                  + f"; `auto` ran the {c['auto_chose']} backend."
                   + (f" Load at the start of the reference loops: {ref['load']}." if ref
                      else ""), "",
                   "Anatomy of a fresh process profiling with numba (medians; cache warm):", "",
@@ -592,14 +597,15 @@ def main() -> None:
 
     c1 = results["cases"][0]
     med1 = c1["result"]["median"]
-    cli = med1["gpu-profiler numba (CLI process)"]
+    cli = med1["gpu-profiler auto (CLI process)"]
     results["targets"] = {
         "numba backend vs np.bincount(np.minimum(x, cap)), 100M int64, single process":
             verdict(results["micro"]["ratio"][f"numba backend ({results['micro']['threads']} "
                                               "threads)"], TARGETS["micro_ratio"]),
-        "CLI (auto = numba, warm) vs datasets reference loop, 10M HF dir":
+        "CLI (default auto backend, warm) vs datasets reference loop, 10M HF dir":
             verdict(c1["reference"]["column"] / cli, TARGETS["cli_vs_reference"]),
-        "CLI (auto = numba, warm) vs hand-written pyarrow + bincount script, 10M HF dir":
+        "CLI (default auto backend, warm) vs hand-written pyarrow + bincount script, 10M "
+        "HF dir":
             verdict(med1["fast path (script process)"] / cli, TARGETS["cli_vs_fast_script"]),
         "(context) CLI vs reference list variant, 10M HF dir":
             f"{c1['reference']['list'] / cli:.1f}x",

@@ -5,13 +5,14 @@ Two readers give identical chunks:
 
 - the *selective* reader (:mod:`.ipc_selective`) reads only the length column's bytes,
   never token values, and parses metadata in numba: the default;
-- pyarrow's IPC reader: the reference the tests check the selective reader
-  against, and the reader of *light* scans (inputs small enough that starting numba would
+- pyarrow's IPC reader: the reference the tests check the selective reader against,
+  and the reader of *light* scans (inputs small enough that starting numba would
   cost more than the whole scan; see :data:`gpu_profiler.engine.LIGHT_BYTES`) for files
   whose rows are (almost) all length column, where reading selectively saves nothing.
 
-``GPU_PROFILER_IPC_READER=selective|pyarrow`` (or ``reader=``) forces one. Schemas are read
-by pyarrow, so that neither opening nor checking a file starts numba.
+``GPU_PROFILER_IPC_READER=selective|pyarrow`` (or ``reader=``) forces one. A schema costs two
+small positioned reads, parsed by pyarrow after a Python check for big-endian files, so
+neither opening nor checking a file starts numba.
 """
 
 from __future__ import annotations

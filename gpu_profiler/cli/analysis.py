@@ -20,13 +20,9 @@ DropLast = Annotated[bool, typer.Option(
     rich_help_panel=_ANA)]
 
 
-def load_histogram(path: str, *, column: str | None, offsets_of: str | None,
-                   format: str | None, split: str | None, backend: str, device: int | None,
-                   devices: str | None, quiet: bool, max_seq_len: int) -> Any:
+def load_histogram(path: str, opts: o.ScanOptions) -> Any:
     """The exact histogram of ``path``: read back when it is a saved histogram (JSON),
-    else scanned (capped at ``max_seq_len``)."""
+    else scanned (capped at ``--max-seq-len``)."""
     from gpu_profiler.api import histogram
 
-    return histogram(path, column=column, offsets_of=offsets_of, format=format, split=split,
-                     backend=backend, cap=max_seq_len, progress=not quiet,
-                     backend_options=o.gpu_options(backend, device, devices))
+    return histogram(path, cap=opts.max_seq_len, **opts.scan())

@@ -40,46 +40,29 @@ def render(result: Any, fmt: o.OutputFormat, output: str | None) -> None:
 
 
 @app.command()
+@o.scan_options
 def profile(
     path: o.Path_,
-    column: o.Column = None,
-    offsets_of: o.OffsetsOf = None,
-    format: o.Format = None,
-    split: o.Split = None,
-    backend: o.Backend = "auto",
-    device: o.Device = None,
-    devices: o.Devices = None,
-    quiet: o.Quiet = False,
-    bounds: o.Bounds = o.DEFAULT_BOUNDS_TEXT,
-    max_seq_len: o.MaxSeqLen = 8192,
-    token_budget: o.TokenBudget = 49152,
-    max_batch_size: o.MaxBatchSize = 64,
-    grad_accum: o.GradAccum = 4,
-    world_size: o.WorldSize = 1,
-    output_format: o.OutFormat = o.OutputFormat.table,
-    output: o.Output = None,
     save_hist: Annotated[str | None, typer.Option(
         "--save-hist", help="Also save the exact histogram (JSON) for later re-analysis.",
         show_default=False)] = None,
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
+    *,
+    opts: o.ScanOptions,
 ) -> None:
     """Scan PATH once and print the per-bucket batch table."""
     from gpu_profiler.api import profile as run_profile
     from gpu_profiler.render.output import check_writable
 
-    for target in (output, save_hist):
+    for target in (opts.output, save_hist):
         if target:
             check_writable(target)
-    result = run_profile(path, bounds=bounds, max_seq_len=max_seq_len, token_budget=token_budget,
-                         max_batch_size=max_batch_size, grad_accum=grad_accum,
-                         world_size=world_size, column=column, offsets_of=offsets_of,
-                         format=format, split=split, backend=backend, progress=not quiet,
-                         backend_options=o.gpu_options(backend, device, devices),
-                         policies=policy or (), drop_last=drop_last)
+    result = run_profile(path, **opts.bucketing(), **opts.scan(), policies=policy or (),
+                         drop_last=drop_last)
     if save_hist:
         result.histogram.save(save_hist)
-    render(result, output_format, output)
+    render(result, opts.output_format, opts.output)
 
 
 @app.command()

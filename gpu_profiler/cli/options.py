@@ -1,9 +1,14 @@
-"""Option definitions shared by every command that scans a source (typer ``Annotated``)."""
+"""Options shared by every command that scans a source (typer ``Annotated``), and
+:func:`scan_options`, which gives a command all of them as one :class:`ScanOptions`."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -91,3 +96,62 @@ def gpu_options(backend: str, device: int | None, devices: str | None) -> dict |
             raise ProfilerError(f"--devices must list GPU ids like 0,1,2, got {devices!r}")
         opts["devices"] = ids
     return opts
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """The source, bucket and output options of a scanning command."""
+
+    column: Column = None
+    offsets_of: OffsetsOf = None
+    format: Format = None
+    split: Split = None
+    backend: Backend = "auto"
+    device: Device = None
+    devices: Devices = None
+    quiet: Quiet = False
+    bounds: Bounds = DEFAULT_BOUNDS_TEXT
+    max_seq_len: MaxSeqLen = 8192
+    token_budget: TokenBudget = 49152
+    max_batch_size: MaxBatchSize = 64
+    grad_accum: GradAccum = 4
+    world_size: WorldSize = 1
+    output_format: OutFormat = OutputFormat.table
+    output: Output = None
+
+    def scan(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`gpu_profiler.histogram` / ``profile`` for the source."""
+        return {"column": self.column, "offsets_of": self.offsets_of, "format": self.format,
+                "split": self.split, "backend": self.backend, "progress": not self.quiet,
+                "backend_options": gpu_options(self.backend, self.device, self.devices)}
+
+    def bucketing(self) -> dict[str, Any]:
+        """Keyword arguments of ``profile`` for the buckets and batches."""
+        return {"bounds": self.bounds, "max_seq_len": self.max_seq_len,
+                "token_budget": self.token_budget, "max_batch_size": self.max_batch_size,
+                "grad_accum": self.grad_accum, "world_size": self.world_size}
+
+    def params(self) -> Any:
+        """The `BucketParams` (bounds parsed and checked)."""
+        from gpu_profiler.params import BucketParams, parse_bounds
+
+        return BucketParams(**{**self.bucketing(), "bounds": parse_bounds(self.bounds)})
+
+
+def scan_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add every `ScanOptions` field to ``command``'s options; the command receives them
+    as one keyword argument ``opts``."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
+           if p.name != "opts"]
+    hints = inspect.get_annotations(ScanOptions, eval_str=True)
+    shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                annotation=hints[f.name]) for f in fields(ScanOptions)]
+    names = [f.name for f in fields(ScanOptions)]
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        opts = ScanOptions(**{n: kwargs.pop(n) for n in names if n in kwargs})
+        command(*args, opts=opts, **kwargs)
+
+    run.__signature__ = inspect.Signature(own + shared)  # type: ignore[attr-defined]
+    return run

@@ -11,6 +11,7 @@ from gpu_profiler.cli import options as o
 from gpu_profiler.cli.output import show
 
 
+@o.scan_options
 def schedule(
     path: o.Path_,
     order: Annotated[list[str] | None, typer.Option(
@@ -34,22 +35,8 @@ def schedule(
         "--emit-order", help="Write the bucket index of every batch of the (one) order to "
         "FILE: one per line, or numpy .npy.", rich_help_panel=a._ANA,
         show_default=False)] = None,
-    column: o.Column = None,
-    offsets_of: o.OffsetsOf = None,
-    format: o.Format = None,
-    split: o.Split = None,
-    backend: o.Backend = "auto",
-    device: o.Device = None,
-    devices: o.Devices = None,
-    quiet: o.Quiet = False,
-    bounds: o.Bounds = o.DEFAULT_BOUNDS_TEXT,
-    max_seq_len: o.MaxSeqLen = 8192,
-    token_budget: o.TokenBudget = 49152,
-    max_batch_size: o.MaxBatchSize = 64,
-    grad_accum: o.GradAccum = 4,
-    world_size: o.WorldSize = 1,
-    output_format: o.OutFormat = o.OutputFormat.table,
-    output: o.Output = None,
+    *,
+    opts: o.ScanOptions,
 ) -> None:
     """Simulate the order of an epoch's batches and what it does to the loss curve.
 
@@ -64,25 +51,21 @@ def schedule(
         write_order,
     )
     from gpu_profiler.errors import ProfilerError
-    from gpu_profiler.params import BucketParams, parse_bounds
     from gpu_profiler.render import analysis as r
     from gpu_profiler.render.output import check_writable
 
-    params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget, max_batch_size,
-                          grad_accum, world_size)
+    params = opts.params()
     orders = parse_orders(order or ("random", "stride"))
     if emit_order and len(orders) != 1:
         raise ProfilerError(f"--emit-order writes one order; got {len(orders)} "
                             f"({', '.join(orders)}): pass a single --order")
-    for target in (output, emit_order):
+    for target in (opts.output, emit_order):
         if target:
             check_writable(target)
-    hist = a.load_histogram(path, column=column, offsets_of=offsets_of, format=format,
-                            split=split, backend=backend, device=device, devices=devices,
-                            quiet=quiet, max_seq_len=max_seq_len)
+    hist = a.load_histogram(path, opts)
     result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
                                trials=trials, log_window=log_window, seed=seed)
     if emit_order:
         write_order(emit_order, batch_order(result.batches, orders[0], seed=seed))
-    show(result, output_format, output, r.print_schedule, r.schedule_markdown,
-           r.schedule_csv)
+    show(result, opts.output_format, opts.output, r.print_schedule, r.schedule_markdown,
+         r.schedule_csv)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import cuda, int64, uint32
-from numba.cuda.extending import register_jitable
+from numba.cuda.extending import register_jitable  # type: ignore[attr-defined]  # stub gap
 
 #: Layout of the ``stats`` array: names in order.
 STATS = ("above_count", "above_tokens", "above_min", "above_max", "null_count",
@@ -226,7 +226,7 @@ def signature(name: str, dtype: np.dtype | str, layout: str = "C") -> tuple:
     """The numba argument types a launch of kernel ``name`` on ``dtype`` input compiles to."""
     from numba import from_dtype, types
 
-    arr = types.Array(from_dtype(np.dtype(dtype)), 1, layout)
+    arr = types.Array(from_dtype(np.dtype(dtype)), 1, layout)  # type: ignore[call-overload]
     mask = types.Array(types.boolean, 1, "C")
     i64 = types.Array(types.int64, 1, "C")
     head = (arr, mask, types.boolean, types.boolean, types.int64)

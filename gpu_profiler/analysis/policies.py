@@ -407,7 +407,8 @@ def _bfd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
     level = np.zeros(capacity + 1, dtype=np.int64)
     rows = top = 0
     for length, c in zip(values.tolist(), counts.tolist(), strict=True):
-        free = length + np.flatnonzero(level[length:top + 1]) if top >= length else ()
+        free = length + np.flatnonzero(level[length:top + 1]) if top >= length else \
+            np.zeros(0, np.int64)
         top = min(top, length - 1) if len(free) == 0 else top
         if len(free):
             fits = level[free] * (free // length)

@@ -215,8 +215,8 @@ class PositionedFile:
                 f.result()
         self.requested += int(sizes.sum())
         # data[0] is the first byte asked for, data[-1] the last (not the slack after it)
-        first, last = (int(pos[0]), int(pos[-1] + sizes[-1])) if pos.size else (0, 0)
-        return Fetched(data[first:last], starts, ends, pos - first)
+        lo_at, hi_at = (int(pos[0]), int(pos[-1] + sizes[-1])) if pos.size else (0, 0)
+        return Fetched(data[lo_at:hi_at], starts, ends, pos - lo_at)
 
     def _read_piece(self, data: np.ndarray, offset: int, at: int, n: int) -> None:
         if self._direct >= 0 and n <= DIRECT_MAX:
@@ -224,7 +224,7 @@ class PositionedFile:
             # and after ``at + n`` lands in the piece's slack
             lo = offset - offset % SECTOR
             hi = -(-(offset + n) // SECTOR) * SECTOR
-            view = memoryview(data)[at - (offset - lo):at - (offset - lo) + (hi - lo)]
+            view = data.data[at - (offset - lo):at - (offset - lo) + (hi - lo)]
             try:
                 got = os.preadv(self._direct, [view], lo) - (offset - lo)
             except OSError:  # the filesystem refused this direct read: read it buffered
@@ -236,7 +236,7 @@ class PositionedFile:
         self._pread(data, offset, at, n)
 
     def _pread(self, data: np.ndarray, offset: int, at: int, n: int) -> None:
-        view = memoryview(data)[at:at + n]
+        view = data.data[at:at + n]
         while n:
             try:
                 got = os.preadv(self.fd, [view], offset)

@@ -50,6 +50,7 @@ def _warn(console: Any, warnings: Sequence[str]) -> None:
 def policy_note(pol: PolicyResult) -> str:
     """What the policy's numbers mean, in a few words."""
     if pol.rows is not None:
+        assert pol.algorithm is not None and pol.packing_efficiency is not None  # packed
         return (f"{pol.algorithm.upper()} packing: {pol.rows:,} rows of max_seq_len, "
                 f"{pol.rows_per_batch} per batch, efficiency {pol.packing_efficiency * 100:.2f}%")
     notes = {"estimate": "samples / batch size as a float, every sample padded to its "

@@ -512,3 +512,31 @@ def test_light_reads_equal_selective_reads(tmp_path, kind):
     assert len(light) == 1  # 16 batches, one chunk
     assert NUMPY.histogram(iter(light), None) == NUMPY.histogram(
         ipc.chunks(path, kind, LengthSpec("length"), reader="selective"), None)
+
+
+@pytest.mark.parametrize("kind", ["stream", "file"])
+@pytest.mark.parametrize("case", sorted(CRAFTED))
+def test_crafted_files_in_light_scans(tmp_path, kind, case):
+    """A light scan reads these small dense files with pyarrow: the same one-line error."""
+    path, data = _one_batch(tmp_path, kind)
+    path.write_bytes(_patch(data, *CRAFTED[case]))
+    assert ipc.dense(ipc.schema(path, kind), LENGTH)
+    with pytest.raises(ProfilerError) as exc:
+        NUMPY.histogram(ipc.chunks(path, kind, LENGTH, light=True), 1 << 16)
+    assert str(path) in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["stream", "file"])
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_truncated_dense_files_in_light_scans(tmp_path, kind, compression):
+    t = lengths_table(300, pa.int32(), nulls=0.1).select(["length"])
+    data = write(tmp_path / "full.arrow", t, kind, 64, compression=compression).read_bytes()
+    cut = tmp_path / "cut.arrow"
+    for size in sorted({*range(0, 200, 7), *range(0, len(data), 29), len(data) - 1}):
+        cut.write_bytes(data[:size])
+        try:
+            got = NUMPY.histogram(ipc.chunks(cut, kind, LENGTH, light=True), 1 << 16)
+        except ProfilerError as exc:
+            assert str(cut) in str(exc) and "\n" not in str(exc)
+        else:  # a stream cut between messages is a valid, shorter stream
+            assert kind == "stream" and got == outcome(cut, kind)

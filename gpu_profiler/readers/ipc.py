@@ -181,15 +181,17 @@ def _pyarrow_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
 
 
 def _columns(reader, kind: str, index: int, path: Path) -> Iterator[pa.Array]:
+    """The length column of every record batch, each checked against its buffers (pyarrow's
+    reader does not: a null count of -1 makes it count a missing validity bitmap)."""
     batch = 0
     try:
-        if kind == "file":
-            for batch in range(reader.num_record_batches):
-                yield reader.get_batch(batch).column(index)
-        else:
-            for rb in reader:
-                yield rb.column(index)
-                batch += 1
+        batches = (reader.get_batch(i) for i in range(reader.num_record_batches)) \
+            if kind == "file" else reader
+        for rb in batches:
+            column = rb.column(index)
+            column.validate()
+            yield column
+            batch += 1
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _pyarrow_error(path, kind, exc, batch) from None
 

@@ -62,7 +62,14 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
     try:
         return pa.ipc.read_schema(pa.py_buffer(framed))
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise _pyarrow_error(path, kind, exc) from None
+        raise corrupt(path, kind, 8 if kind == "file" else 0,
+                      f"schema message: {first_line(exc)}") from None
+
+
+def corrupt(path: Path, kind: str, offset: int, reason: str) -> ProfilerError:
+    """The one-line error for a damaged IPC file: names the file and the byte offset."""
+    return ProfilerError(f"{path}: corrupt or truncated Arrow IPC {kind} file at byte "
+                         f"{offset}: {reason}")
 
 
 def big_endian_error(path: Path) -> ProfilerError:
@@ -76,13 +83,34 @@ def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
     ``selective`` or ``pyarrow``; otherwise a ``light`` scan reads dense files with
     pyarrow and everything else is read selectively."""
     name = _forced(reader)
-    if name is None:
-        name = "pyarrow" if light and dense(schema(path, kind), spec) else "selective"
+    if name is None and light and dense(schema(path, kind), spec):
+        return _light_chunks(path, kind, spec)
     if name == "pyarrow":
         return _pyarrow_chunks(path, kind, spec)
+    return _selective_chunks(path, kind, spec)
+
+
+def _selective_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
     from gpu_profiler.readers import ipc_selective
 
     return ipc_selective.chunks(path, kind, spec)
+
+
+def _light_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
+    """pyarrow's reader of a dense file; should it fail, the selective reader takes over
+    where it stopped, so a damaged file gives the selective reader's result or error (which
+    names the byte offset) whichever reader started."""
+    done = 0
+    try:
+        for chunk in _pyarrow_chunks(path, kind, spec):
+            yield chunk
+            done += chunk.samples
+    except ProfilerError:
+        for chunk in _selective_chunks(path, kind, spec):
+            skip, done = min(done, chunk.samples), done - min(done, chunk.samples)
+            if skip < chunk.samples:
+                yield Chunk(chunk.data[skip:],
+                            None if chunk.valid is None else chunk.valid[skip:])
 
 
 def dense(schema: pa.Schema, spec: LengthSpec) -> bool:
@@ -111,6 +139,8 @@ def _schema_message(path: Path, kind: str) -> tuple[bytes, bytes]:
     try:
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        if kind == "file" and os.pread(fd, 6, 0) != FILE_MAGIC:
+            raise corrupt(path, kind, 0, "no ARROW1 magic (not an Arrow IPC file)")
         head = os.pread(fd, 8, start)
         if len(head) == 8:
             marker, size = struct.unpack("<iI", head)
@@ -124,8 +154,7 @@ def _schema_message(path: Path, kind: str) -> tuple[bytes, bytes]:
         raise ProfilerError(f"{path}: cannot read ({exc.strerror})") from None
     finally:
         os.close(fd)
-    raise ProfilerError(f"{path}: corrupt or truncated Arrow IPC {kind} file: no schema "
-                        "message at its start")
+    raise corrupt(path, kind, start, "the file ends before its schema message")
 
 
 def _big_endian(meta: bytes) -> bool:

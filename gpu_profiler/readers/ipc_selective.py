@@ -26,7 +26,7 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec
-from gpu_profiler.readers.ipc import FILE_MAGIC, big_endian_error
+from gpu_profiler.readers.ipc import FILE_MAGIC, big_endian_error, corrupt
 from gpu_profiler.readers.ipc_layout import column_layout
 from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile, aligned
 
@@ -89,8 +89,7 @@ class SelectiveReader:
         return self._file.requested
 
     def error(self, offset: int, reason: str) -> ProfilerError:
-        return ProfilerError(f"{self.path}: corrupt or truncated Arrow IPC {self.kind} file "
-                             f"at byte {offset}: {reason}")
+        return corrupt(self.path, self.kind, offset, reason)
 
     def _corrupt(self, exc: fmt.Corrupt, offset: int, what: str = "message") -> ProfilerError:
         return self.error(int(offset), f"{what}: {fmt.REASONS[exc.args[1]]}")

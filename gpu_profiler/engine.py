@@ -1,4 +1,5 @@
-"""The scan loop: source -> readers -> chunks -> backend -> one histogram per split."""
+"""The scan loop: source -> readers -> chunks -> backend -> one histogram per split (the
+readers run one chunk or two ahead, in a background thread)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from gpu_profiler.backends.base import MAX_AUTO_CAP
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
+from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import LengthSpec, Part, open_source, resolve_spec
 from gpu_profiler.readers.arrow import coalesce
@@ -64,7 +66,7 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     with ScanProgress(len(parts), progress) as bar:
         for name, ps in splits.items():
             runs = RunTally()
-            chunks = coalesce(_chunks(ps, spec, first, bar, runs, engine, light))
+            chunks = prefetched(coalesce(_chunks(ps, spec, first, bar, runs, engine, light)))
             hists[name] = engine.histogram(chunks, cap)
             if runs:
                 hists[name] = merge([hists[name], runs.histogram(cap, MAX_AUTO_CAP)])

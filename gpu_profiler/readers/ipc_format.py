@@ -12,7 +12,7 @@ See https://arrow.apache.org/docs/format/Columnar.html#serialization-and-interpr
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 
 class Corrupt(Exception):
@@ -379,10 +379,12 @@ def unpack_validity(src, src_pos, rows, dst, dst_row):
             dst[d + j] = (src[s + (j >> 3)] >> (j & 7)) & 1
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def offset_lengths(offsets, starts, rows, dst, dst_row):
-    """Lengths ``offsets[s+j+1] - offsets[s+j]`` (int64) of every batch's list offsets."""
-    for i in prange(starts.size):
+    """Lengths ``offsets[s+j+1] - offsets[s+j]`` (int64) of every batch's list offsets.
+    (Serial: readers run in a background thread, and numba's workqueue threading layer
+    must not run two parallel kernels at once.)"""
+    for i in range(starts.size):
         s = starts[i]
         d = dst_row[i]
         for j in range(rows[i]):

@@ -1,0 +1,77 @@
+"""Read-ahead: same items in the same order, the producer's errors raised in the consumer,
+bounded look-ahead, and a producer that stops (and closes its source) when abandoned."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from gpu_profiler import ProfilerError
+from gpu_profiler.prefetch import DEPTH, prefetched
+
+
+def test_items_in_order():
+    assert list(prefetched(range(1000))) == list(range(1000))
+    assert list(prefetched([])) == []
+
+
+def test_producer_errors_are_raised_in_the_consumer():
+    def items():
+        yield 1
+        yield 2
+        raise ProfilerError("shard 3: corrupt")
+
+    got = []
+    with pytest.raises(ProfilerError, match="shard 3: corrupt"):
+        for x in prefetched(items()):
+            got.append(x)
+    assert got == [1, 2]
+
+
+def test_look_ahead_is_bounded():
+    produced = []
+
+    def items():
+        for i in range(100):
+            produced.append(i)
+            yield i
+
+    it = prefetched(items())
+    assert next(it) == 0
+    time.sleep(0.3)  # give the producer every chance to run ahead
+    assert len(produced) <= DEPTH + 2  # queued + the one being put + the one consumed
+    it.close()
+
+
+def test_abandoned_consumer_stops_and_closes_the_producer():
+    closed = threading.Event()
+
+    def items():
+        try:
+            i = 0
+            while True:
+                yield i
+                i += 1
+        finally:
+            closed.set()
+
+    it = prefetched(items())
+    assert [next(it) for _ in range(5)] == [0, 1, 2, 3, 4]
+    it.close()
+    assert closed.wait(5)
+    assert not any(t.name == "gpu-profiler-readahead" for t in threading.enumerate())
+
+
+def test_reader_kernels_are_serial():
+    """Readers run in the read-ahead thread while the histogram kernel runs in parallel;
+    numba's workqueue threading layer aborts on two parallel kernels at once."""
+    import numba
+
+    from gpu_profiler.readers import ipc_format
+
+    kernels = {name: f for name, f in vars(ipc_format).items()
+               if isinstance(f, numba.core.registry.CPUDispatcher)}
+    assert "walk" in kernels and "gather" in kernels
+    assert not [name for name, f in kernels.items() if f.targetoptions.get("parallel")]

@@ -1,5 +1,5 @@
-"""The scan loop: source -> readers -> chunks -> backend -> one histogram per split (the
-readers run one chunk or two ahead, in a background thread)."""
+"""The scan loop: source -> readers -> chunks -> backend -> one histogram per split (file
+readers that do their work in the calling thread run a chunk or two ahead, in another)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,9 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     with ScanProgress(len(parts), progress) as bar:
         for name, ps in splits.items():
             runs = RunTally()
-            chunks = prefetched(coalesce(_chunks(ps, spec, first, bar, runs, engine, light)))
+            chunks = coalesce(_chunks(ps, spec, first, bar, runs, engine, light))
+            if any(getattr(p, "read_ahead", False) for p in ps):
+                chunks = prefetched(chunks)
             hists[name] = engine.histogram(chunks, cap)
             if runs:
                 hists[name] = merge([hists[name], runs.histogram(cap, MAX_AUTO_CAP)])

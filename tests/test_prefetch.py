@@ -75,3 +75,28 @@ def test_reader_kernels_are_serial():
                if isinstance(f, numba.core.registry.CPUDispatcher)}
     assert "walk" in kernels and "gather" in kernels
     assert not [name for name, f in kernels.items() if f.targetoptions.get("parallel")]
+
+
+def test_scans_read_ahead_only_where_it_pays(tmp_path, monkeypatch):
+    """IPC shards are read ahead; Parquet decodes ahead in its own threads and in-memory
+    sources have nothing to read."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import gpu_profiler as gp
+    from gpu_profiler import engine
+
+    calls = []
+    real = engine.prefetched
+    monkeypatch.setattr(engine, "prefetched", lambda it: calls.append(1) or real(it))
+    t = pa.table({"length": pa.array(np.arange(5000) % 300)})
+    with pa.ipc.new_stream(tmp_path / "x.arrows", t.schema) as w:
+        w.write_table(t)
+    pq.write_table(t, tmp_path / "x.parquet")
+    want = np.bincount(np.arange(5000) % 300, minlength=301)
+    for source, expect in ((tmp_path / "x.arrows", 1), (tmp_path / "x.parquet", 0),
+                           (np.arange(5000) % 300, 0)):
+        calls.clear()
+        assert np.array_equal(gp.histogram(source, cap=300).counts, want)
+        assert len(calls) == expect, source

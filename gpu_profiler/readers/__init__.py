@@ -25,7 +25,9 @@ _SHARD_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc", ".arrows")
 
 
 class Part(Protocol):
-    """One shard (file) or in-memory object of a split."""
+    """One shard (file) or in-memory object of a split. Optional flags: ``on_device`` (the
+    data is in GPU memory: cuda backend only) and ``read_ahead`` (reading it in a
+    background thread, ahead of the backend, pays off)."""
 
     @property
     def label(self) -> str:
@@ -60,6 +62,11 @@ class FilePart:
     @property
     def nbytes(self) -> int:
         return self.path.stat().st_size
+
+    @property
+    def read_ahead(self) -> bool:
+        """IPC readers do their work in the scan's thread; Parquet decodes ahead itself."""
+        return self.format != "parquet"
 
     def schema(self) -> pa.Schema:
         if self.format == "parquet":

@@ -27,11 +27,11 @@ def prefetched(items: Iterable[T], depth: int = DEPTH) -> Iterator[T]:
         source = iter(items)
         try:
             for item in source:
-                if not _put(out, item, stop):
+                if not put_unless_stopped(out, item, stop):
                     return
-            _put(out, _END, stop)
+            put_unless_stopped(out, _END, stop)
         except BaseException as exc:  # handed to the consumer, raised there
-            _put(out, _Failure(exc), stop)
+            put_unless_stopped(out, _Failure(exc), stop)
         finally:
             close = getattr(source, "close", None)
             if close is not None:
@@ -54,8 +54,9 @@ class _Failure:
         self.exc = exc
 
 
-def _put(out: queue.Queue, item: object, stop: threading.Event) -> bool:
-    """Queue ``item`` unless the consumer has gone; whether it was queued."""
+def put_unless_stopped(out: queue.Queue, item: object, stop: threading.Event) -> bool:
+    """Queue ``item`` on a bounded queue unless ``stop`` is set (the consumer has gone);
+    whether it was queued. Shared by every producer thread that hands work over a queue."""
     while not stop.is_set():
         try:
             out.put(item, timeout=0.05)

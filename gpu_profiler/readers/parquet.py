@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk
 from gpu_profiler.runs import Run
@@ -188,20 +189,9 @@ def _worker(path: Path, md: pq.FileMetaData, spec: LengthSpec, jobs: queue.Simpl
             for rb in pf.iter_batches(batch_size=rows, row_groups=group, columns=[spec.name],
                                       use_threads=False):
                 column = rb.column(0)
-                if len(column) and not _put(out, array_to_chunk(column, spec), stop):
+                if len(column) and not put_unless_stopped(out, array_to_chunk(column, spec), stop):
                     return
     except BaseException as exc:  # handed to the consumer, which raises it
-        _put(out, (group, exc), stop)
+        put_unless_stopped(out, (group, exc), stop)
         return
-    _put(out, _DONE, stop)
-
-
-def _put(out: queue.Queue, item: object, stop: threading.Event) -> bool:
-    """Put ``item`` unless the consumer has stopped; False when it has."""
-    while not stop.is_set():
-        try:
-            out.put(item, timeout=0.05)
-            return True
-        except queue.Full:
-            pass
-    return False
+    put_unless_stopped(out, _DONE, stop)

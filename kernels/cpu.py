@@ -2,9 +2,11 @@
 
 Each thread fills a private int32 histogram row for its block (half the cache footprint of
 int64: an 8k-context row fits in L1), so no atomics are needed; rows are summed into int64
-at the end. The hot loop has one well-predicted branch: ``0 <= v <= cap`` is a
-single unsigned comparison. Min/max are not tracked per element: they follow from the
-bins plus the above-cap min/max.
+at the end. The hot loop does not branch on the value: ``min(uint64(v), cap + 1)`` sends
+every length outside ``0..cap`` (negative ones wrap to huge) to a spare bin ``cap + 1``,
+and only those rare values take the one well-predicted branch that updates the stats
+(1.3x faster than branching first, bench/results/ipc_read.md). Min/max are not tracked per
+element: they follow from the bins plus the above-cap min/max.
 """
 
 from __future__ import annotations
@@ -18,25 +20,27 @@ _NSTATS = 6
 
 
 @njit(cache=True, inline="always")
-def _tally(v, cap, row, st):
-    if np.uint64(v) <= np.uint64(cap):
-        row[v] += 1
-    elif v < 0:
-        st[_INVALID] += 1
-    else:
-        st[_ABOVE_COUNT] += 1
-        st[_ABOVE_TOKENS] += v
-        if st[_ABOVE_MIN] < 0 or v < st[_ABOVE_MIN]:
-            st[_ABOVE_MIN] = v
-        if v > st[_ABOVE_MAX]:
-            st[_ABOVE_MAX] = v
+def _tally(v, top, row, st):
+    """Count int64 ``v`` into ``row`` (``top = cap + 1`` is the spare bin)."""
+    k = min(np.uint64(v), top)
+    row[k] += 1
+    if k == top:
+        if v < 0:
+            st[_INVALID] += 1
+        else:
+            st[_ABOVE_COUNT] += 1
+            st[_ABOVE_TOKENS] += v
+            if st[_ABOVE_MIN] < 0 or v < st[_ABOVE_MIN]:
+                st[_ABOVE_MIN] = v
+            if v > st[_ABOVE_MAX]:
+                st[_ABOVE_MAX] = v
 
 
 @njit(cache=True)
 def _reduce(local, stats):
-    counts = np.zeros(local.shape[1], np.int64)
+    counts = np.zeros(local.shape[1] - 1, np.int64)  # the spare bin is dropped
     for b in range(local.shape[0]):
-        counts += local[b]
+        counts += local[b, :-1]
     out = np.zeros(_NSTATS, np.int64)
     out[_ABOVE_MIN] = -1
     out[_ABOVE_MAX] = -1
@@ -81,7 +85,8 @@ def histogram(x, valid, cap, threads, offsets):
     """
     n = max(x.size - 1, 0) if offsets else x.size
     nb, step = _blocks(n, threads)
-    local = np.zeros((nb, cap + 1), np.int32)
+    local = np.zeros((nb, cap + 2), np.int32)
+    top = np.uint64(cap + 1)
     stats = np.zeros((nb, _NSTATS), np.int64)
     has_mask = valid.size > 0
     for b in prange(nb):
@@ -94,12 +99,12 @@ def histogram(x, valid, cap, threads, offsets):
         if has_mask:
             for i in range(lo, hi):
                 if valid[i]:
-                    _tally(_length(x, i, offsets), cap, row, st)
+                    _tally(_length(x, i, offsets), top, row, st)
                 else:
                     st[_NULLS] += 1
         else:
             for i in range(lo, hi):
-                _tally(_length(x, i, offsets), cap, row, st)
+                _tally(_length(x, i, offsets), top, row, st)
     return _reduce(local, stats)
 
 

@@ -258,7 +258,26 @@ def frame(b, p):
     return np.int64(8), m
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _same(b, w, a, c, m):
+    """Whether ``b[a:a + m] == b[c:c + m]``; ``w`` is ``b`` viewed as uint64 words."""
+    if (a | c | m) & 7 == 0:
+        for i in range(m >> 3):
+            if w[(a >> 3) + i] != w[(c >> 3) + i]:
+                return False
+        return True
+    for i in range(m):
+        if b[a + i] != b[c + i]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _words(b):
+    return b[:b.size - b.size % 8].view(np.uint64)
+
+
+@njit(cache=True, nogil=True)
 def walk(b, start, limit, out, layout, state):
     """Parse the consecutive framed messages of a stream held in ``b``, from ``start``;
     ``limit`` is the end of the file relative to ``b``.
@@ -269,11 +288,16 @@ def walk(b, start, limit, out, layout, state):
     message being parsed; on ``NEED_MORE`` ``state[1]`` is how many bytes from the returned
     position are needed at least.
 
+    A message whose metadata repeats the previous one's byte for byte (all the full batches
+    of a typical file) is not parsed again: its record is a copy.
+
     Returns:
         ``(messages parsed, position of the next message, NEED_MORE | END | FULL)``.
     """
+    w = _words(b)
     p = np.int64(start)
     k = 0
+    last, last_m = np.int64(-1), np.int64(-1)
     while k < out.shape[0]:
         state[0] = p
         pre, m = frame(b, p)
@@ -283,7 +307,11 @@ def walk(b, start, limit, out, layout, state):
         if m == 0:
             return k, p + pre, END
         rec = out[k]
-        _message(b[p + pre:p + pre + m], rec, layout)
+        if m == last_m and _same(b, w, p + pre, last, m):
+            rec[:] = out[k - 1]
+        else:
+            _message(b[p + pre:p + pre + m], rec, layout)
+        last, last_m = p + pre, m
         if rec[R_BODYLEN] > limit - (p + pre + m):
             raise Corrupt(p, E_TRUNC)
         rec[R_MSG] = p
@@ -293,10 +321,13 @@ def walk(b, start, limit, out, layout, state):
     return k, p, FULL
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def parse_at(b, starts, meta_lens, out, layout, state):
     """Parse the messages at ``starts`` in ``b`` (the file format's Blocks: each message's
-    framing plus metadata is ``meta_lens`` bytes and its body follows)."""
+    framing plus metadata is ``meta_lens`` bytes and its body follows); repeated metadata
+    is copied, as in `walk`."""
+    w = _words(b)
+    last, last_m = np.int64(-1), np.int64(-1)
     for k in range(starts.size):
         p = starts[k]
         state[0] = p
@@ -305,7 +336,11 @@ def parse_at(b, starts, meta_lens, out, layout, state):
             raise Corrupt(p, E_FRAME)
         _chk(b, p, pre + m)
         rec = out[k]
-        _message(b[p + pre:p + pre + m], rec, layout)
+        if m == last_m and _same(b, w, p + pre, last, m):
+            rec[:] = out[k - 1]
+        else:
+            _message(b[p + pre:p + pre + m], rec, layout)
+        last, last_m = p + pre, m
         rec[R_MSG] = p
         rec[R_BODY] = p + pre + m
 

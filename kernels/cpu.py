@@ -75,15 +75,25 @@ def _length(x, i, offsets):
     return np.int64(x[i])
 
 
+@njit(cache=True, inline="always")
+def _piece(starts, counts, ends, s, j, hi):
+    """The part of segment ``s`` from sample ``j`` (``j < ends[s]``) up to sample ``hi``:
+    its end sample, and the shift from sample number to index in ``x``."""
+    return min(hi, ends[s]), starts[s] - (ends[s] - counts[s])
+
+
 @njit(cache=True, parallel=True, nogil=True)
-def histogram(x, valid, cap, threads, offsets):
-    """Histogram of the lengths in ``x`` (or, when ``offsets``, of ``x[i+1] - x[i]``) over
-    ``threads`` blocks; ``valid`` is a bool mask or an empty array (no nulls).
+def histogram(x, starts, counts, valid, cap, threads, offsets):
+    """Histogram of the lengths in the segments ``x[starts[k]:starts[k] + counts[k]]`` (a
+    plain chunk is one segment) or, when ``offsets``, of ``x[i+1] - x[i]`` for the ``i`` in
+    them, over ``threads`` blocks of samples; ``valid`` is a bool mask over the samples, or
+    an empty array (no nulls).
 
     Returns ``(counts[0..cap], stats[6])`` with stats = above count, above tokens,
     above min, above max, nulls, invalid.
     """
-    n = max(x.size - 1, 0) if offsets else x.size
+    ends = np.cumsum(counts)
+    n = ends[-1] if ends.size else 0
     nb, step = _blocks(n, threads)
     local = np.zeros((nb, cap + 2), np.int32)
     top = np.uint64(cap + 1)
@@ -91,31 +101,48 @@ def histogram(x, valid, cap, threads, offsets):
     has_mask = valid.size > 0
     for b in prange(nb):
         row = local[b]
-        st = stats[b]
+        st = np.zeros(_NSTATS, np.int64)  # the block's own: no cache line shared with others
         st[_ABOVE_MIN] = -1
         st[_ABOVE_MAX] = -1
-        lo = b * step
-        hi = min(n, lo + step)
-        if has_mask:
-            for i in range(lo, hi):
-                if valid[i]:
+        j = b * step
+        hi = min(n, j + step)
+        s = np.searchsorted(ends, j, side="right")
+        while j < hi:
+            e, shift = _piece(starts, counts, ends, s, j, hi)
+            if has_mask:
+                for i in range(j, e):
+                    if valid[i]:
+                        _tally(_length(x, i + shift, offsets), top, row, st)
+                    else:
+                        st[_NULLS] += 1
+            else:
+                for i in range(j + shift, e + shift):
                     _tally(_length(x, i, offsets), top, row, st)
-                else:
-                    st[_NULLS] += 1
-        else:
-            for i in range(lo, hi):
-                _tally(_length(x, i, offsets), top, row, st)
+            j = e
+            s += 1
+        stats[b] = st
     return _reduce(local, stats)
 
 
 @njit(cache=True, parallel=True, nogil=True)
-def max_length(x, valid, offsets):
-    """Largest valid length in a chunk of values or offsets; -1 when there is none."""
-    n = max(x.size - 1, 0) if offsets else x.size
+def max_length(x, starts, counts, valid, threads, offsets):
+    """Largest valid length in the segments (as in `histogram`); -1 when there is none."""
+    ends = np.cumsum(counts)
+    n = ends[-1] if ends.size else 0
+    nb, step = _blocks(n, threads)
+    out = np.full(nb, -1, np.int64)
     has_mask = valid.size > 0
-    m = -1
-    for i in prange(n):
-        if has_mask and not valid[i]:
-            continue
-        m = max(m, _length(x, i, offsets))
-    return m
+    for b in prange(nb):
+        m = np.int64(-1)
+        j = b * step
+        hi = min(n, j + step)
+        s = np.searchsorted(ends, j, side="right")
+        while j < hi:
+            e, shift = _piece(starts, counts, ends, s, j, hi)
+            for i in range(j, e):
+                if not has_mask or valid[i]:
+                    m = max(m, _length(x, i + shift, offsets))
+            j = e
+            s += 1
+        out[b] = m
+    return out.max()

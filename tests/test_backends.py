@@ -78,6 +78,47 @@ def test_auto_cap_matches_across_backends(parts):
     assert a.above_count == 0  # the cap grew to cover every length
 
 
+@st.composite
+def segmented(draw):
+    """A chunk whose lengths are pieces of a larger buffer (as read in place)."""
+    dtype = draw(st.sampled_from(INT_DTYPES))
+    data = draw(hnp.arrays(dtype, draw(st.integers(0, 400))))
+    pieces = draw(st.lists(st.tuples(st.integers(0, data.size), st.integers(0, 60)),
+                           max_size=8))
+    pieces = [(a, min(n, data.size - a)) for a, n in pieces]
+    starts = np.array([a for a, _ in pieces], np.int64)
+    counts = np.array([n for _, n in pieces], np.int64)
+    return Chunk(data, segments=(starts, counts))
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunk=segmented(), cap=st.sampled_from([0, 1, 7, 100, 255, 8192]))
+def test_segmented_chunks(chunk, cap):
+    starts, counts = chunk.segments
+    plain = Chunk(np.array([v for a, n in zip(starts, counts, strict=True)
+                            for v in chunk.data[a:a + n]], chunk.data.dtype))
+    np.testing.assert_array_equal(chunk.gathered().data, plain.data)
+    assert chunk.samples == plain.samples
+    want = REF.histogram_chunk(plain, cap)
+    assert REF.histogram_chunk(chunk, cap) == want
+    assert NUMBA.histogram_chunk(chunk, cap) == want
+    assert NUMBA.max_length(chunk) == REF.max_length(plain)
+
+
+def test_segments_outside_the_data_are_refused():
+    chunk = Chunk(np.arange(10), segments=(np.array([4]), np.array([7])))
+    with pytest.raises(ValueError, match="segments outside"):
+        NUMBA.histogram_chunk(chunk, 10)
+
+
+def test_many_segments_span_many_blocks():
+    x = np.random.default_rng(5).integers(-100, 20_000, 3_000_000).astype(np.int32)
+    starts = np.arange(0, x.size - 1000, 1500)
+    counts = np.full(starts.size, 1000)
+    chunk = Chunk(x, segments=(starts, counts))
+    assert NUMBA.histogram_chunk(chunk, 8192) == REF.histogram_chunk(chunk.gathered(), 8192)
+
+
 def test_large_array_spans_many_blocks():
     x = np.random.default_rng(3).integers(-100, 20_000, 3_000_001)
     valid = np.random.default_rng(4).random(x.size) > 0.01

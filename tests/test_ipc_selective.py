@@ -25,6 +25,14 @@ from gpu_profiler.readers.arrow import LengthSpec
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
              pa.uint32(), pa.uint64()]
 NUMPY = get_backend("numpy")
+NUMBA = get_backend("numba")
+
+
+@pytest.fixture(autouse=True)
+def any_size_in_place(monkeypatch):
+    """Batches are handed over in place (segmented chunks) however few rows they hold,
+    so that the small files here exercise that path too."""
+    monkeypatch.setattr(ipc_selective, "SEGMENTED_MIN", 1)
 
 
 def write(path: Path, table: pa.Table | list[pa.RecordBatch], kind: str,
@@ -46,6 +54,7 @@ def flat(chunks) -> tuple[np.ndarray, np.ndarray]:
     """All lengths (as int64) and validity of a reader's chunks, concatenated."""
     values, valid = [np.zeros(0, np.int64)], [np.zeros(0, bool)]
     for c in chunks:
+        c = c.gathered()
         d = np.asarray(c.data)
         values.append(np.diff(d.astype(np.int64)) if c.offsets else d.astype(np.int64))
         valid.append(np.ones(c.samples, bool) if c.valid is None else np.asarray(c.valid))
@@ -61,6 +70,13 @@ def assert_same(path: Path, kind: str, spec: LengthSpec) -> int:
     np.testing.assert_array_equal(gm, rm)
     np.testing.assert_array_equal(gv[gm], rv[rm])
     assert NUMPY.histogram(iter(got), None) == NUMPY.histogram(iter(ref), None)
+    # in place: every chunk is held until the end (a window reused too early would show),
+    # batches without nulls come out ahead of the gathered rest, and numba reads them there
+    seg = list(ipc.chunks(path, kind, spec, reader="selective", segmented=True))
+    sv, sm = flat(seg)
+    np.testing.assert_array_equal(np.sort(sv[sm]), np.sort(rv[rm]))
+    assert np.count_nonzero(~sm) == np.count_nonzero(~rm)
+    assert NUMBA.histogram(iter(seg), None) == NUMPY.histogram(iter(ref), None)
     assert ipc.schema(path, kind, reader="selective") == ipc.schema(path, kind,
                                                                     reader="pyarrow")
     return len(rv)
@@ -562,3 +578,42 @@ def test_light_scan_hands_over_mid_file(tmp_path, monkeypatch):
     got = light_outcome(bad, "stream")
     assert got == outcome(bad, "stream") == reference(tmp_path / "ok.arrows", "stream")
     assert got.total == 1000
+
+
+# -- repeated metadata and buffer reuse ------------------------------------------------------
+
+def test_repeated_metadata_is_copied_not_misread(tmp_path):
+    """A record copied from the previous message (identical metadata bytes) equals the
+    record of that message parsed alone, batch sizes changing or not."""
+    from gpu_profiler.readers import ipc_format as fmt
+    from gpu_profiler.readers.ipc_layout import column_layout
+
+    t = lengths_table(5000, pa.int32(), nulls=0.2, seed=9)
+    batches = t.to_batches(max_chunksize=500) + t.to_batches(max_chunksize=70)
+    path = write(tmp_path / "r.arrows", batches, "stream")
+    b = np.fromfile(path, np.uint8)
+    with ipc_selective.SelectiveReader(path, "stream") as r:
+        start, schema = r._start, r.schema
+    layout = column_layout(schema, schema.get_field_index("length"), -1).vector()
+    out = np.empty((200, fmt.NREC), np.int64)
+    k, _, status = fmt.walk(b, start, b.size, out, layout, np.zeros(2, np.int64))
+    assert status == fmt.END and k == len(batches)
+    one = np.empty((1, fmt.NREC), np.int64)
+    for rec in out[:k]:
+        fmt.walk(b, rec[fmt.R_MSG], b.size, one, layout, np.zeros(2, np.int64))
+        np.testing.assert_array_equal(one[0], rec)
+
+
+def test_buffers_are_reused_only_once_dropped():
+    import weakref
+
+    reuse = ipc_selective._Reuse(keep=3)
+    a = reuse.take(100)
+    first = weakref.ref(a)
+    view = a[10:20]
+    del a
+    other = reuse.take(100)
+    assert other is not first()  # a view of it is alive
+    del view
+    assert reuse.take(100) is first()  # nothing refers to it any more
+    assert reuse.take(10, np.int64).dtype == np.int64

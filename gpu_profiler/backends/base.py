@@ -22,6 +22,9 @@ class Backend(ABC):
     :meth:`histogram` to pipeline many chunks, as the cuda backend does)."""
 
     name: str = ""
+    #: Whether the backend histograms segmented chunks (`Chunk.segments`) in place; readers
+    #: then hand record batches over where they were read instead of gathering them.
+    segmented: bool = False
 
     @abstractmethod
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
@@ -34,7 +37,7 @@ class Backend(ABC):
         if getattr(part, "on_device", False):
             raise ProfilerError(f"{part.label} is in GPU memory: use the cuda backend, "
                                 f"not {self.name!r}")
-        return part.chunks(spec, light)
+        return part.chunks(spec, light, segmented=self.segmented)
 
     @abstractmethod
     def max_length(self, chunk: Chunk) -> int:

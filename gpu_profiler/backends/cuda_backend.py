@@ -284,6 +284,7 @@ class _Lane:
 
     def pieces(self, chunk: Chunk) -> Iterator[tuple[Any, Any, int, Any]]:
         """``(device data, device mask or None, samples, stream)`` for each piece."""
+        chunk = chunk.gathered()
         extra = 1 if chunk.offsets else 0
         n = chunk.samples
         if on_device(chunk.data):
@@ -501,7 +502,7 @@ class CudaBackend(Backend):
 
         if getattr(part, "format", None) == "parquet" and device.cudf_available():
             return device.parquet_chunks(part.path, spec)
-        return part.chunks(spec, light)
+        return part.chunks(spec, light, segmented=self.segmented)
 
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         return self.histogram([chunk], cap)

@@ -15,6 +15,7 @@ class NumbaBackend(Backend):
     """Private per-thread histograms over contiguous blocks (``numba.prange``)."""
 
     name = "numba"
+    segmented = True
 
     def __init__(self) -> None:
         import numba
@@ -25,21 +26,27 @@ class NumbaBackend(Backend):
         self._numba = numba
 
     @staticmethod
-    def _args(chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
+    def _args(chunk: Chunk) -> tuple[np.ndarray, ...]:
+        """Kernel arguments: values, segment starts and counts, validity mask."""
         x = np.ascontiguousarray(chunk.data)
         if x.dtype == np.bool_ or x.dtype.kind not in "iu":
             raise TypeError(f"integer lengths expected, got {x.dtype}")
         if x.dtype.itemsize < 4:  # rare narrow types: widen rather than compile more variants
             x = x.astype(np.int32)
         valid = _NO_MASK if chunk.valid is None else np.ascontiguousarray(chunk.valid, bool)
-        return x, valid
+        if chunk.segments is None:
+            return x, np.zeros(1, np.int64), np.array([chunk.samples], np.int64), valid
+        starts, counts = (np.ascontiguousarray(a, np.int64) for a in chunk.segments)
+        if starts.shape != counts.shape or (counts < 0).any() or (starts < 0).any() \
+                or (starts + counts > x.size).any():
+            raise ValueError("chunk segments outside its data")  # the kernels trust them
+        return x, starts, counts, valid
 
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
-        x, valid = self._args(chunk)
-        counts, s = self._k.histogram(x, valid, np.int64(cap), self._numba.get_num_threads(),
-                                      chunk.offsets)
+        counts, s = self._k.histogram(*self._args(chunk), np.int64(cap),
+                                      self._numba.get_num_threads(), chunk.offsets)
         return LengthHistogram(counts, *(int(v) for v in s))
 
     def max_length(self, chunk: Chunk) -> int:
-        x, valid = self._args(chunk)
-        return int(self._k.max_length(x, valid, chunk.offsets))
+        return int(self._k.max_length(*self._args(chunk), self._numba.get_num_threads(),
+                                      chunk.offsets))

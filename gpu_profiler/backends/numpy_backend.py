@@ -12,6 +12,7 @@ from gpu_profiler.histogram import LengthHistogram
 
 def lengths_of(chunk: Chunk) -> tuple[np.ndarray, int]:
     """The chunk's non-null lengths as int64, and its null count."""
+    chunk = chunk.gathered()
     x = np.asarray(chunk.data)
     v = x.astype(np.int64, copy=False)
     if chunk.offsets:

@@ -41,10 +41,12 @@ class Part(Protocol):
 
     def schema(self) -> pa.Schema: ...
 
-    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk | Run]:
+    def chunks(self, spec: LengthSpec, light: bool = False,
+               segmented: bool = False) -> Iterator[Chunk | Run]:
         """The length source in order; a `Run` stands for samples whose lengths the
         metadata already proves (Parquet statistics), so they are counted, not decoded.
-        ``light``: the whole scan is small, so prefer the reader that starts fastest."""
+        ``light``: the whole scan is small, so prefer the reader that starts fastest.
+        ``segmented``: the backend takes segmented chunks (`Chunk.segments`)."""
         ...
 
 
@@ -73,11 +75,12 @@ class FilePart:
             return parquet.schema(self.path)
         return ipc.schema(self.path, "file" if self.format == "ipc" else "stream")
 
-    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk | Run]:
+    def chunks(self, spec: LengthSpec, light: bool = False,
+               segmented: bool = False) -> Iterator[Chunk | Run]:
         if self.format == "parquet":
             return parquet.chunks(self.path, spec)
         return ipc.chunks(self.path, "file" if self.format == "ipc" else "stream", spec,
-                          light=light)
+                          light=light, segmented=segmented)
 
 
 def sniff(path: Path) -> str:

@@ -52,7 +52,8 @@ class DeviceArrayPart:
     def schema(self) -> pa.Schema:
         return pa.schema([("length", pa.from_numpy_dtype(_shape_dtype(self.array)[1]))])
 
-    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk]:
+    def chunks(self, spec: LengthSpec, light: bool = False,
+               segmented: bool = False) -> Iterator[Chunk]:
         yield Chunk(self.array)
 
 
@@ -71,7 +72,8 @@ class CudfPart:
     def schema(self) -> pa.Schema:
         return self.frame.head(0).to_arrow().schema
 
-    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk]:
+    def chunks(self, spec: LengthSpec, light: bool = False,
+               segmented: bool = False) -> Iterator[Chunk]:
         yield series_chunk(self.frame[spec.name], spec)
 
 

@@ -78,22 +78,23 @@ def big_endian_error(path: Path) -> ProfilerError:
 
 
 def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
-           light: bool = False) -> Iterator[Chunk]:
+           light: bool = False, segmented: bool = False) -> Iterator[Chunk]:
     """Chunks of the length column. ``reader`` (or ``$GPU_PROFILER_IPC_READER``) forces
     ``selective`` or ``pyarrow``; otherwise a ``light`` scan reads dense files with
-    pyarrow and everything else is read selectively."""
+    pyarrow and everything else is read selectively, in ``segmented`` chunks if asked."""
     name = _forced(reader)
     if name is None and light and dense(schema(path, kind), spec):
         return _light_chunks(path, kind, spec)
     if name == "pyarrow":
         return _pyarrow_chunks(path, kind, spec)
-    return _selective_chunks(path, kind, spec)
+    return _selective_chunks(path, kind, spec, segmented)
 
 
-def _selective_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
+def _selective_chunks(path: Path, kind: str, spec: LengthSpec,
+                      segmented: bool = False) -> Iterator[Chunk]:
     from gpu_profiler.readers import ipc_selective
 
-    return ipc_selective.chunks(path, kind, spec)
+    return ipc_selective.chunks(path, kind, spec, segmented)
 
 
 def _light_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:

@@ -28,7 +28,7 @@ from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec
 from gpu_profiler.readers.ipc import FILE_MAGIC, big_endian_error, corrupt
 from gpu_profiler.readers.ipc_layout import column_layout
-from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile, aligned
+from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile
 
 #: First read of a stream (its schema and first messages' metadata).
 FIRST_READ = 16 << 10
@@ -40,16 +40,21 @@ SPARSE_SKIP = 64 << 10
 SPARSE_BATCH = 64
 #: Decompressed bytes produced per step (bounds memory whatever a buffer declares).
 INFLATE_STEP = 4 << 20
+#: Fewest rows of plain batches handed over in place as one segmented chunk (fewer are
+#: gathered, so that small groups do not each cost a kernel launch).
+SEGMENTED_MIN = CHUNK_ROWS // 8
 _MAX_MESSAGES = 1 << 14  # parsed per kernel call
-_POOL = 3  # output buffers kept for reuse
+_OUTPUTS = 3  # output buffers kept for reuse
+_WINDOWS = 6  # window buffers kept for reuse (chunks read ahead may still use a few)
 _CODECS = {0: "lz4", 1: "zstd"}
 
 
 
-def chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
+def chunks(path: Path, kind: str, spec: LengthSpec,
+           segmented: bool = False) -> Iterator[Chunk]:
     """Chunks of the length column of one IPC file (``kind='file'``) or stream."""
     with SelectiveReader(path, kind) as r:
-        yield from r.chunks(spec)
+        yield from r.chunks(spec, segmented)
 
 
 class SelectiveReader:
@@ -63,7 +68,7 @@ class SelectiveReader:
         self.path = Path(path)
         self.kind = kind
         self._file = PositionedFile(self.path)
-        self._scratch = np.zeros(0, np.uint8)
+        self._windows = _Reuse(_WINDOWS)
         try:
             self._start, self._schema_meta, self.schema = self._read_schema()
         except BaseException:
@@ -95,12 +100,10 @@ class SelectiveReader:
         return self.error(int(offset), f"{what}: {fmt.REASONS[exc.args[1]]}")
 
     def _window(self, pos: int, n: int) -> Fetched:
-        """File bytes from ``pos`` in the reader's reused window buffer: valid until the
-        next window is read."""
+        """File bytes from ``pos``, in a window buffer nothing else refers to any more."""
         n = max(0, min(n, self._file.size - pos))
-        if self._scratch.size < n + 2 * ALIGN:
-            self._scratch = aligned(n + 2 * ALIGN)
-        return self._file.read(pos, n, self._scratch)
+        raw = self._windows.take(n + 3 * ALIGN)
+        return self._file.read(pos, n, raw[-raw.ctypes.data % ALIGN:])
 
     # -- schema --------------------------------------------------------------------------
 
@@ -133,8 +136,9 @@ class SelectiveReader:
 
     # -- chunks --------------------------------------------------------------------------
 
-    def chunks(self, spec: LengthSpec) -> Iterator[Chunk]:
-        """Chunks of the length column, each at least ``CHUNK_ROWS`` rows but the last."""
+    def chunks(self, spec: LengthSpec, segmented: bool = False) -> Iterator[Chunk]:
+        """Chunks of the length column: at least ``CHUNK_ROWS`` rows each but the last,
+        and, if ``segmented``, the plain batches of each window as they lie in it."""
         index = self.schema.get_field_index(spec.name)
         if index < 0:
             raise ProfilerError(f"{self.path}: no column {spec.name!r}")
@@ -149,7 +153,7 @@ class SelectiveReader:
         layout = column_layout(self.schema, index, dict_id).vector()
         groups = self._file_groups(layout, col) if self.kind == "file" else \
             self._stream_groups(layout, col)
-        out = _Assembler(self, col)
+        out = _Assembler(self, col, segmented)
         for recs, fetched in groups:
             yield from out.add(recs, fetched)
         yield from out.finish()
@@ -399,16 +403,40 @@ class _Column:
             "record batch"
 
 
-class _Assembler:
-    """Gathers the column out of fetched bytes into chunks of at least ``CHUNK_ROWS``."""
+class _Reuse:
+    """Buffers handed out before, taken again once nothing else refers to them (a view of a
+    buffer, such as a chunk's data, refers to it). Reuse spares the page faults of fresh
+    memory, a large part of the cost at a billion samples a second."""
 
-    def __init__(self, reader: SelectiveReader, col: _Column) -> None:
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.bufs: list[np.ndarray] = []
+
+    def take(self, size: int, dtype: np.dtype | type = np.uint8) -> np.ndarray:
+        """A free buffer of at least ``size`` elements of ``dtype``, else a new one."""
+        for i in range(len(self.bufs)):
+            buf = self.bufs[i]
+            if buf.size >= size and buf.dtype == dtype and sys.getrefcount(buf) <= 3:
+                del self.bufs[i]  # above, the refs were: this list, ``buf``, the argument
+                break
+        else:
+            buf = np.empty(size, dtype)
+        self.bufs = [buf, *self.bufs][:self.keep]
+        return buf
+
+
+class _Assembler:
+    """Gathers the column out of fetched bytes into chunks of at least ``CHUNK_ROWS``, or
+    (``segmented``) hands plain batches over where they were read."""
+
+    def __init__(self, reader: SelectiveReader, col: _Column, segmented: bool) -> None:
         self.r = reader
         self.col = col
+        self.segmented = segmented and not col.offsets
         self.out: np.ndarray | None = None
         self.valid: np.ndarray | None = None
         self.fill = 0
-        self.out_pool: list[np.ndarray] = []
+        self.outputs = _Reuse(_OUTPUTS)
         self.dictionary: tuple[np.ndarray, np.ndarray | None] | None = None
 
     def add(self, recs: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:
@@ -418,8 +446,16 @@ class _Assembler:
             return
         rb = recs[(recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH) & (recs[:, fmt.R_LEN] > 0)]
         plain = rb[:, fmt.R_CODEC] < 0
-        if plain.any():
-            yield from self._gather(rb[plain], fetched)
+        gather = plain
+        if self.segmented:
+            here = plain & (rb[:, fmt.R_NULLS] == 0)
+            if rb[here, fmt.R_LEN].sum() >= SEGMENTED_MIN:
+                chunk = self._in_place(rb[here], fetched)
+                if chunk is not None:
+                    yield chunk
+                    gather = plain & ~here
+        if gather.any():
+            yield from self._gather(rb[gather], fetched)
         for rec in rb[~plain]:
             yield from self._put(self._data(rec, fetched), self._validity(rec, fetched))
 
@@ -443,25 +479,17 @@ class _Assembler:
                                                  np.ones(grown.size - self.fill, bool)])
         if self.out is None:
             rows = CHUNK_ROWS * 3 // 2
-            if not self.out_pool:  # first buffer: no more rows than the file could hold
+            if not self.outputs.bufs:  # first buffer: no more rows than the file could hold
                 rows = min(rows, self.r.file_size // self.col.item.itemsize + 1)
             self.out = self._output(max(rows, n))
 
     def _output(self, rows: int) -> np.ndarray:
-        """An output buffer: one handed out before and since dropped by every consumer
-        (only this pool still refers to it), else a new one. Reuse spares the page faults
-        of fresh memory, a large part of the cost at a billion samples a second."""
-        for i, buf in enumerate(self.out_pool):
-            if buf.size >= rows and sys.getrefcount(buf) <= 3:  # pool, loop, argument
-                del self.out_pool[i]
-                return buf
-        return np.empty(rows, self.col.dtype)
+        return self.outputs.take(rows, self.col.dtype)
 
     def _emit(self) -> Chunk:
         assert self.out is not None
         valid = None if self.valid is None else self.valid[:self.fill]
         chunk = Chunk(self.out[:self.fill], valid)
-        self.out_pool = [self.out, *self.out_pool][:_POOL]
         self.out, self.valid, self.fill = None, None, 0
         return chunk
 
@@ -481,6 +509,19 @@ class _Assembler:
         self.fill += n
         if self.fill >= CHUNK_ROWS:
             yield self._emit()
+
+    def _in_place(self, recs: np.ndarray, fetched: Fetched) -> Chunk | None:
+        """Plain batches without nulls as one segmented chunk of the fetched bytes; None
+        when a buffer is not aligned to its element width (then they are gathered)."""
+        w = self.col.item.itemsize
+        rows = recs[:, fmt.R_LEN]
+        src = fetched.locate(recs[:, fmt.R_BODY] + recs[:, fmt.R_DOFF])
+        if (src % w).any() or fetched.data.ctypes.data % w:
+            return None
+        if (src < 0).any() or (src + rows * w > fetched.data.size).any():
+            raise self.r.error(int(recs[0, fmt.R_MSG]), "buffers outside the bytes read")
+        data = fetched.data[:fetched.data.size - fetched.data.size % w].view(self.col.item)
+        return Chunk(data, segments=(src // w, rows))
 
     def _gather(self, recs: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:
         """Uncompressed batches: one numba gather for all of them."""

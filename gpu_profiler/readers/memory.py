@@ -30,7 +30,8 @@ class TablePart:
     def schema(self) -> pa.Schema:
         return self.table.schema
 
-    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk]:
+    def chunks(self, spec: LengthSpec, light: bool = False,
+               segmented: bool = False) -> Iterator[Chunk]:
         column = self.table.column(spec.name)
         if self.indices is not None:
             column = column.take(self.indices)
@@ -51,7 +52,8 @@ class NumpyPart:
     def schema(self) -> pa.Schema:
         return pa.schema([("length", pa.from_numpy_dtype(self.array.dtype))])
 
-    def chunks(self, spec: LengthSpec, light: bool = False) -> Iterator[Chunk]:
+    def chunks(self, spec: LengthSpec, light: bool = False,
+               segmented: bool = False) -> Iterator[Chunk]:
         for lo in range(0, self.array.size, CHUNK_ROWS * 4):
             yield Chunk(self.array[lo:lo + CHUNK_ROWS * 4])
 

@@ -122,27 +122,3 @@ def histogram(x, starts, counts, valid, cap, threads, offsets):
             s += 1
         stats[b] = st
     return _reduce(local, stats)
-
-
-@njit(cache=True, parallel=True, nogil=True)
-def max_length(x, starts, counts, valid, threads, offsets):
-    """Largest valid length in the segments (as in `histogram`); -1 when there is none."""
-    ends = np.cumsum(counts)
-    n = ends[-1] if ends.size else 0
-    nb, step = _blocks(n, threads)
-    out = np.full(nb, -1, np.int64)
-    has_mask = valid.size > 0
-    for b in prange(nb):
-        m = np.int64(-1)
-        j = b * step
-        hi = min(n, j + step)
-        s = np.searchsorted(ends, j, side="right")
-        while j < hi:
-            e, shift = _piece(starts, counts, ends, s, j, hi)
-            for i in range(j, e):
-                if not has_mask or valid[i]:
-                    m = max(m, _length(x, i + shift, offsets))
-            j = e
-            s += 1
-        out[b] = m
-    return out.max()

@@ -39,22 +39,23 @@ class Backend(ABC):
                                 f"not {self.name!r}")
         return part.chunks(spec, light, segmented=self.segmented)
 
-    @abstractmethod
-    def max_length(self, chunk: Chunk) -> int:
-        """Largest valid (non-null) length in the chunk, -1 when none; sizes ``cap=None``."""
-
     def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
-        """Histogram of every chunk. ``cap=None`` bins up to the largest length seen."""
+        """Histogram of every chunk. ``cap=None`` bins up to the largest length seen: each
+        chunk is binned up to the largest length so far, and again, wider, only when it
+        holds a longer one (rare after the first chunks; no separate pass for the maximum)."""
         total = LengthHistogram.empty(cap or 0)
         for c in chunks:  # a running sum: memory stays O(cap) however many chunks
-            total = merge([total, self.histogram_chunk(
-                c, cap if cap is not None else self._auto_cap(c))])
+            h = self.histogram_chunk(c, total.cap if cap is None else cap)
+            if cap is None and h.above_count:
+                h = self.histogram_chunk(c, auto_cap(h.above_max))
+            total = merge([total, h])
         return total
 
-    def _auto_cap(self, chunk: Chunk) -> int:
-        m = max(self.max_length(chunk), 0)
-        if m > MAX_AUTO_CAP:
-            raise ProfilerError(
-                f"a length of {m} was found; give an explicit cap (e.g. --max-seq-len) to "
-                f"histogram lengths above {MAX_AUTO_CAP}")
-        return m
+
+def auto_cap(longest: int) -> int:
+    """The cap that bins every length up to ``longest``, which must not be absurd."""
+    if longest > MAX_AUTO_CAP:
+        raise ProfilerError(
+            f"a length of {longest} was found; give an explicit cap (e.g. --max-seq-len) to "
+            f"histogram lengths above {MAX_AUTO_CAP}")
+    return max(longest, 0)

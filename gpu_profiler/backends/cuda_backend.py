@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.backends.base import MAX_AUTO_CAP, Backend
+from gpu_profiler.backends.base import Backend, auto_cap
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
@@ -166,14 +166,6 @@ def _check_int(dtype: Any) -> np.dtype:
     if dtype == np.bool_ or dtype.kind not in "iu":
         raise TypeError(f"integer lengths expected, got {dtype}")
     return dtype
-
-
-def _check_auto_cap(m: int) -> int:
-    if m > MAX_AUTO_CAP:
-        raise ProfilerError(
-            f"a length of {m} was found; give an explicit cap (e.g. --max-seq-len) to "
-            f"histogram lengths above {MAX_AUTO_CAP}")
-    return max(m, 0)
 
 
 @dataclass
@@ -370,7 +362,7 @@ class _Lane:
         with self.context():
             for x, valid, n, stream in self.pieces(chunk):
                 if cap is None:
-                    m = _check_auto_cap(self.max_length(x, valid, chunk.offsets, n, stream))
+                    m = auto_cap(self.max_length(x, valid, chunk.offsets, n, stream))
                     top = self.accs[-1].cap if self.accs else -1
                     acc = self._acc(max(m, top))
                 else:

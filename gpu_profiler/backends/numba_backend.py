@@ -46,7 +46,3 @@ class NumbaBackend(Backend):
         counts, s = self._k.histogram(*self._args(chunk), np.int64(cap),
                                       self._numba.get_num_threads(), chunk.offsets)
         return LengthHistogram(counts, *(int(v) for v in s))
-
-    def max_length(self, chunk: Chunk) -> int:
-        return int(self._k.max_length(*self._args(chunk), self._numba.get_num_threads(),
-                                      chunk.offsets))

@@ -42,7 +42,3 @@ class NumpyBackend(Backend):
             return LengthHistogram(counts, above.size, int(above.sum(dtype=np.int64)),
                                    int(above.min()), int(above.max()), nulls, invalid)
         return LengthHistogram(counts, null_count=nulls, invalid_count=invalid)
-
-    def max_length(self, chunk: Chunk) -> int:
-        v, _ = lengths_of(chunk)
-        return max(int(v.max()), -1) if v.size else -1

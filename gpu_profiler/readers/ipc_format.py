@@ -394,6 +394,75 @@ def footer_blocks(b):
     return dicts, batches
 
 
+#: Why `check` refused a record (its second result indexes this).
+CHECKS = (
+    "the column's length differs from the batch's",
+    "null count out of range",
+    "negative buffer offset or length",
+    "buffer runs past the end of the message body",
+    "buffer too short for the batch's rows",
+    "validity bitmap too short for the batch's rows",
+    "compressed buffer without its length prefix",
+)
+
+
+@njit(cache=True, inline="always")
+def _refused(r, w, extra):
+    """Index in `CHECKS` of the first check record ``r`` fails, -1 if none."""
+    rows, nulls, body = r[R_LEN], r[R_NULLS], r[R_BODYLEN]
+    voff, vlen, doff, dlen = r[R_VOFF], r[R_VLEN], r[R_DOFF], r[R_DLEN]
+    plain = r[R_CODEC] < 0
+    if rows < 0 or rows != r[R_ROWS]:
+        return 0
+    if nulls < 0 or nulls > rows:
+        return 1
+    if voff < 0 or vlen < 0 or doff < 0 or dlen < 0:
+        return 2
+    if voff > body - vlen or doff > body - dlen:
+        return 3
+    if plain and rows > 0 and dlen // w < rows + extra:
+        return 4
+    if plain and nulls > 0 and vlen < (rows + 7) // 8:
+        return 5
+    if not plain and ((rows > 0 and dlen < 8) or (nulls > 0 and vlen < 8)):
+        return 6
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def check(recs, dict_id, offsets, item_w, dict_w, out):
+    """Validate the parsed records whose buffers are needed (record batches, and the
+    dictionary batches of dictionary ``dict_id``) against their message bodies, and write
+    each record's needed byte ranges to ``out[k] = (validity lo, hi, data lo, hi)``
+    (empty where nothing is needed). Element widths: ``item_w`` for record batches,
+    ``dict_w`` for dictionary values; list ``offsets`` hold one more entry than rows.
+
+    Returns ``(index of the first refused record, index in CHECKS)``, or ``(-1, -1)``.
+    """
+    for k in range(recs.shape[0]):
+        r = recs[k]
+        out[k, :] = 0
+        batch = r[R_TYPE] == RECORD_BATCH
+        if not batch and not (r[R_TYPE] == DICTIONARY_BATCH and dict_id >= 0
+                              and r[R_DICT] == dict_id):
+            continue
+        w = item_w if batch else dict_w
+        extra = 1 if batch and offsets else 0
+        why = _refused(r, w, extra)
+        if why >= 0:
+            return k, why
+        rows, nulls, plain = r[R_LEN], r[R_NULLS], r[R_CODEC] < 0
+        out[k, 0] = r[R_BODY] + r[R_VOFF]
+        if nulls > 0:
+            out[k, 1] = out[k, 0] + ((rows + 7) // 8 if plain else r[R_VLEN])
+        else:
+            out[k, 1] = out[k, 0]
+        out[k, 2] = r[R_BODY] + r[R_DOFF]
+        need = (min(rows, r[R_DLEN]) + extra) * w if plain else r[R_DLEN]
+        out[k, 3] = out[k, 2] + (need if rows > 0 else 0)
+    return -1, -1
+
+
 @njit(cache=True, nogil=True)
 def gather(src, src_pos, counts, dst, dst_pos):
     """Copy ``src[src_pos[i]:+counts[i]]`` to ``dst[dst_pos[i]:]`` for every i."""

@@ -161,46 +161,13 @@ class SelectiveReader:
     def _checked(self, recs: np.ndarray, col: _Column) -> tuple[np.ndarray, ...]:
         """Validate parsed records against their bodies; return their needed byte ranges
         ``(validity lo, hi, data lo, hi)`` (empty ranges where nothing is needed)."""
-        act = col.active(recs)
-        r = recs[act]
-        rows, nulls = r[:, fmt.R_LEN], r[:, fmt.R_NULLS]
-        w, extra = col.width(r), col.extra(r)
-        body = r[:, fmt.R_BODYLEN]
-        voff, vlen, doff, dlen = (r[:, i] for i in (fmt.R_VOFF, fmt.R_VLEN, fmt.R_DOFF,
-                                                      fmt.R_DLEN))
-        plain = r[:, fmt.R_CODEC] < 0
-        checks = [
-            ((rows < 0) | (rows != r[:, fmt.R_ROWS]),
-             "the column's length differs from the batch's"),
-            ((nulls < 0) | (nulls > rows), "null count out of range"),
-            ((voff < 0) | (vlen < 0) | (doff < 0) | (dlen < 0),
-             "negative buffer offset or length"),
-            ((voff > body - vlen) | (doff > body - dlen),
-             "buffer runs past the end of the message body"),
-            (plain & (rows > 0) & (dlen // w < rows + extra),
-             "buffer too short for the batch's rows"),
-            (plain & (nulls > 0) & (vlen < (rows + 7) // 8),
-             "validity bitmap too short for the batch's rows"),
-            (~plain & (((rows > 0) & (dlen < 8)) | ((nulls > 0) & (vlen < 8))),
-             "compressed buffer without its length prefix"),
-        ]
-        bad = np.zeros(len(r), bool)
-        for mask, _ in checks:
-            bad |= mask
-        if bad.any():
-            i = int(np.argmax(bad))
-            reason = next(why for mask, why in checks if mask[i])
-            raise self.error(int(r[i, fmt.R_MSG]), f"{col.what(r[i])}: {reason}")
-        vlo = np.zeros(len(recs), np.int64)
-        dlo = np.zeros(len(recs), np.int64)
-        vhi, dhi = vlo.copy(), dlo.copy()
-        start = r[:, fmt.R_BODY]
-        vlo[act] = start + voff
-        vhi[act] = vlo[act] + np.where(nulls > 0, np.where(plain, (rows + 7) // 8, vlen), 0)
-        dlo[act] = start + doff
-        need = np.where(plain, (np.minimum(rows, dlen) + extra) * w, dlen)
-        dhi[act] = dlo[act] + np.where(rows > 0, need, 0)
-        return vlo, vhi, dlo, dhi
+        ranges = np.empty((len(recs), 4), np.int64)
+        bad, why = fmt.check(recs, col.dict_id, col.offsets, col.item.itemsize,
+                             col.dtype.itemsize, ranges)
+        if bad >= 0:
+            rec = recs[bad]
+            raise self.error(int(rec[fmt.R_MSG]), f"{col.what(rec)}: {fmt.CHECKS[why]}")
+        return ranges[:, 0], ranges[:, 1], ranges[:, 2], ranges[:, 3]
 
     # -- stream format -------------------------------------------------------------------
 

@@ -411,13 +411,13 @@ class _Assembler:
             for rec in recs[self.col.active(recs)]:
                 yield from self._dictionary_message(rec, fetched)
             return
-        rb = recs[(recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH) & (recs[:, fmt.R_LEN] > 0)]
+        rb = _subset(recs, (recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH) & (recs[:, fmt.R_LEN] > 0))
         plain = rb[:, fmt.R_CODEC] < 0
         gather = plain
         if self.segmented:
             here = plain & (rb[:, fmt.R_NULLS] == 0)
             if rb[here, fmt.R_LEN].sum() >= SEGMENTED_MIN:
-                chunk = self._in_place(rb[here], fetched)
+                chunk = self._in_place(_subset(rb, here), fetched)
                 if chunk is not None:
                     yield chunk
                     gather = plain & ~here
@@ -614,6 +614,11 @@ def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarr
         fmt.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
     else:
         fmt.gather(data, src, counts * w, out.view(np.uint8), dst * w)
+
+
+def _subset(recs: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``recs[keep]``, without the copy when every record is kept (the usual case)."""
+    return recs if keep.all() else recs[keep]
 
 
 def _starts(n: np.ndarray) -> np.ndarray:

@@ -13,7 +13,8 @@ machine, and the peers a user would reach for, on the same files.
     file (1Mi-row row groups, pyarrow defaults) and an HF dir (500 MB shards of 1000-row
     record batches, as ``datasets`` writes them). ``gpu-profiler profile`` runs as a whole
     process on each, page cache warm: wall time, scan time (the JSON ``seconds``),
-    samples/s and peak RSS (``wait4`` rusage of the child).
+    samples/s and peak RSS (``wait4`` rusage of the child); and, in one Python process, a
+    second scan after a first (numba, ~0.3 s to start in every process, already running).
 (c) Peers on the same files, each in its own process (scan time measured inside it, peak
     RSS from rusage): the Python-list reference loop (``ds[:n]["length"]`` looped once per
     bucket, on a 1e6 subset, time scaled to the corpus), ``datasets`` +
@@ -57,6 +58,8 @@ CAP = 8192
 BOUNDS = [0, 770, 1216, 1728, 2432, 3296, 8193]
 HF_BATCH = 1000  # rows per record batch, as datasets writes them
 HF_SHARD_BYTES = 500 * 10**6
+#: gpu-profiler's second scan in one process: numba (~0.3 s to start) is running already.
+WARM = "gpu-profiler, 2nd scan in one process"
 MIB = 1 << 20
 TARGETS = {"rss_mib": 512, "hf_warm_samples_per_s": 1e9, "parquet_vs_decode": 1.10,
            "cold_read_factor": 1.2, "cold_read_slack": MIB}
@@ -357,6 +360,16 @@ PEER_PYARROW_PQ = """
     print(json.dumps({"seconds": time.perf_counter() - t, "counts": counts.tolist()}))
 """
 
+WARM_PROCESS = """
+    import json, sys
+    from gpu_profiler import engine
+    from gpu_profiler.analysis.buckets import clipped_counts
+    path, cap = sys.argv[1], int(sys.argv[2])
+    engine.scan(path, cap=cap)  # starts numba: its import, CPU target and kernels
+    s = engine.scan(path, cap=cap)
+    print(json.dumps({"seconds": s.seconds, "counts": clipped_counts(s.total, cap).tolist()}))
+"""
+
 DECODE_PQ_THREADED = """
     import json, sys, time
     import pyarrow.dataset as pds
@@ -461,6 +474,8 @@ def section_big(n: int, subset: int, repeat: int) -> dict:
     methods = {
         ("hf", "gpu-profiler"): lambda: gpu_profiler_run(hf_path),
         ("parquet", "gpu-profiler"): lambda: gpu_profiler_run(pq_path),
+        ("hf", WARM): lambda: python_child(WARM_PROCESS, hf, cap),
+        ("parquet", WARM): lambda: python_child(WARM_PROCESS, pqs, cap),
         ("hf", "pyarrow + np.bincount"): lambda: python_child(PEER_PYARROW_HF, hf, cap),
         ("parquet", "pyarrow + np.bincount"): lambda: python_child(PEER_PYARROW_PQ, pqs, cap),
         ("parquet", "pyarrow decode only (threaded)"):
@@ -492,6 +507,8 @@ def section_big(n: int, subset: int, repeat: int) -> dict:
         results[key] = keep
     for key, fn in once.items():
         results[key] = fn()
+    for fmt in ("hf", "parquet"):
+        results[(fmt, WARM)]["wall"] = None  # the process ran two scans
     pylist = next(k for k in results if k[1].startswith("Python-list"))
     r = results[pylist]
     r["measured_seconds"] = r["seconds"]
@@ -541,22 +558,23 @@ def verdicts(big: dict | None, cold: dict | None) -> list[dict]:
                         "ok": r["rss_mib"] <= TARGETS["rss_mib"]})
         for key, r in res.items():
             fmt, name = key.split("|")
-            if name == "gpu-profiler" or name.startswith("pyarrow decode"):
+            if name.startswith(("gpu-profiler", "pyarrow decode")):
                 continue
             mine = gp[fmt]
             whole = f" (whole process: {r['wall'] / mine['wall']:.2f}x)" if r["wall"] else ""
             out.append({"target": f"{fmt}: faster than {name}",
                         "value": f"{r['seconds'] / mine['seconds']:.2f}x{whole}",
                         "ok": r["seconds"] > mine["seconds"]})
-        rate = gp["hf"]["samples_per_s"]
-        out.append({"target": "hf, warm cache: >= 1e9 samples/s (int32)",
-                    "value": f"{rate / 1e9:.2f}e9 samples/s", "ok": rate >= 1e9})
         floor = min(res["parquet|pyarrow decode only (threaded)"]["seconds"],
                     res["parquet|pyarrow decode only (1 thread)"]["seconds"])
-        ratio = gp["parquet"]["seconds"] / floor
-        out.append({"target": "parquet: within 10% of pyarrow's decode of the column",
-                    "value": f"{ratio:.2f}x the fastest pyarrow decode",
-                    "ok": ratio <= TARGETS["parquet_vs_decode"]})
+        for how, name in (("CLI process", "gpu-profiler"), ("numba started", WARM)):
+            rate = res[f"hf|{name}"]["samples_per_s"]
+            out.append({"target": f"hf, warm cache, {how}: >= 1e9 samples/s (int32)",
+                        "value": f"{rate / 1e9:.2f}e9 samples/s", "ok": rate >= 1e9})
+            ratio = res[f"parquet|{name}"]["seconds"] / floor
+            out.append({"target": f"parquet, {how}: within 10% of pyarrow's decode of the "
+                                  "column", "value": f"{ratio:.2f}x the fastest pyarrow decode",
+                        "ok": ratio <= TARGETS["parquet_vs_decode"]})
     return out
 
 

@@ -4,13 +4,14 @@ It walks the IPC framing itself, parses every message's metadata in numba
 (:mod:`.ipc_format`), and fetches with positioned reads (:mod:`.pread`) only the length
 column's buffers: validity (only for batches with nulls) and values, or validity and list
 offsets for ``--offsets-of``; token values are never read. Runs of small messages (a length
-column and little else) are read in large windows and gathered into large chunks with no
-per-batch Python work; a message with a large body (token ids) costs a page of metadata plus
-the column's own bytes. Compressed buffers (LZ4 frame, ZSTD) are decompressed one needed
-buffer at a time; dictionary batches are read only when the length column is
-dictionary-encoded. Every offset and length taken from the file is checked against the file
-first: a corrupt file raises :class:`ProfilerError` naming the file and byte offset.
-Big-endian files are refused.
+column and little else) are read in large windows, with no per-batch Python work: their
+batches are gathered into large chunks, or, for a backend that takes segmented chunks,
+handed over where they lie in the window. A message with a large body (token ids) costs a
+page of metadata plus the column's own bytes. Compressed buffers (LZ4 frame, ZSTD) are
+decompressed one needed buffer at a time; dictionary batches are read only when the length
+column is dictionary-encoded. Every offset and length taken from the file is checked against
+the file first: a corrupt file raises :class:`ProfilerError` naming the file and byte
+offset. Big-endian files are refused.
 """
 
 from __future__ import annotations

@@ -106,6 +106,10 @@ def histogram(x, starts, counts, valid, cap, threads, offsets):
     Returns ``(counts[0..cap], stats[6])`` with stats = above count, above tokens,
     above min, above max, nulls, invalid.
     """
+    extra = 1 if offsets else 0
+    for k in range(starts.size):  # the loops below trust the segments
+        if counts[k] < 0 or starts[k] < 0 or starts[k] > x.size - counts[k] - extra:
+            raise ValueError("chunk segments outside its data")
     ends = np.cumsum(counts)
     n = ends[-1] if ends.size else 0
     nb, step = _blocks(n, threads)

@@ -22,7 +22,7 @@ _ABOVE_COUNT, _ABOVE_TOKENS, _ABOVE_MIN, _ABOVE_MAX, _NULLS, _INVALID = range(6)
 _NSTATS = 6
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _tally(v, top, row, st):
     """Count int64 ``v`` into ``row`` (``top = cap + 1`` is the spare bin)."""
     k = min(np.uint64(v), top)
@@ -71,7 +71,7 @@ def _blocks(n, threads):
     return nb, (n + nb - 1) // nb
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _length(x, i, offsets):
     """Length number ``i`` (an unsigned index: no negative-index wraparound to compute)."""
     if offsets:
@@ -79,7 +79,7 @@ def _length(x, i, offsets):
     return np.int64(x[i])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _span(x, lo, hi, offsets, top, row, st):
     """Tally lengths ``lo..hi-1`` of ``x`` (one loop per kind: most of the kernel's time)."""
     if offsets:
@@ -90,7 +90,20 @@ def _span(x, lo, hi, offsets, top, row, st):
             _tally(_length(x, i, False), top, row, st)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
+def _segment(ends, j):
+    """The segment holding sample ``j``: the first with ``ends[s] > j`` (binary search)."""
+    lo, hi = 0, ends.size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ends[mid] > j:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True)
 def _piece(starts, counts, ends, s, j, hi):
     """The part of segment ``s`` from sample ``j`` (``j < ends[s]``) up to sample ``hi``:
     its end sample, and the shift from sample number to index in ``x``."""
@@ -108,11 +121,13 @@ def histogram(x, starts, counts, valid, cap, threads, offsets):
     above min, above max, nulls, invalid.
     """
     extra = 1 if offsets else 0
+    ends = np.empty(starts.size, np.int64)  # exclusive end sample of each segment
+    n = 0
     for k in range(starts.size):  # the loops below trust the segments
         if counts[k] < 0 or starts[k] < 0 or starts[k] > x.size - counts[k] - extra:
             raise ValueError("chunk segments outside its data")
-    ends = np.cumsum(counts)
-    n = ends[-1] if ends.size else 0
+        n += counts[k]
+        ends[k] = n
     nb, step = _blocks(n, threads)
     local = np.zeros((nb, cap + 2), np.int32)
     top = np.uint64(cap + 1)
@@ -125,7 +140,7 @@ def histogram(x, starts, counts, valid, cap, threads, offsets):
         st[_ABOVE_MAX] = -1
         j = b * step
         hi = min(n, j + step)
-        s = np.searchsorted(ends, j, side="right")
+        s = _segment(ends, j)
         while j < hi:
             e, shift = _piece(starts, counts, ends, s, j, hi)
             if has_mask:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_profiler.backends import Backend, get_backend
-from gpu_profiler.backends.base import MAX_AUTO_CAP
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
@@ -71,7 +70,7 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
                 chunks = prefetched(chunks)
             hists[name] = engine.histogram(chunks, cap)
             if runs:
-                hists[name] = merge([hists[name], runs.histogram(cap, MAX_AUTO_CAP)])
+                hists[name] = merge([hists[name], runs.histogram(cap)])
     return Scan(hists, spec, engine.name, time.perf_counter() - t0)
 
 

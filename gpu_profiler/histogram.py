@@ -12,6 +12,18 @@ import numpy as np
 
 from gpu_profiler.errors import ProfilerError
 
+#: Largest cap sized automatically from the data (2**27 bins = 1 GiB of int64 counts).
+MAX_AUTO_CAP = 1 << 27
+
+
+def auto_cap(longest: int) -> int:
+    """The cap that bins every length up to ``longest`` (``cap=None``), unless absurd."""
+    if longest > MAX_AUTO_CAP:
+        raise ProfilerError(
+            f"a length of {longest} was found; give an explicit cap (e.g. --max-seq-len) to "
+            f"histogram lengths above {MAX_AUTO_CAP}")
+    return max(longest, 0)
+
 
 @dataclass(frozen=True, eq=False)
 class LengthHistogram:

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram, merge
+from gpu_profiler.histogram import LengthHistogram, auto_cap, merge
 
 
 @dataclass(frozen=True)
@@ -42,18 +41,14 @@ class RunTally:
     def __bool__(self) -> bool:
         return bool(self._counts) or self._nulls > 0
 
-    def histogram(self, cap: int | None, max_auto_cap: int) -> LengthHistogram:
+    def histogram(self, cap: int | None) -> LengthHistogram:
         """The runs' histogram with bins ``0..cap``, exactly as a backend would count them
         (values read as int64: negative, or uint64 >= 2**63, are invalid); ``cap=None`` bins
-        up to the largest value, which must not exceed ``max_auto_cap``."""
+        up to the largest value (see `auto_cap`)."""
         values = [v if v < 2**63 else v - 2**64 for v in self._counts]
         valid = [v for v in values if v >= 0]
         if cap is None:
-            cap = max(valid, default=0)
-            if cap > max_auto_cap:
-                raise ProfilerError(
-                    f"a length of {cap} was found; give an explicit cap (e.g. --max-seq-len) "
-                    f"to histogram lengths above {max_auto_cap}")
+            cap = auto_cap(max(valid, default=0))
         counts = np.zeros(cap + 1, dtype=np.int64)
         invalid = 0
         above = LengthHistogram.empty(cap)

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gpu_profiler import ProfilerError, histogram
-from gpu_profiler.backends.base import MAX_AUTO_CAP
 from gpu_profiler.cli import main
+from gpu_profiler.histogram import MAX_AUTO_CAP
 from gpu_profiler.readers import arrow, parquet
 from gpu_profiler.readers.arrow import LengthSpec
 from gpu_profiler.runs import Run

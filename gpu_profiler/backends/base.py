@@ -8,13 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram, merge
+from gpu_profiler.histogram import LengthHistogram, auto_cap, merge
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.arrow import LengthSpec
-
-#: Largest cap sized automatically from the data (2**27 bins = 1 GiB of int64 counts).
-MAX_AUTO_CAP = 1 << 27
 
 
 class Backend(ABC):
@@ -50,12 +47,3 @@ class Backend(ABC):
                 h = self.histogram_chunk(c, auto_cap(h.above_max))
             total = merge([total, h])
         return total
-
-
-def auto_cap(longest: int) -> int:
-    """The cap that bins every length up to ``longest``, which must not be absurd."""
-    if longest > MAX_AUTO_CAP:
-        raise ProfilerError(
-            f"a length of {longest} was found; give an explicit cap (e.g. --max-seq-len) to "
-            f"histogram lengths above {MAX_AUTO_CAP}")
-    return max(longest, 0)

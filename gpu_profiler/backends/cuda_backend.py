@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.backends.base import Backend, auto_cap
+from gpu_profiler.backends.base import Backend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram, merge
+from gpu_profiler.histogram import LengthHistogram, auto_cap, merge
 
 #: Shared memory per block assumed under the simulator (it has no device attributes).
 SIM_SHARED_BUDGET = 48 << 10

@@ -117,6 +117,19 @@ def test_many_segments_span_many_blocks():
     assert NUMBA.histogram_chunk(chunk, 8192) == REF.histogram_chunk(chunk.gathered(), 8192)
 
 
+@settings(max_examples=100, deadline=None)
+@given(parts=st.lists(hnp.arrays(np.int64, st.integers(0, 50),
+                                 elements=st.integers(-3, 5000)), max_size=6))
+def test_auto_cap_equals_one_pass_at_the_longest_length(parts):
+    """cap=None bins each chunk up to the longest length so far and again when a chunk
+    holds a longer one: the result is the histogram of everything at the overall maximum."""
+    flat = np.concatenate([np.zeros(0, np.int64), *parts])
+    longest = max(int(flat.max()), 0) if flat.size else 0
+    want = REF.histogram_chunk(Chunk(flat), longest)
+    for backend in (REF, NUMBA):
+        assert backend.histogram((Chunk(p) for p in parts), None) == want
+
+
 def test_large_array_spans_many_blocks():
     x = np.random.default_rng(3).integers(-100, 20_000, 3_000_001)
     valid = np.random.default_rng(4).random(x.size) > 0.01

@@ -277,6 +277,16 @@ def _words(b):
     return b[:b.size - b.size % 8].view(np.uint64)
 
 
+@njit(cache=True)
+def _parse(b, w, at, m, last, last_m, out, k, layout):
+    """Parse the ``m`` metadata bytes at ``at`` into ``out[k]``, or copy ``out[k - 1]`` when
+    they repeat the previous message's (``last_m`` bytes at ``last``) byte for byte."""
+    if m == last_m and _same(b, w, at, last, m):
+        out[k, :] = out[k - 1]
+    else:
+        _message(b[at:at + m], out[k], layout)
+
+
 @njit(cache=True, nogil=True)
 def walk(b, start, limit, out, layout, state):
     """Parse the consecutive framed messages of a stream held in ``b``, from ``start``;
@@ -307,10 +317,7 @@ def walk(b, start, limit, out, layout, state):
         if m == 0:
             return k, p + pre, END
         rec = out[k]
-        if m == last_m and _same(b, w, p + pre, last, m):
-            rec[:] = out[k - 1]
-        else:
-            _message(b[p + pre:p + pre + m], rec, layout)
+        _parse(b, w, p + pre, m, last, last_m, out, k, layout)
         last, last_m = p + pre, m
         if rec[R_BODYLEN] > limit - (p + pre + m):
             raise Corrupt(p, E_TRUNC)
@@ -336,10 +343,7 @@ def parse_at(b, starts, meta_lens, out, layout, state):
             raise Corrupt(p, E_FRAME)
         _chk(b, p, pre + m)
         rec = out[k]
-        if m == last_m and _same(b, w, p + pre, last, m):
-            rec[:] = out[k - 1]
-        else:
-            _message(b[p + pre:p + pre + m], rec, layout)
+        _parse(b, w, p + pre, m, last, last_m, out, k, layout)
         last, last_m = p + pre, m
         rec[R_MSG] = p
         rec[R_BODY] = p + pre + m

@@ -1,4 +1,5 @@
-"""CPU histogram kernels (numba ``njit``, parallel over contiguous blocks).
+"""CPU histogram kernel (numba ``njit``): one contiguous block of samples per call, called
+by the numba backend from one thread per core, natively compiled (`gpu_profiler.native`).
 
 Each thread fills a private int32 histogram row for its block (half the cache footprint of
 int64: an 8k-context row fits in L1), so no atomics are needed; rows are summed into int64
@@ -15,11 +16,26 @@ plus the above-cap min/max.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-# stats columns per block
-_ABOVE_COUNT, _ABOVE_TOKENS, _ABOVE_MIN, _ABOVE_MAX, _NULLS, _INVALID = range(6)
-_NSTATS = 6
+from gpu_profiler.backends.numba_backend import (
+    ABOVE_COUNT as _ABOVE_COUNT,
+)
+from gpu_profiler.backends.numba_backend import (
+    ABOVE_MAX as _ABOVE_MAX,
+)
+from gpu_profiler.backends.numba_backend import (
+    ABOVE_MIN as _ABOVE_MIN,
+)
+from gpu_profiler.backends.numba_backend import (
+    ABOVE_TOKENS as _ABOVE_TOKENS,
+)
+from gpu_profiler.backends.numba_backend import (
+    INVALID as _INVALID,
+)
+from gpu_profiler.backends.numba_backend import (
+    NULLS as _NULLS,
+)
 
 
 @njit(cache=True)
@@ -37,38 +53,6 @@ def _tally(v, top, row, st):
                 st[_ABOVE_MIN] = v
             if v > st[_ABOVE_MAX]:
                 st[_ABOVE_MAX] = v
-
-
-@njit(cache=True)
-def _reduce(local, stats):
-    counts = np.zeros(local.shape[1] - 1, np.int64)  # the spare bin is dropped
-    for b in range(local.shape[0]):
-        counts += local[b, :-1]
-    out = np.zeros(_NSTATS, np.int64)
-    out[_ABOVE_MIN] = -1
-    out[_ABOVE_MAX] = -1
-    for b in range(stats.shape[0]):
-        s = stats[b]
-        out[_ABOVE_COUNT] += s[_ABOVE_COUNT]
-        out[_ABOVE_TOKENS] += s[_ABOVE_TOKENS]
-        out[_NULLS] += s[_NULLS]
-        out[_INVALID] += s[_INVALID]
-        if s[_ABOVE_COUNT] > 0:
-            if out[_ABOVE_MIN] < 0 or s[_ABOVE_MIN] < out[_ABOVE_MIN]:
-                out[_ABOVE_MIN] = s[_ABOVE_MIN]
-            if s[_ABOVE_MAX] > out[_ABOVE_MAX]:
-                out[_ABOVE_MAX] = s[_ABOVE_MAX]
-    return counts, out
-
-
-#: Elements per block at most, so a block's int32 bin counts cannot overflow.
-_MAX_BLOCK = 1 << 30
-
-
-@njit(cache=True)
-def _blocks(n, threads):
-    nb = max(1, min(threads, (n + 65535) // 65536), (n + _MAX_BLOCK - 1) // _MAX_BLOCK)
-    return nb, (n + nb - 1) // nb
 
 
 @njit(cache=True)
@@ -110,48 +94,30 @@ def _piece(starts, counts, ends, s, j, hi):
     return min(hi, ends[s]), starts[s] - (ends[s] - counts[s])
 
 
-@njit(cache=True, parallel=True, nogil=True)
-def histogram(x, starts, counts, valid, cap, threads, offsets):
-    """Histogram of the lengths in the segments ``x[starts[k]:starts[k] + counts[k]]`` (a
-    plain chunk is one segment) or, when ``offsets``, of ``x[i+1] - x[i]`` for the ``i`` in
-    them, over ``threads`` blocks of samples; ``valid`` is a bool mask over the samples, or
-    an empty array (no nulls).
-
-    Returns ``(counts[0..cap], stats[6])`` with stats = above count, above tokens,
-    above min, above max, nulls, invalid.
-    """
-    extra = 1 if offsets else 0
-    ends = np.empty(starts.size, np.int64)  # exclusive end sample of each segment
-    n = 0
-    for k in range(starts.size):  # the loops below trust the segments
-        if counts[k] < 0 or starts[k] < 0 or starts[k] > x.size - counts[k] - extra:
-            raise ValueError("chunk segments outside its data")
-        n += counts[k]
-        ends[k] = n
-    nb, step = _blocks(n, threads)
-    local = np.zeros((nb, cap + 2), np.int32)
+@njit(cache=True, nogil=True)
+def histogram_block(x, starts, counts, ends, valid, lo, hi, cap, offsets, row, st):
+    """Tally samples ``lo..hi-1`` of the segments ``x[starts[k]:starts[k] + counts[k]]``
+    (a plain chunk is one segment; ``ends`` is the cumulative sum of ``counts``, all
+    checked by the caller to lie in ``x``) or, when ``offsets``, the lengths
+    ``x[i+1] - x[i]`` for the ``i`` in them, into the int32 ``row`` (bins ``0..cap`` and a
+    spare one) and ``st`` (above count, above tokens, above min, above max, nulls,
+    invalid); ``valid`` is a bool mask over the samples, or empty (no nulls)."""
     top = np.uint64(cap + 1)
-    stats = np.zeros((nb, _NSTATS), np.int64)
+    st[:] = 0  # the caller spaces the blocks' rows apart: no cache line is shared
+    st[_ABOVE_MIN] = -1
+    st[_ABOVE_MAX] = -1
     has_mask = valid.size > 0
-    for b in prange(nb):
-        row = local[b]
-        st = np.zeros(_NSTATS, np.int64)  # the block's own: no cache line shared with others
-        st[_ABOVE_MIN] = -1
-        st[_ABOVE_MAX] = -1
-        j = b * step
-        hi = min(n, j + step)
-        s = _segment(ends, j)
-        while j < hi:
-            e, shift = _piece(starts, counts, ends, s, j, hi)
-            if has_mask:
-                for i in range(j, e):
-                    if valid[i]:
-                        _tally(_length(x, np.uint64(i + shift), offsets), top, row, st)
-                    else:
-                        st[_NULLS] += 1
-            else:
-                _span(x, j + shift, e + shift, offsets, top, row, st)
-            j = e
-            s += 1
-        stats[b] = st
-    return _reduce(local, stats)
+    j = lo
+    s = _segment(ends, j)
+    while j < hi:
+        e, shift = _piece(starts, counts, ends, s, j, hi)
+        if has_mask:
+            for i in range(j, e):
+                if valid[i]:
+                    _tally(_length(x, np.uint64(i + shift), offsets), top, row, st)
+                else:
+                    st[_NULLS] += 1
+        else:
+            _span(x, j + shift, e + shift, offsets, top, row, st)
+        j = e
+        s += 1

@@ -3,6 +3,8 @@ pure-Python implementation of the DESIGN.md bucket table to check against."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,27 @@ def hf_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("hf") / "ds"
     ds.save_to_disk(str(path), num_shards=2)
     return path, lengths
+
+
+@contextmanager
+def jit_kernels():
+    """Run the CPU kernels through numba's JIT instead of the native library (the same
+    code; every test that runs both ways checks that they agree)."""
+    from gpu_profiler import native
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native, "kernel", native._Jit)
+        yield
+
+
+@pytest.fixture(params=["native", "jit"])
+def kernels(request):
+    """Parametrizes a test over the two ways the CPU kernels run."""
+    from gpu_profiler import native
+
+    if request.param == "native":
+        assert native.library() is not None, native.status()  # never silently the JIT
+        yield request.param
+    else:
+        with jit_kernels():
+            yield request.param

@@ -1,9 +1,11 @@
-"""Every CPU backend must match the numpy reference bit for bit."""
+"""Every CPU backend must match the numpy reference bit for bit (numba's kernels natively
+compiled and through the JIT)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import jit_kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -33,7 +35,10 @@ def chunks(draw, elements=None):
 @settings(max_examples=300, deadline=None)
 @given(chunk=chunks(), cap=st.sampled_from([0, 1, 7, 100, 255, 8192]))
 def test_numba_matches_numpy(chunk, cap):
-    assert NUMBA.histogram_chunk(chunk, cap) == REF.histogram_chunk(chunk, cap)
+    want = REF.histogram_chunk(chunk, cap)
+    assert NUMBA.histogram_chunk(chunk, cap) == want
+    with jit_kernels():
+        assert NUMBA.histogram_chunk(chunk, cap) == want
 
 
 def _wrap64(v: int) -> int:
@@ -101,6 +106,8 @@ def test_segmented_chunks(chunk, cap):
     want = REF.histogram_chunk(plain, cap)
     assert REF.histogram_chunk(chunk, cap) == want
     assert NUMBA.histogram_chunk(chunk, cap) == want
+    with jit_kernels():
+        assert NUMBA.histogram_chunk(chunk, cap) == want
 
 
 def test_segments_outside_the_data_are_refused():
@@ -109,7 +116,7 @@ def test_segments_outside_the_data_are_refused():
         NUMBA.histogram_chunk(chunk, 10)
 
 
-def test_many_segments_span_many_blocks():
+def test_many_segments_span_many_blocks(kernels):
     x = np.random.default_rng(5).integers(-100, 20_000, 3_000_000).astype(np.int32)
     starts = np.arange(0, x.size - 1000, 1500)
     counts = np.full(starts.size, 1000)
@@ -130,7 +137,7 @@ def test_auto_cap_equals_one_pass_at_the_longest_length(parts):
         assert backend.histogram((Chunk(p) for p in parts), None) == want
 
 
-def test_large_array_spans_many_blocks():
+def test_large_array_spans_many_blocks(kernels):
     x = np.random.default_rng(3).integers(-100, 20_000, 3_000_001)
     valid = np.random.default_rng(4).random(x.size) > 0.01
     for c in (Chunk(x), Chunk(x, valid), Chunk(np.cumsum(x % 50), valid[:-1], offsets=True)):
@@ -155,3 +162,13 @@ def test_registry_reports_and_refuses():
 def test_absurd_auto_cap_is_a_user_error():
     with pytest.raises(ProfilerError, match="explicit cap"):
         REF.histogram(iter([Chunk(np.array([1 << 40]))]), None)
+
+
+def test_numba_threads_option():
+    x = np.random.default_rng(6).integers(-10, 9000, 1_000_000)
+    want = REF.histogram_chunk(Chunk(x), 8192)
+    for n in (1, 3):
+        assert get_backend("numba", threads=n).histogram_chunk(Chunk(x), 8192) == want
+    for bad in (0, True, 5000):
+        with pytest.raises(ProfilerError, match="threads must be"):
+            get_backend("numba", threads=bad)

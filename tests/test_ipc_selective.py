@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import jit_kernels
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -117,6 +118,8 @@ def test_selective_matches_pyarrow(tmp_path_factory, monkeypatch, io, kind, t, n
                  compression=compression, use_legacy_format=legacy)
     assert assert_same(path, kind, LengthSpec("length")) == n
     assert assert_same(path, kind, LengthSpec("input_ids", offsets=True)) == n
+    with jit_kernels():  # the same kernels through numba's JIT
+        assert assert_same(path, kind, LengthSpec("length")) == n
 
 
 @pytest.mark.parametrize("kind", ["stream", "file"])
@@ -267,7 +270,7 @@ def _hf_dir(tmp_path: Path, n: int, tokens: int, shards: int = 2, seed: int = 0)
 
 
 @pytest.mark.parametrize("io", ["buffered", "direct"])
-def test_hf_dir_matches_pyarrow(tmp_path, monkeypatch, io):
+def test_hf_dir_matches_pyarrow(tmp_path, monkeypatch, io, kernels):
     monkeypatch.setenv(pread.IO_ENV, io)
     path = _hf_dir(tmp_path, 2600, 400)
     shards = sorted(path.glob("data-*.arrow"))
@@ -304,6 +307,9 @@ def bounded(tmp_path_factory):
     for kind in ("stream", "file"):
         path = write(warm / kind, lengths_table(50, pa.int32(), nulls=0.5), kind)
         assert_same(path, kind, LengthSpec("length"))
+        path, data = _one_batch(warm, kind)  # a corrupt file: its error replays in the JIT
+        path.write_bytes(_patch(data, *CRAFTED["node length huge"]))
+        assert isinstance(outcome(path, kind), ProfilerError)
     faulthandler.dump_traceback_later(120, exit=True)
     tracemalloc.start()
     yield
@@ -351,7 +357,7 @@ def test_truncated_anywhere(tmp_path, kind, compression, bounded):
 
 @pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("compression", [None, "lz4"])
-def test_flipped_metadata_bytes(tmp_path, kind, compression, bounded):
+def test_flipped_metadata_bytes(tmp_path, kind, compression, kernels, bounded):
     t = lengths_table(100, pa.int32(), nulls=0.1)
     data = write(tmp_path / "ok.arrow", t, kind, 50, compression=compression).read_bytes()
     bad = tmp_path / "bad.arrow"
@@ -408,7 +414,7 @@ CRAFTED = {
 
 @pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("case", sorted(CRAFTED))
-def test_crafted_offsets_and_lengths(tmp_path, kind, case, bounded):
+def test_crafted_offsets_and_lengths(tmp_path, kind, case, kernels, bounded):
     path, data = _one_batch(tmp_path, kind)
     path.write_bytes(_patch(data, *CRAFTED[case]))
     assert isinstance(outcome(path, kind), ProfilerError)
@@ -426,7 +432,7 @@ def test_crafted_decompressed_size(tmp_path, codec, declared, bounded):
     assert isinstance(got, ProfilerError) and "byte" in str(got)
 
 
-def test_crafted_framing_and_footer(tmp_path, bounded):
+def test_crafted_framing_and_footer(tmp_path, kernels, bounded):
     path, data = _one_batch(tmp_path, "stream")
     (m,) = struct.unpack_from("<i", data, 4)
     for prefix in (struct.pack("<Ii", 0xFFFFFFFF, 0x7FFFFFF0), struct.pack("<Ii", 0xFFFFFFFF, -9),

@@ -64,17 +64,17 @@ def test_abandoned_consumer_stops_and_closes_the_producer():
     assert not any(t.name == "gpu-profiler-readahead" for t in threading.enumerate())
 
 
-def test_reader_kernels_are_serial():
-    """Readers run in the read-ahead thread while the histogram kernel runs in parallel;
-    numba's workqueue threading layer aborts on two parallel kernels at once."""
-    import numba
+def test_cpu_kernels_run_without_the_gil_and_serially():
+    """The histogram's blocks and the read-ahead thread's kernels run at once, in their own
+    threads: every CPU kernel releases the GIL (through the JIT too) and none starts
+    numba's own threads (its workqueue layer aborts on two parallel kernels at once)."""
+    import importlib
 
-    from gpu_profiler.readers import ipc_format
+    from gpu_profiler.native import EXPORTS
 
-    kernels = {name: f for name, f in vars(ipc_format).items()
-               if isinstance(f, numba.core.registry.CPUDispatcher)}
-    assert "walk" in kernels and "gather" in kernels
-    assert not [name for name, f in kernels.items() if f.targetoptions.get("parallel")]
+    for name, e in EXPORTS.items():
+        f = getattr(importlib.import_module(f"gpu_profiler.kernels.{e.module}"), e.function)
+        assert f.targetoptions.get("nogil") and not f.targetoptions.get("parallel"), name
 
 
 def test_scans_read_ahead_only_where_it_pays(tmp_path, monkeypatch):

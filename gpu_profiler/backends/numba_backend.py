@@ -1,33 +1,61 @@
-"""CPU backend: the numba kernels in ``gpu_profiler.kernels.cpu``, parallel over blocks."""
+"""CPU backend: the numba kernel in ``gpu_profiler.kernels.cpu``, one block of samples per
+core, each in its own thread (the kernel runs without the GIL), natively compiled
+(`gpu_profiler.native`) so that a scan does not start numba."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+
 import numpy as np
 
+from gpu_profiler import native
 from gpu_profiler.backends.base import Backend
 from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 
+#: Columns of a block's stats row, as the kernel writes them.
+ABOVE_COUNT, ABOVE_TOKENS, ABOVE_MIN, ABOVE_MAX, NULLS, INVALID = range(6)
+_STRIDE = 16  # int64s between blocks' stats rows: 128 bytes, never one cache line
+_MAX_BLOCK = 1 << 30  # samples per block at most: its int32 bins cannot overflow
+_MIN_BLOCK = 1 << 16  # fewer samples than this are not worth another thread
 _NO_MASK = np.zeros(0, dtype=np.bool_)
 
 
+def probe() -> str | None:
+    """None when numba is installed (it compiles the kernels), else why not."""
+    return None if importlib.util.find_spec("numba") else "numba is not installed"
+
+
+def cores() -> int:
+    """Cores this process may run on (``NUMBA_NUM_THREADS`` caps them, as for numba)."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(n or 1, int(os.environ.get("NUMBA_NUM_THREADS", 0)) or n or 1))
+
+
+@cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max(1, cores() - 1), thread_name_prefix="gpu-profiler-cpu")
+
+
 class NumbaBackend(Backend):
-    """Private per-thread histograms over contiguous blocks (``numba.prange``)."""
+    """Private int32 histograms over contiguous blocks, one thread per core."""
 
     name = "numba"
     segmented = True
 
-    def __init__(self) -> None:
-        import numba
-
-        from gpu_profiler.kernels import cpu
-
-        self._k = cpu
-        self._numba = numba
+    def __init__(self, threads: int | None = None) -> None:
+        """``threads``: blocks per chunk (and threads), by default one per core."""
+        if threads is not None and (isinstance(threads, bool) or not 1 <= threads <= 1024):
+            raise ProfilerError(f"threads must be an integer from 1 to 1024, got {threads!r}")
+        self._threads = threads or cores()
 
     @staticmethod
     def _args(chunk: Chunk) -> tuple[np.ndarray, ...]:
-        """Kernel arguments: values, segment starts and counts, validity mask."""
+        """Kernel arguments: values, segment starts, counts and ends, validity mask."""
         x = np.ascontiguousarray(chunk.data)
         if x.dtype == np.bool_ or x.dtype.kind not in "iu":
             raise TypeError(f"integer lengths expected, got {x.dtype}")
@@ -35,13 +63,41 @@ class NumbaBackend(Backend):
             x = x.astype(np.int32)
         valid = _NO_MASK if chunk.valid is None else np.ascontiguousarray(chunk.valid, bool)
         if chunk.segments is None:
-            return x, np.zeros(1, np.int64), np.array([chunk.samples], np.int64), valid
-        starts, counts = (np.ascontiguousarray(a, np.int64) for a in chunk.segments)
-        if starts.shape != counts.shape:
-            raise ValueError("chunk segments: starts and counts differ in length")
-        return x, starts, counts, valid
+            starts, counts = np.zeros(1, np.int64), np.array([chunk.samples], np.int64)
+        else:
+            starts, counts = (np.ascontiguousarray(a, np.int64) for a in chunk.segments)
+            if starts.shape != counts.shape or starts.ndim != 1:
+                raise ValueError("chunk segments: starts and counts differ in length")
+            extra = 1 if chunk.offsets else 0  # the kernel trusts the segments
+            if ((counts < 0) | (starts < 0) | (starts > x.size - counts - extra)).any():
+                raise ValueError("chunk segments outside its data")
+        ends = np.cumsum(counts)
+        if valid.size and valid.size < (ends[-1] if ends.size else 0):
+            raise ValueError("chunk validity mask shorter than its samples")
+        return x, starts, counts, ends, valid
 
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
-        counts, s = self._k.histogram(*self._args(chunk), np.int64(cap),
-                                      self._numba.get_num_threads(), chunk.offsets)
-        return LengthHistogram(counts, *(int(v) for v in s))
+        x, starts, counts, ends, valid = self._args(chunk)
+        n = int(ends[-1]) if ends.size else 0
+        nb = max(1, min(self._threads, -(-n // _MIN_BLOCK)), -(-n // _MAX_BLOCK))
+        step = -(-n // nb)
+        width = cap + 2 + _STRIDE * 4  # int32 rows spaced like the stats rows
+        local = np.zeros((nb, width), np.int32)
+        stats = np.zeros((nb, _STRIDE), np.int64)
+        kernel = native.kernel(f"histogram_{x.dtype}")
+
+        def block(b: int) -> None:
+            kernel(x, starts, counts, ends, valid, b * step, min(n, (b + 1) * step), cap,
+                   int(chunk.offsets), local[b, :cap + 2], stats[b, :6])
+
+        futures = [_pool().submit(block, b) for b in range(1, nb)]
+        block(0)
+        for f in futures:
+            f.result()
+        s = stats[:, :6]
+        found = s[:, ABOVE_COUNT] > 0
+        return LengthHistogram(
+            local[:, :cap + 1].sum(axis=0, dtype=np.int64), s[:, ABOVE_COUNT].sum(),
+            s[:, ABOVE_TOKENS].sum(), s[found, ABOVE_MIN].min() if found.any() else -1,
+            s[found, ABOVE_MAX].max() if found.any() else -1, s[:, NULLS].sum(),
+            s[:, INVALID].sum())

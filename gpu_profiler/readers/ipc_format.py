@@ -1,18 +1,12 @@
-"""Arrow IPC metadata, parsed in numba: a bounds-checked flatbuffer table reader and the
-few Arrow tables a length scan needs (Message, RecordBatch, DictionaryBatch, Schema,
-Footer), plus the kernels that gather the length column's bytes out of file bytes.
-
-Every read is checked against the bytes it parses, so hostile metadata raises
-:class:`Corrupt` instead of reading out of bounds; every loop is bounded by the input size,
-so nothing can hang. Positions inside a message are relative to its flatbuffer; the
-``state`` array tells the caller which message was being parsed.
-See https://arrow.apache.org/docs/format/Columnar.html#serialization-and-interprocess-communication-ipc
-"""
+"""Arrow IPC metadata for the selective reader: the constants shared with the numba
+parsers in `gpu_profiler.kernels.ipc`, and those parsers as the reader calls them (native,
+see `gpu_profiler.native`; they raise :class:`Corrupt` on hostile metadata)."""
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from gpu_profiler import native
 
 
 class Corrupt(Exception):
@@ -48,356 +42,6 @@ L_NODE, L_BUF, L_NODES, L_BUFS, L_VIEWS, L_VTOTAL, L_DICT = range(7)
 # walk() outcomes
 NEED_MORE, END, FULL = 0, 1, 2
 
-
-@njit(cache=True)
-def _chk(b, p, n):
-    if p < 0 or n < 0 or p > b.size - n:
-        raise Corrupt(p, E_BOUNDS)
-
-
-# Unchecked little-endian reads: only ever called on positions already checked to lie in
-# ``b`` (a whole table or vector at a time). Being unable to raise, they inline.
-
-@njit(cache=True)
-def _u8(b, p):
-    return np.int64(b[p])
-
-
-@njit(cache=True)
-def _u16(b, p):
-    return np.int64(b[p]) | (np.int64(b[p + 1]) << 8)
-
-
-@njit(cache=True)
-def _u32(b, p):
-    return (np.int64(b[p]) | (np.int64(b[p + 1]) << 8) | (np.int64(b[p + 2]) << 16)
-            | (np.int64(b[p + 3]) << 24))
-
-
-@njit(cache=True)
-def _i32(b, p):
-    v = _u32(b, p)
-    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
-
-
-@njit(cache=True)
-def _i64(b, p):
-    return _u32(b, p) | (_i32(b, p + 4) << 32)
-
-
-@njit(cache=True)
-def _vtable(b, t):
-    """Position of table ``t``'s vtable, after checking that the vtable and the table's
-    inline bytes lie inside ``b``."""
-    if t < 0 or t > b.size - 4:
-        raise Corrupt(t, E_BOUNDS)
-    vt = t - _i32(b, t)
-    if vt < 0 or vt > b.size - 4:
-        raise Corrupt(t, E_BOUNDS)
-    size = _u16(b, vt)
-    if size < 4 or size % 2 or vt > b.size - size or t > b.size - max(_u16(b, vt + 2), 4):
-        raise Corrupt(vt, E_VTABLE)
-    return vt
-
-
-@njit(cache=True)
-def _field(b, t, vt, i, size):
-    """Position of field ``i`` (``size`` bytes) of table ``t``, or -1 when the field is
-    absent (or claims bytes beyond the table: then it is treated as absent)."""
-    o = 4 + 2 * i
-    if o + 2 > _u16(b, vt):
-        return -1
-    f = _u16(b, vt + o)
-    if f == 0 or f + size > max(_u16(b, vt + 2), 4):
-        return -1
-    return t + f
-
-
-@njit(cache=True)
-def _get64(b, t, vt, i, default):
-    f = _field(b, t, vt, i, 8)
-    return default if f < 0 else _i64(b, f)
-
-
-@njit(cache=True)
-def _get16(b, t, vt, i, default):
-    f = _field(b, t, vt, i, 2)
-    return default if f < 0 else _u16(b, f)
-
-
-@njit(cache=True)
-def _get8(b, t, vt, i, default):
-    f = _field(b, t, vt, i, 1)
-    return default if f < 0 else _u8(b, f)
-
-
-@njit(cache=True)
-def _ref(b, t, vt, i):
-    """Position of the table/vector that field ``i`` points to (unchecked), or -1."""
-    f = _field(b, t, vt, i, 4)
-    return -1 if f < 0 else f + _u32(b, f)
-
-
-@njit(cache=True)
-def _vector(b, t, vt, i, size):
-    """``(start, count)`` of the vector in field ``i`` (``(0, 0)`` when absent), its
-    elements checked to lie inside ``b``."""
-    v = _ref(b, t, vt, i)
-    if v < 0:
-        return np.int64(0), np.int64(0)
-    if v > b.size - 4:
-        raise Corrupt(v, E_BOUNDS)
-    n = _u32(b, v)
-    if n * size > b.size - 4 - v:
-        raise Corrupt(v, E_BOUNDS)
-    return v + 4, n
-
-
-@njit(cache=True)
-def _root(b):
-    _chk(b, 0, 4)
-    t = _u32(b, 0)
-    return t, _vtable(b, t)
-
-
-@njit(cache=True)
-def _record_batch(b, t, rec, node, buf, nodes, bufs, views, vtotal):
-    """Fill ``rec`` from RecordBatch table ``t``: row count, compression, and the FieldNode
-    ``node`` with its buffers ``buf`` (validity) and ``buf + 1`` (values or offsets).
-    ``views`` of the schema's ``vtotal`` view-typed fields precede the node: their variadic
-    buffer counts shift the buffer index."""
-    vt = _vtable(b, t)
-    rec[R_ROWS] = _get64(b, t, vt, 0, 0)
-    ns, nn = _vector(b, t, vt, 1, 16)
-    bs, nb = _vector(b, t, vt, 2, 16)
-    vs, nv = _vector(b, t, vt, 4, 8)
-    before = np.int64(0)
-    total = np.int64(0)
-    for i in range(nv):
-        c = _i64(b, vs + 8 * i)
-        if c < 0 or c > nb:
-            raise Corrupt(vs + 8 * i, E_BUFFERS)
-        total += c
-        if i < views:
-            before += c
-    if nn != nodes:
-        raise Corrupt(ns - 4, E_NODES)
-    if nv != vtotal or nb != bufs + total or buf + before + 2 > nb:
-        raise Corrupt(bs - 4, E_BUFFERS)
-    if node >= nn:
-        raise Corrupt(ns - 4, E_NODES)
-    rec[R_LEN] = _i64(b, ns + 16 * node)
-    rec[R_NULLS] = _i64(b, ns + 16 * node + 8)
-    p = bs + 16 * (buf + before)
-    rec[R_VOFF] = _i64(b, p)
-    rec[R_VLEN] = _i64(b, p + 8)
-    rec[R_DOFF] = _i64(b, p + 16)
-    rec[R_DLEN] = _i64(b, p + 24)
-    rec[R_CODEC] = -1
-    c = _ref(b, t, vt, 3)
-    if c >= 0:
-        cvt = _vtable(b, c)
-        codec = _get8(b, c, cvt, 0, 0)
-        if codec > 1 or _get8(b, c, cvt, 1, 0) != 0:
-            raise Corrupt(c, E_CODEC)
-        rec[R_CODEC] = codec
-
-
-@njit(cache=True)
-def _message(b, rec, layout):
-    """Parse one Message flatbuffer ``b`` into ``rec`` (header type, body length, and the
-    length column's node and buffers for record batches and matching dictionary batches)."""
-    t, vt = _root(b)
-    version = _get16(b, t, vt, 0, 0)
-    if version < 3 or version > 4:
-        raise Corrupt(0, E_VERSION)
-    kind = _get8(b, t, vt, 1, 0)
-    h = _ref(b, t, vt, 2)
-    body = _get64(b, t, vt, 3, 0)
-    if body < 0:
-        raise Corrupt(0, E_BODY)
-    rec[R_TYPE] = kind
-    rec[R_BODYLEN] = body
-    rec[R_DICT] = -1
-    rec[R_DELTA] = 0
-    if kind == RECORD_BATCH and h >= 0:
-        _record_batch(b, h, rec, layout[L_NODE], layout[L_BUF], layout[L_NODES],
-                      layout[L_BUFS], layout[L_VIEWS], layout[L_VTOTAL])
-    elif kind == DICTIONARY_BATCH and h >= 0:
-        hvt = _vtable(b, h)
-        rec[R_DICT] = _get64(b, h, hvt, 0, 0)
-        rec[R_DELTA] = _get8(b, h, hvt, 2, 0)
-        data = _ref(b, h, hvt, 1)
-        if rec[R_DICT] == layout[L_DICT] and layout[L_DICT] >= 0:
-            if data < 0:
-                raise Corrupt(h, E_HEADER)
-            _record_batch(b, data, rec, 0, 0, 1, 2, 0, 0)
-    else:
-        raise Corrupt(0, E_HEADER)
-
-
-@njit(cache=True)
-def frame(b, p):
-    """``(prefix, metadata length)`` of the message framed at ``p``: a 0xFFFFFFFF
-    continuation marker and an int32 length, or the legacy bare int32 length. The length is
-    0 at end of stream and -1 when ``b`` holds too few bytes to tell."""
-    if p < 0:
-        raise Corrupt(p, E_BOUNDS)
-    if p + 4 > b.size:
-        return np.int64(0), np.int64(-1)
-    w = _i32(b, p)
-    if w != -1:
-        if w < 0:
-            raise Corrupt(p, E_FRAME)
-        return np.int64(4), w
-    if p + 8 > b.size:
-        return np.int64(0), np.int64(-1)
-    m = _i32(b, p + 4)
-    if m < 0:
-        raise Corrupt(p + 4, E_FRAME)
-    return np.int64(8), m
-
-
-@njit(cache=True, inline="always")
-def _same(b, w, a, c, m):
-    """Whether ``b[a:a + m] == b[c:c + m]``; ``w`` is ``b`` viewed as uint64 words."""
-    if (a | c | m) & 7 == 0:
-        for i in range(m >> 3):
-            if w[(a >> 3) + i] != w[(c >> 3) + i]:
-                return False
-        return True
-    for i in range(m):
-        if b[a + i] != b[c + i]:
-            return False
-    return True
-
-
-@njit(cache=True, inline="always")
-def _words(b):
-    return b[:b.size - b.size % 8].view(np.uint64)
-
-
-@njit(cache=True)
-def _parse(b, w, at, m, last, last_m, out, k, layout):
-    """Parse the ``m`` metadata bytes at ``at`` into ``out[k]``, or copy ``out[k - 1]`` when
-    they repeat the previous message's (``last_m`` bytes at ``last``) byte for byte."""
-    if m == last_m and _same(b, w, at, last, m):
-        out[k, :] = out[k - 1]
-    else:
-        _message(b[at:at + m], out[k], layout)
-
-
-@njit(cache=True, nogil=True)
-def walk(b, start, limit, out, layout, state):
-    """Parse the consecutive framed messages of a stream held in ``b``, from ``start``;
-    ``limit`` is the end of the file relative to ``b``.
-
-    Stops at end of stream, when ``out`` is full, or when the next message's framing or
-    metadata is not entirely inside ``b`` (its body may run past ``b``: only metadata is
-    parsed). Record positions are relative to ``b``. ``state[0]`` is the position of the
-    message being parsed; on ``NEED_MORE`` ``state[1]`` is how many bytes from the returned
-    position are needed at least.
-
-    A message whose metadata repeats the previous one's byte for byte (all the full batches
-    of a typical file) is not parsed again: its record is a copy.
-
-    Returns:
-        ``(messages parsed, position of the next message, NEED_MORE | END | FULL)``.
-    """
-    w = _words(b)
-    p = np.int64(start)
-    k = 0
-    last, last_m = np.int64(-1), np.int64(-1)
-    while k < out.shape[0]:
-        state[0] = p
-        pre, m = frame(b, p)
-        if m < 0 or p + pre + m > b.size:
-            state[1] = 8 if m < 0 else pre + m
-            return k, p, NEED_MORE
-        if m == 0:
-            return k, p + pre, END
-        rec = out[k]
-        _parse(b, w, p + pre, m, last, last_m, out, k, layout)
-        last, last_m = p + pre, m
-        if rec[R_BODYLEN] > limit - (p + pre + m):
-            raise Corrupt(p, E_TRUNC)
-        rec[R_MSG] = p
-        rec[R_BODY] = p + pre + m
-        p = p + pre + m + rec[R_BODYLEN]
-        k += 1
-    return k, p, FULL
-
-
-@njit(cache=True, nogil=True)
-def parse_at(b, starts, meta_lens, out, layout, state):
-    """Parse the messages at ``starts`` in ``b`` (the file format's Blocks: each message's
-    framing plus metadata is ``meta_lens`` bytes and its body follows); repeated metadata
-    is copied, as in `walk`."""
-    w = _words(b)
-    last, last_m = np.int64(-1), np.int64(-1)
-    for k in range(starts.size):
-        p = starts[k]
-        state[0] = p
-        pre, m = frame(b, p)
-        if m <= 0 or pre + m != meta_lens[k]:
-            raise Corrupt(p, E_FRAME)
-        _chk(b, p, pre + m)
-        rec = out[k]
-        _parse(b, w, p + pre, m, last, last_m, out, k, layout)
-        last, last_m = p + pre, m
-        rec[R_MSG] = p
-        rec[R_BODY] = p + pre + m
-
-
-@njit(cache=True)
-def schema_info(b, field):
-    """``(big endian?, number of fields, dictionary id of top-level ``field`` or -1, body
-    length)`` from a Schema Message flatbuffer."""
-    t, vt = _root(b)
-    version = _get16(b, t, vt, 0, 0)
-    if version < 3 or version > 4:
-        raise Corrupt(0, E_VERSION)
-    body = _get64(b, t, vt, 3, 0)
-    if body < 0:
-        raise Corrupt(0, E_BODY)
-    h = _ref(b, t, vt, 2)
-    if _get8(b, t, vt, 1, 0) != SCHEMA or h < 0:
-        raise Corrupt(0, E_HEADER)
-    hvt = _vtable(b, h)
-    big = _get16(b, h, hvt, 0, 0) != 0
-    fs, nf = _vector(b, h, hvt, 1, 4)
-    dict_id = np.int64(-1)
-    if 0 <= field < nf:
-        f = fs + 4 * field + _u32(b, fs + 4 * field)
-        fvt = _vtable(b, f)
-        d = _ref(b, f, fvt, 4)
-        if d >= 0:
-            dict_id = _get64(b, d, _vtable(b, d), 0, 0)
-    return big, nf, dict_id, body
-
-
-@njit(cache=True)
-def footer_blocks(b):
-    """The file footer's dictionary and record-batch Blocks as ``(n, 3)`` int64 arrays of
-    ``(offset, metadata length, body length)``."""
-    t, vt = _root(b)
-    ds, nd = _vector(b, t, vt, 2, 24)
-    rs, nr = _vector(b, t, vt, 3, 24)
-    dicts = np.empty((nd, 3), np.int64)
-    batches = np.empty((nr, 3), np.int64)
-    for i in range(nd):
-        p = ds + 24 * i
-        dicts[i, 0] = _i64(b, p)
-        dicts[i, 1] = _i32(b, p + 8)
-        dicts[i, 2] = _i64(b, p + 16)
-    for i in range(nr):
-        p = rs + 24 * i
-        batches[i, 0] = _i64(b, p)
-        batches[i, 1] = _i32(b, p + 8)
-        batches[i, 2] = _i64(b, p + 16)
-    return dicts, batches
-
-
 #: Why `check` refused a record (its second result indexes this).
 CHECKS = (
     "the column's length differs from the batch's",
@@ -410,90 +54,60 @@ CHECKS = (
 )
 
 
-@njit(cache=True, inline="always")
-def _refused(r, w, extra):
-    """Index in `CHECKS` of the first check record ``r`` fails, -1 if none."""
-    rows, nulls, body = r[R_LEN], r[R_NULLS], r[R_BODYLEN]
-    voff, vlen, doff, dlen = r[R_VOFF], r[R_VLEN], r[R_DOFF], r[R_DLEN]
-    plain = r[R_CODEC] < 0
-    if rows < 0 or rows != r[R_ROWS]:
-        return 0
-    if nulls < 0 or nulls > rows:
-        return 1
-    if voff < 0 or vlen < 0 or doff < 0 or dlen < 0:
-        return 2
-    if voff > body - vlen or doff > body - dlen:
-        return 3
-    if plain and rows > 0 and dlen // w < rows + extra:
-        return 4
-    if plain and nulls > 0 and vlen < (rows + 7) // 8:
-        return 5
-    if not plain and ((rows > 0 and dlen < 8) or (nulls > 0 and vlen < 8)):
-        return 6
-    return -1
+def frame(b: np.ndarray, p: int) -> tuple[int, ...]:
+    """``(prefix, metadata length)`` of the message framed at ``p`` (see kernels.ipc)."""
+    return native.kernel("frame")(b, p)
 
 
-@njit(cache=True, nogil=True)
-def check(recs, dict_id, offsets, item_w, dict_w, out):
-    """Validate the parsed records whose buffers are needed (record batches, and the
-    dictionary batches of dictionary ``dict_id``) against their message bodies, and write
-    each record's needed byte ranges to ``out[k] = (validity lo, hi, data lo, hi)``
-    (empty where nothing is needed). Element widths: ``item_w`` for record batches,
-    ``dict_w`` for dictionary values; list ``offsets`` hold one more entry than rows.
-
-    Returns ``(index of the first refused record, index in CHECKS)``, or ``(-1, -1)``.
-    """
-    for k in range(recs.shape[0]):
-        r = recs[k]
-        out[k, :] = 0
-        batch = r[R_TYPE] == RECORD_BATCH
-        if not batch and not (r[R_TYPE] == DICTIONARY_BATCH and dict_id >= 0
-                              and r[R_DICT] == dict_id):
-            continue
-        w = item_w if batch else dict_w
-        extra = 1 if batch and offsets else 0
-        why = _refused(r, w, extra)
-        if why >= 0:
-            return k, why
-        rows, nulls, plain = r[R_LEN], r[R_NULLS], r[R_CODEC] < 0
-        out[k, 0] = r[R_BODY] + r[R_VOFF]
-        if nulls > 0:
-            out[k, 1] = out[k, 0] + ((rows + 7) // 8 if plain else r[R_VLEN])
-        else:
-            out[k, 1] = out[k, 0]
-        out[k, 2] = r[R_BODY] + r[R_DOFF]
-        need = (min(rows, r[R_DLEN]) + extra) * w if plain else r[R_DLEN]
-        out[k, 3] = out[k, 2] + (need if rows > 0 else 0)
-    return -1, -1
+def walk(b: np.ndarray, start: int, limit: int, out: np.ndarray, layout: np.ndarray,
+         state: np.ndarray) -> tuple[int, ...]:
+    """``(messages parsed, next position, NEED_MORE | END | FULL)`` (see kernels.ipc)."""
+    return native.kernel("walk")(b, start, limit, out, layout, state)
 
 
-@njit(cache=True, nogil=True)
-def gather(src, src_pos, counts, dst, dst_pos):
-    """Copy ``src[src_pos[i]:+counts[i]]`` to ``dst[dst_pos[i]:]`` for every i."""
-    for i in range(src_pos.size):
-        s = src_pos[i]
-        d = dst_pos[i]
-        n = counts[i]
-        dst[d:d + n] = src[s:s + n]
+def parse_at(b: np.ndarray, starts: np.ndarray, meta_lens: np.ndarray, out: np.ndarray,
+             layout: np.ndarray, state: np.ndarray) -> None:
+    """Parse the file format's messages at ``starts`` into ``out`` (see kernels.ipc)."""
+    native.kernel("parse_at")(b, starts, meta_lens, out, layout, state)
 
 
-@njit(cache=True, nogil=True)
-def unpack_validity(src, src_pos, rows, dst, dst_row):
-    """Expand little-endian validity bitmaps (bit offset 0) into bools at ``dst_row``."""
-    for i in range(src_pos.size):
-        s = src_pos[i]
-        d = dst_row[i]
-        for j in range(rows[i]):
-            dst[d + j] = (src[s + (j >> 3)] >> (j & 7)) & 1
+def schema_info(b: np.ndarray, field: int) -> tuple[int, ...]:
+    """``(big endian?, fields, dictionary id of ``field`` or -1, body length)``."""
+    return native.kernel("schema_info")(b, field)
 
 
-@njit(cache=True, nogil=True)
-def offset_lengths(offsets, starts, rows, dst, dst_row):
-    """Lengths ``offsets[s+j+1] - offsets[s+j]`` (int64) of every batch's list offsets.
-    (Serial: readers run in a background thread, and numba's workqueue threading layer
-    must not run two parallel kernels at once.)"""
-    for i in range(starts.size):
-        s = starts[i]
-        d = dst_row[i]
-        for j in range(rows[i]):
-            dst[d + j] = np.int64(offsets[s + j + 1]) - np.int64(offsets[s + j])
+def footer_blocks(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The footer's dictionary and record-batch Blocks as ``(n, 3)`` int64 arrays of
+    ``(offset, metadata length, body length)``."""
+    out = np.empty((2 * (b.size // 24) + 2, 3), np.int64)  # both vectors lie inside b
+    nd, nr = native.kernel("footer_blocks")(b, out)
+    return out[:nd], out[nd:nd + nr]
+
+
+def check(recs: np.ndarray, dict_id: int, offsets: bool, item_w: int, dict_w: int,
+          out: np.ndarray) -> tuple[int, ...]:
+    """``(first refused record, index in CHECKS)`` or ``(-1, -1)``; byte ranges to ``out``."""
+    return native.kernel("check")(recs, dict_id, offsets, item_w, dict_w, out)
+
+
+_UINT = {1: np.uint8, 4: np.uint32, 8: np.uint64}
+
+
+def gather(src: np.ndarray, src_pos: np.ndarray, counts: np.ndarray, dst: np.ndarray,
+           dst_pos: np.ndarray) -> None:
+    """Copy ``src[src_pos[i]:+counts[i]]`` to ``dst[dst_pos[i]:]`` for every i (elements of
+    1, 4 or 8 bytes, as in ``src`` and ``dst``)."""
+    t = np.dtype(_UINT[src.itemsize])
+    native.kernel(f"gather_{t}")(src.view(t), src_pos, counts, dst.view(t), dst_pos)
+
+
+def unpack_validity(src: np.ndarray, src_pos: np.ndarray, rows: np.ndarray, dst: np.ndarray,
+                    dst_row: np.ndarray) -> None:
+    """Expand validity bitmaps at byte positions ``src_pos`` into bools at ``dst_row``."""
+    native.kernel("unpack_validity")(src, src_pos, rows, dst, dst_row)
+
+
+def offset_lengths(offsets: np.ndarray, starts: np.ndarray, rows: np.ndarray,
+                   dst: np.ndarray, dst_row: np.ndarray) -> None:
+    """Lengths (int64) of every batch's list offsets, at ``dst_row`` of ``dst``."""
+    native.kernel(f"offset_lengths_{offsets.dtype}")(offsets, starts, rows, dst, dst_row)

@@ -609,9 +609,10 @@ class _Assembler:
 def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarray,
             dst: np.ndarray) -> None:
     """Copy ``counts`` elements of ``out``'s type from byte positions ``src`` of ``data``
-    to element positions ``dst`` of ``out``: element-wise when aligned, else bytewise."""
+    to element positions ``dst`` of ``out``: element-wise when aligned (4- and 8-byte
+    types), else bytewise."""
     w = out.itemsize
-    if (src % w == 0).all() and data.ctypes.data % w == 0:
+    if w in (4, 8) and (src % w == 0).all() and data.ctypes.data % w == 0:
         fmt.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
     else:
         fmt.gather(data, src, counts * w, out.view(np.uint8), dst * w)

@@ -1,0 +1,231 @@
+"""The CPU kernels, compiled once into a shared library and called without starting numba.
+
+Starting numba costs every process ~0.3-0.45 s (its import, its CPU target, loading cached
+kernels): a third of a billion-sample scan. So the numba sources in ``gpu_profiler.kernels``
+are compiled by numba once, ahead of time, into one shared library in the kernel cache
+(`gpu_profiler.kernels.aot`), which later processes load with ctypes in a millisecond.
+
+Each kernel in :data:`EXPORTS` is one C function ``int64 f(int64 *words)``: the words hold
+its arguments in order (an array as its address then its shape, a scalar as itself),
+followed by room for its integer results. It returns 0, or 1 when the kernel raised; the
+call is then replayed through numba's JIT, which raises the same exception with its
+arguments (corrupt input is rare; starting numba then costs nothing that matters).
+
+Without a C compiler, or with ``GPU_PROFILER_NATIVE=0``, the same kernels run through
+numba's JIT (``cache=True``) instead: the same code, the same results.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import importlib
+import importlib.util
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+class Arr(NamedTuple):
+    """An array argument of exactly this dtype and number of dimensions; an input is made
+    C-contiguous when it is not, an output (written by the kernel) must be."""
+
+    dtype: str
+    ndim: int = 1
+    out: bool = False
+
+
+I = None  # an integer argument (passed as int64)  # noqa: E741
+
+_BYTES, _I8, _I8_2D, _BOOL = Arr("uint8"), Arr("int64"), Arr("int64", 2), Arr("bool")
+_OUT_I8, _OUT_I8_2D = Arr("int64", out=True), Arr("int64", 2, out=True)
+
+
+class Export(NamedTuple):
+    """One kernel: ``module.function`` in ``gpu_profiler.kernels``, its arguments, and how
+    many integers it returns (a tuple of them, or nothing)."""
+
+    module: str
+    function: str
+    args: tuple[Arr | None, ...]
+    results: int
+
+
+def _histogram(dtype: str) -> Export:
+    row = Arr("int32", out=True)
+    return Export("cpu", "histogram_block",
+                  (Arr(dtype), _I8, _I8, _I8, _BOOL, I, I, I, I, row, _OUT_I8), 0)
+
+
+#: Every CPU kernel a scan calls, by name.
+EXPORTS: dict[str, Export] = {
+    **{f"histogram_{t}": _histogram(t) for t in ("int32", "int64", "uint32", "uint64")},
+    "frame": Export("ipc", "frame", (_BYTES, I), 2),
+    "walk": Export("ipc", "walk", (_BYTES, I, I, _OUT_I8_2D, _I8, _OUT_I8), 3),
+    "parse_at": Export("ipc", "parse_at", (_BYTES, _I8, _I8, _OUT_I8_2D, _I8, _OUT_I8), 0),
+    "schema_info": Export("ipc", "schema_info", (_BYTES, I), 4),
+    "footer_blocks": Export("ipc", "footer_blocks", (_BYTES, _OUT_I8_2D), 2),
+    "check": Export("ipc", "check", (_I8_2D, I, I, I, I, _OUT_I8_2D), 2),
+    **{f"gather_{t}": Export("ipc", "gather", (Arr(t), _I8, _I8, Arr(t, out=True), _I8), 0)
+       for t in ("uint8", "uint32", "uint64")},
+    "unpack_validity": Export("ipc", "unpack_validity",
+                              (_BYTES, _I8, _I8, Arr("bool", out=True), _I8), 0),
+    **{f"offset_lengths_{t}": Export("ipc", "offset_lengths",
+                                     (Arr(t), _I8, _I8, _OUT_I8, _I8), 0)
+       for t in ("int32", "int64")},
+}
+
+#: Files the library is built from (their bytes are part of its key), by package.
+_SOURCES = {"gpu_profiler.kernels": ("cpu.py", "ipc.py", "aot.py"),
+            "gpu_profiler": ("native.py", "readers/ipc_format.py")}
+
+
+@cache
+def kernel(name: str) -> Callable[..., tuple[int, ...]]:
+    """The kernel ``name`` of :data:`EXPORTS`: native when the library loads, else JIT."""
+    lib = library()
+    if lib is None:
+        return _Jit(name)
+    return _Native(name, lib[f"gp_{name}"])
+
+
+def status() -> str:
+    """How the CPU kernels run in this process, in words."""
+    lib = library()
+    if lib is not None:
+        return f"native ({lib._name})"
+    why = _why_jit()
+    if not why:  # the build or the load failed: the first line of what it said
+        failed = Path(f"{_library_path()}.failed").read_text().splitlines()
+        why = f"the native build failed: {failed[0] if failed else 'no reason given'}"
+    return f"numba JIT ({why})"
+
+
+@cache
+def library() -> ctypes.CDLL | None:
+    """The kernel library for this machine and these sources, built on first use; None
+    when disabled or when it cannot be built here (then `_why_jit` says why)."""
+    if _why_jit():
+        return None
+    path = _library_path()
+    if not path.exists():
+        with open(f"{path}.lock", "w") as lock:  # one process builds; the others wait
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            failed = Path(f"{path}.failed")
+            if not path.exists() and not failed.exists():
+                from gpu_profiler.kernels import aot
+
+                try:
+                    aot.build(path, EXPORTS)
+                except aot.BuildError as exc:  # recorded: later processes do not retry
+                    failed.write_text(f"{exc}\n")
+            if failed.exists():
+                return None
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as exc:  # recorded: later processes use the JIT too
+        Path(f"{path}.failed").write_text(f"cannot load it: {exc}\n")
+        path.unlink(missing_ok=True)
+        return None
+
+
+@cache
+def _why_jit() -> str:
+    """Why kernels run through numba's JIT here ('' when they need not)."""
+    if os.environ.get("GPU_PROFILER_NATIVE", "1") == "0":
+        return "GPU_PROFILER_NATIVE=0"
+    if sys.platform != "linux":
+        return f"native kernels are built on Linux only, not {sys.platform}"
+    if not shutil.which(os.environ.get("CC", "cc")):
+        return "no C compiler to link the native kernels (install gcc)"
+    return ""
+
+
+@cache
+def _library_path() -> Path:
+    """``<kernel cache>/native-<key>.so``; the key covers the kernel sources, the numba
+    and llvmlite installs, the interpreter and the CPU (the code uses its features)."""
+    h = hashlib.sha256(sys.version.encode())
+    for package, files in _SOURCES.items():  # read, not imported (kernels import numba)
+        folder = Path(importlib.import_module(package).__path__[0])
+        for name in files:
+            h.update((folder / name).read_bytes())
+    for mod in ("numba", "llvmlite"):
+        spec = importlib.util.find_spec(mod)
+        origin = spec.origin if spec and spec.origin else mod
+        st = os.stat(origin) if os.path.exists(origin) else None
+        h.update(f"{origin}:{st and st.st_mtime_ns}:{st and st.st_size}".encode())
+    try:
+        with open("/proc/cpuinfo") as f:
+            h.update(next((ln for ln in f if ln.startswith(("flags", "Features"))), "").encode())
+    except OSError:
+        pass
+    cache_dir = Path(os.environ["NUMBA_CACHE_DIR"])
+    return cache_dir / f"native-{h.hexdigest()[:20]}.so"
+
+
+def _jit_function(name: str) -> Any:
+    e = EXPORTS[name]
+    return getattr(importlib.import_module(f"gpu_profiler.kernels.{e.module}"), e.function)
+
+
+def _arguments(e: Export, name: str, args: tuple[Any, ...]) -> list[Any]:
+    """``args`` checked against ``e`` (inputs made C-contiguous, scalars ints)."""
+    if len(args) != len(e.args):
+        raise TypeError(f"kernel {name} takes {len(e.args)} arguments, got {len(args)}")
+    checked: list[Any] = []
+    for i, (spec, a) in enumerate(zip(e.args, args, strict=True)):
+        if spec is None:
+            checked.append(int(a))
+            continue
+        if not spec.out and isinstance(a, np.ndarray):
+            a = np.ascontiguousarray(a)
+        if not (isinstance(a, np.ndarray) and a.dtype == spec.dtype and a.ndim == spec.ndim
+                and a.flags.c_contiguous):
+            got = f"{a.dtype}[{a.ndim}d]" if isinstance(a, np.ndarray) else type(a).__name__
+            raise TypeError(f"kernel {name}: argument {i} must be a C-contiguous "
+                            f"{spec.dtype}[{spec.ndim}d] array, got {got}")
+        checked.append(a)
+    return checked
+
+
+class _Jit:
+    """A kernel called through numba's JIT (same argument checks as the native one)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.export, self.fn = name, EXPORTS[name], _jit_function(name)
+
+    def __call__(self, *args: Any) -> tuple[int, ...]:
+        r = self.fn(*_arguments(self.export, self.name, args))
+        return () if r is None else tuple(int(v) for v in r)
+
+
+class _Native:
+    """A kernel called in the shared library (ctypes releases the GIL during the call)."""
+
+    def __init__(self, name: str, fn: Any) -> None:
+        fn.argtypes, fn.restype = [ctypes.c_void_p], ctypes.c_int64
+        self.name, self.export, self.fn = name, EXPORTS[name], fn
+
+    def __call__(self, *args: Any) -> tuple[int, ...]:
+        checked = _arguments(self.export, self.name, args)
+        words: list[int] = []
+        for a in checked:  # arrays stay referenced (by checked) until the call returns
+            if isinstance(a, np.ndarray):
+                words.append(a.ctypes.data)
+                words.extend(a.shape)
+            else:
+                words.append(a)
+        n = len(words)
+        block = np.array(words + [0] * self.export.results, np.int64)
+        if self.fn(block.ctypes.data):  # it raised: raise the same exception via the JIT
+            _Jit(self.name)(*args)
+            raise RuntimeError(f"native kernel {self.name} failed where numba's JIT did not")
+        return tuple(int(v) for v in block[n:])

@@ -1,0 +1,100 @@
+"""The native kernel library: built here, called like the JIT, errors replayed through the
+JIT, and a machine that cannot build it falls back to the JIT with the reason."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from gpu_profiler import native
+from gpu_profiler.readers import ipc_format as fmt
+
+
+def test_library_builds_and_loads_here():
+    assert native.library() is not None, native.status()
+    assert native.status().startswith("native (")
+    assert isinstance(native.kernel("walk"), native._Native)
+
+
+def test_errors_are_replayed_with_the_jit_arguments():
+    """A kernel that raises natively raises the same Corrupt(position, reason) as the JIT."""
+    b = np.frombuffer(b"\xff\xff\xff\xff\xf7\xff\xff\xff", np.uint8)  # metadata length -9
+    caught = []
+    for k in (native.kernel("frame"), native._Jit("frame")):
+        with pytest.raises(fmt.Corrupt) as exc:
+            k(b, 0)
+        caught.append(exc.value.args)
+    assert caught[0] == caught[1] == (4, fmt.E_FRAME)
+
+
+def test_results_and_outputs_match_the_jit():
+    x = np.random.default_rng(0).integers(-5, 300, 10_000).astype(np.int32)
+    starts, counts = np.array([0, 5000], np.int64), np.array([4000, 5000], np.int64)
+    ends = np.cumsum(counts)
+    valid = np.random.default_rng(1).random(9000) > 0.1
+    got = []
+    for k in (native.kernel("histogram_int32"), native._Jit("histogram_int32")):
+        row, st = np.zeros(202, np.int32), np.zeros(6, np.int64)
+        assert k(x, starts, counts, ends, valid, 100, 8900, 200, 0, row, st) == ()
+        got.append((row, st))
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    np.testing.assert_array_equal(got[0][1], got[1][1])
+    assert got[0][0].sum() + got[0][1][4] == 8800  # every sample binned or null
+
+
+def test_arguments_are_checked():
+    k = native.kernel("offset_lengths_int32")
+    offsets = np.arange(13, dtype=np.int32)
+    rows = np.array([[5, 0], [6, 0]], np.int64)[:, 0]  # not contiguous: copied, fine
+    dst = np.zeros(11, np.int64)
+    k(offsets, np.array([0, 6], np.int64), rows, dst, np.array([0, 5], np.int64))
+    assert dst.tolist() == [1] * 11
+    with pytest.raises(TypeError, match="argument 3 must be a C-contiguous int64"):
+        k(offsets, np.array([0]), np.array([5]), np.zeros(11, np.int32), np.array([0]))
+    with pytest.raises(TypeError, match="argument 3 must be a C-contiguous int64"):
+        k(offsets, np.array([0]), np.array([5]), np.zeros((11, 2))[:, 0], np.array([0]))
+    with pytest.raises(TypeError, match="takes 5 arguments"):
+        k(offsets)
+
+
+FALLBACK = textwrap.dedent("""
+    import json, sys, numpy as np
+    import gpu_profiler as gp
+    from gpu_profiler import native
+    x = np.arange(-3, 1000) % 300
+    h = gp.histogram(x, backend="numba", cap=100)
+    print(json.dumps({"status": native.status(), "valid": h.valid, "above": h.above_count,
+                      "numba": "numba" in sys.modules}))
+""")
+
+
+def _fallback(env: dict[str, str]) -> dict:
+    import json
+
+    p = subprocess.run([sys.executable, "-c", FALLBACK], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("cc", ["false", "no-such-compiler"])
+def test_no_working_compiler_falls_back_to_the_jit(tmp_path, cc):
+    env = dict(os.environ, CC=cc, NUMBA_CACHE_DIR=str(tmp_path))
+    import gpu_profiler as gp
+
+    ref = gp.histogram(np.arange(-3, 1000) % 300, backend="numpy", cap=100)
+    want = {"valid": ref.valid, "above": ref.above_count, "numba": True}
+    first = _fallback(env)
+    assert {k: first[k] for k in want} == want
+    if cc == "false":  # compiled, then the link failed: recorded, not retried
+        assert first["status"].startswith("numba JIT (the native build failed: ")
+        assert list(tmp_path.glob("native-*.so.failed"))
+        assert not list(tmp_path.glob("native-*.so"))
+        assert _fallback(env)["status"] == first["status"]
+    else:
+        assert "no C compiler" in first["status"]

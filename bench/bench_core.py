@@ -10,7 +10,8 @@ above 8192), clipped to [1, 131072].
 Timed, in one run: the reference loop (``datasets.load_from_disk(dir)["length"]`` iterated in
 Python once per bucket; run once), the hand-written fast path (bench/fast_path.py, in-process
 and as a script process), gpu-profiler in-process (``gpu_profiler.profile``) and as a whole
-CLI process for each CPU backend (first run with an empty numba cache reported separately),
+CLI process for each CPU backend (the first run, which builds the native kernels into an
+empty kernel cache, reported separately),
 and the micro-benchmark numba backend vs ``np.bincount(np.minimum(x, cap))`` on an in-memory
 int64 array. Every table is checked against the reference loop's (exits 1 on a mismatch).
 Writes bench/results/core.md and core.json.
@@ -210,7 +211,7 @@ def bench_case(case: dict, repeats: int, scratch: Path) -> dict:
     scans: dict[str, list[float]] = {}
     phases: list[dict] = []
 
-    # Cold: the first CLI run with an empty numba cache compiles the kernels and caches them.
+    # Cold: the first CLI run with an empty kernel cache builds the native kernel library.
     env = dict(os.environ, NUMBA_CACHE_DIR=str(scratch / f"numba-cache-{case['name']}"))
     shutil.rmtree(env["NUMBA_CACHE_DIR"], ignore_errors=True)
     cli = [CLI, "profile", path, "-f", "json", *src]
@@ -219,7 +220,7 @@ def bench_case(case: dict, repeats: int, scratch: Path) -> dict:
     cached = numba_cache(env["NUMBA_CACHE_DIR"])
     if not cached:
         sys.exit(f"FAIL: the first CLI run cached nothing in {env['NUMBA_CACHE_DIR']}")
-    for b in BACKENDS:  # warm-up: page cache, in-process numba load
+    for b in BACKENDS:  # warm-up: page cache, in-process kernel load
         gpu_profiler.profile(path, backend=b, **kw)
     fast_path(path, offsets_of)
 
@@ -259,7 +260,7 @@ def bench_case(case: dict, repeats: int, scratch: Path) -> dict:
     if after != cached:
         changed = sorted(Path(k).name for k in set(after) | set(cached)
                          if after.get(k) != cached.get(k))
-        sys.exit(f"FAIL: {case['name']}: a warm CLI run compiled again (numba cache changed: "
+        sys.exit(f"FAIL: {case['name']}: a warm CLI run compiled again (kernel cache changed: "
                  f"{', '.join(changed)}; was a kernel source edited during the run?)")
     return {"times": series.times, "median": series.medians(), "loads": series.loads,
             "cli_cold_numba": cold, "numba_cache_files": sorted(Path(p).name for p in cached),
@@ -267,20 +268,19 @@ def bench_case(case: dict, repeats: int, scratch: Path) -> dict:
             "auto_chose": outputs["cli auto"]["backend"],
             "fast_path_phases_median": {k: med([p[k] for p in phases]) for k in phases[0]},
             "reader_only_median": reader_only(path, offsets_of, repeats),
-            "numba_process_anatomy": anatomy(path, offsets_of, env, repeats),
+            "process_anatomy": anatomy(path, offsets_of, env, repeats),
             "outputs": outputs}
 
 
-#: Run in a fresh process: seconds spent in each phase of a CLI-like run.
+#: Run in a fresh process: seconds spent in each phase of a CLI-like run (and whether numba
+#: was imported: with the native kernels built, it is not).
 ANATOMY = """
 import json, sys, time
 t = [time.perf_counter()]
 import gpu_profiler.cli.app
 t.append(time.perf_counter())
-import numba
-t.append(time.perf_counter())
-from numba.core.registry import cpu_target
-cpu_target.target_context.refresh()
+from gpu_profiler import native
+native.library()
 t.append(time.perf_counter())
 import gpu_profiler
 path, *offsets_of = sys.argv[1:]
@@ -292,11 +292,11 @@ t.append(time.perf_counter())
 from gpu_profiler.render.formats import to_json
 to_json(r)
 t.append(time.perf_counter())
-print(json.dumps([b - a for a, b in zip(t, t[1:])]))
+print(json.dumps([b - a for a, b in zip(t, t[1:])] + ["numba" in sys.modules]))
 """
-PHASES = ("import gpu_profiler.cli.app (typer, numpy, ...)", "import numba",
-          "numba CPU target set-up (first use of numba in a process)",
-          "first profile(): gpu_profiler's lazy imports, cached kernel loads, scan",
+PHASES = ("import gpu_profiler.cli.app (typer, numpy, ...)",
+          "load the native kernel library (hash its sources, dlopen)",
+          "first profile(): gpu_profiler's lazy imports, scan",
           "second profile(): the scan alone", "render JSON")
 
 
@@ -308,7 +308,9 @@ def anatomy(path: str, offsets_of: str | None, env: dict[str, str],
     for _ in range(repeats):
         wall, stdout = process([sys.executable, "-c", ANATOMY, path,
                                 *([offsets_of] if offsets_of else [])], env)
-        phases = json.loads(stdout)
+        *phases, numba = json.loads(stdout)
+        if numba:
+            sys.exit("FAIL: a CLI-like process imported numba (are the native kernels built?)")
         runs.append({"interpreter start + exit": wall - sum(phases),
                      **dict(zip(PHASES, phases, strict=True))})
     return {k: med([r[k] for r in runs]) for k in runs[0]}
@@ -346,27 +348,21 @@ def startup(repeats: int) -> dict[str, float]:
 
 def micro(n: int, repeats: int) -> dict:
     """numba backend vs ``np.bincount(np.minimum(x, cap))`` on an in-memory int64 array."""
-    import numba
-
     from gpu_profiler.backends import get_backend
+    from gpu_profiler.backends.numba_backend import cores
     from gpu_profiler.chunk import Chunk
 
     x = sft_lengths(n, SEED + 7)
     backend = get_backend("numba")
-    threads = numba.get_num_threads()
-    backend.histogram_chunk(Chunk(x[:65536]), CAP)  # load the cached kernel
+    threads = cores()
+    backend.histogram_chunk(Chunk(x[:65536]), CAP)  # load the kernel
 
     def numpy_bincount() -> float:
         return clock(lambda: np.bincount(np.minimum(x, CAP), minlength=CAP + 1))[0]
 
     def numba_threads(k: int) -> Callable[[], float]:
-        def run() -> float:
-            numba.set_num_threads(k)
-            try:
-                return clock(lambda: backend.histogram_chunk(Chunk(x), CAP))[0]
-            finally:
-                numba.set_num_threads(threads)
-        return run
+        b = get_backend("numba", threads=k)
+        return lambda: clock(lambda: b.histogram_chunk(Chunk(x), CAP))[0]
 
     want = np.bincount(np.minimum(x, CAP), minlength=CAP + 1)
     h = backend.histogram_chunk(Chunk(x), CAP)
@@ -413,15 +409,17 @@ def machine() -> dict:
     import numba
 
     import gpu_profiler
-    from gpu_profiler import engine
+    from gpu_profiler import engine, native
     from gpu_profiler.backends import available_backends, get_backend
+    from gpu_profiler.backends.numba_backend import cores
 
     cpu = next((line.split(":", 1)[1].strip() for line in
                 Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     git = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
                          text=True, cwd=ROOT).stdout.strip()
-    return {"cpu": cpu, "cores": os.cpu_count(), "numba_threads": numba.get_num_threads(),
+    return {"cpu": cpu, "cores": os.cpu_count(), "cpu_threads": cores(),
+            "cpu_kernels": native.status().split(" (")[0],
             "python": platform.python_version(), "numpy": np.__version__,
             "pyarrow": pa.__version__, "numba": numba.__version__,
             "datasets": datasets.__version__, "gpu_profiler": gpu_profiler.__version__,
@@ -445,8 +443,8 @@ def markdown(r: dict) -> str:
     lines = [
         "# Core benchmark (issue 2)", "",
         f"Generated by `make bench` (`bench/bench_core.py`) on {r['date']}, git `{m['git']}`.",
-        f"Machine: {m['cpu']}, {m['cores']} cores (shared with other work; numba threads "
-        f"{m['numba_threads']}, threading layer {m['threading_layer']}), Python {m['python']}, "
+        f"Machine: {m['cpu']}, {m['cores']} cores (shared with other work; CPU kernel "
+        f"threads {m['cpu_threads']}, kernels {m['cpu_kernels']}), Python {m['python']}, "
         f"numpy {m['numpy']}, pyarrow {m['pyarrow']}, numba {m['numba']}, datasets "
         f"{m['datasets']}. `auto` backend here: {m['auto_backend']} for scans above "
         f"{m['light_mib']} MiB of input, numpy below (light scans). Medians of "
@@ -470,7 +468,8 @@ def markdown(r: dict) -> str:
                   "| method | median | x faster than reference loop | x faster than fast path "
                   "script |", "|---|---|---|---|"]
         ref = case.get("reference")
-        rows = [("gpu-profiler numba CLI, first run (empty numba cache: compiles)",
+        rows = [("gpu-profiler numba CLI, first run (empty kernel cache: builds the native "
+                 "kernels)",
                  c["cli_cold_numba"]), *c["median"].items()]
         if ref:
             rows[:0] = [("reference loop: `datasets` Column iterated once per bucket (1 run)",
@@ -491,9 +490,10 @@ def markdown(r: dict) -> str:
                   + f"; `auto` ran the {c['auto_chose']} backend."
                   + (f" Load at the start of the reference loops: {ref['load']}." if ref
                      else ""), "",
-                  "Anatomy of a fresh process profiling with numba (medians; cache warm):", "",
+                  "Anatomy of a fresh process profiling with the numba backend (medians; "
+                  "kernels built; numba is not imported):", "",
                   "| phase | seconds |", "|---|---|"]
-        lines += [f"| {k} | {v:.3f} |" for k, v in c["numba_process_anatomy"].items()]
+        lines += [f"| {k} | {v:.3f} |" for k, v in c["process_anatomy"].items()]
     s = r["startup"]
     lines += ["", "## Process start-up floors", "", "| process | median |", "|---|---|"]
     lines += [f"| `{k}` | {fmt_s(v)} |" for k, v in s.items()]
@@ -561,9 +561,6 @@ def main() -> None:
             res = bench_case(case, args.repeats, Path(scratch))
             results["cases"].append({k: str(v) if isinstance(v, Path) else v
                                      for k, v in case.items()} | {"result": res})
-    import numba
-
-    results["machine"]["threading_layer"] = numba.threading_layer()
     say("start-up floors")
     results["startup"] = startup(args.repeats)
     say("micro-benchmark")
@@ -609,7 +606,7 @@ def main() -> None:
             verdict(med1["fast path (script process)"] / cli, TARGETS["cli_vs_fast_script"]),
         "(context) CLI vs reference list variant, 10M HF dir":
             f"{c1['reference']['list'] / cli:.1f}x",
-        "(context) numba compile cost, first CLI run minus warm median":
+        "(context) native kernel build, first CLI run minus warm median":
             fmt_s(c1["result"]["cli_cold_numba"] - cli),
     }
     for case in results["cases"]:

@@ -14,7 +14,7 @@ machine, and the peers a user would reach for, on the same files.
     record batches, as ``datasets`` writes them). ``gpu-profiler profile`` runs as a whole
     process on each, page cache warm: wall time, scan time (the JSON ``seconds``),
     samples/s and peak RSS (``wait4`` rusage of the child); and, in one Python process, a
-    second scan after a first (numba, ~0.3 s to start in every process, already running).
+    second scan after a first (imports, kernel library and allocator already warm).
 (c) Peers on the same files, each in its own process (scan time measured inside it, peak
     RSS from rusage): the Python-list reference loop (``ds[:n]["length"]`` looped once per
     bucket, on a 1e6 subset, time scaled to the corpus), ``datasets`` +
@@ -58,7 +58,7 @@ CAP = 8192
 BOUNDS = [0, 770, 1216, 1728, 2432, 3296, 8193]
 HF_BATCH = 1000  # rows per record batch, as datasets writes them
 HF_SHARD_BYTES = 500 * 10**6
-#: gpu-profiler's second scan in one process: numba (~0.3 s to start) is running already.
+#: gpu-profiler's second scan in one process: imports, kernels and allocator already warm.
 WARM = "gpu-profiler, 2nd scan in one process"
 MIB = 1 << 20
 TARGETS = {"rss_mib": 512, "hf_warm_samples_per_s": 1e9, "parquet_vs_decode": 1.10,
@@ -365,7 +365,7 @@ WARM_PROCESS = """
     from gpu_profiler import engine
     from gpu_profiler.analysis.buckets import clipped_counts
     path, cap = sys.argv[1], int(sys.argv[2])
-    engine.scan(path, cap=cap)  # starts numba: its import, CPU target and kernels
+    engine.scan(path, cap=cap)  # imports, loads the kernels, warms the allocator
     s = engine.scan(path, cap=cap)
     print(json.dumps({"seconds": s.seconds, "counts": clipped_counts(s.total, cap).tolist()}))
 """
@@ -567,10 +567,13 @@ def verdicts(big: dict | None, cold: dict | None) -> list[dict]:
                         "ok": r["seconds"] > mine["seconds"]})
         floor = min(res["parquet|pyarrow decode only (threaded)"]["seconds"],
                     res["parquet|pyarrow decode only (1 thread)"]["seconds"])
-        for how, name in (("CLI process", "gpu-profiler"), ("numba started", WARM)):
-            rate = res[f"hf|{name}"]["samples_per_s"]
+        for how, name in (("CLI process", "gpu-profiler"), ("2nd scan in one process", WARM)):
+            hf = res[f"hf|{name}"]
+            rate = hf["samples_per_s"]
+            whole = (f" (whole process, interpreter start-up included: "
+                     f"{hf['wall_samples_per_s'] / 1e9:.2f}e9)" if hf["wall"] else "")
             out.append({"target": f"hf, warm cache, {how}: >= 1e9 samples/s (int32)",
-                        "value": f"{rate / 1e9:.2f}e9 samples/s", "ok": rate >= 1e9})
+                        "value": f"{rate / 1e9:.2f}e9 samples/s{whole}", "ok": rate >= 1e9})
             ratio = res[f"parquet|{name}"]["seconds"] / floor
             out.append({"target": f"parquet, {how}: within 10% of pyarrow's decode of the "
                                   "column", "value": f"{ratio:.2f}x the fastest pyarrow decode",

@@ -18,9 +18,10 @@ from gpu_profiler.readers import LengthSpec, Part, open_source, resolve_spec
 from gpu_profiler.readers.arrow import coalesce
 from gpu_profiler.runs import Run, RunTally
 
-#: A scan of at most this many input bytes is *light*: starting numba (its import and LLVM
-#: set-up, ~0.4 s per process) would cost more than it saves, so ``auto`` histograms with
-#: numpy and dense IPC files are read by pyarrow (break-even measured in bench/bench_core.py).
+#: A scan of at most this many input bytes is *light*: ``auto`` histograms it with numpy
+#: and reads dense IPC files with pyarrow, so that a small first scan on a new machine
+#: (``make demo``) does not wait for the native kernels to be built (5-15 s, once; see
+#: `gpu_profiler.native`). Break-even measured in bench/bench_core.py.
 LIGHT_BYTES = 256 << 20
 
 

@@ -11,8 +11,9 @@ followed by room for its integer results. It returns 0, or 1 when the kernel rai
 call is then replayed through numba's JIT, which raises the same exception with its
 arguments (corrupt input is rare; starting numba then costs nothing that matters).
 
-Without a C compiler, or with ``GPU_PROFILER_NATIVE=0``, the same kernels run through
-numba's JIT (``cache=True``) instead: the same code, the same results.
+Without a C compiler, with ``GPU_PROFILER_NATIVE=0``, or when the build fails (recorded
+next to the library, not retried), the same kernels run through numba's JIT
+(``cache=True``) instead: the same code, the same results.
 """
 
 from __future__ import annotations
@@ -96,44 +97,55 @@ def kernel(name: str) -> Callable[..., tuple[int, ...]]:
     return _Native(name, lib[f"gp_{name}"])
 
 
-def status() -> str:
-    """How the CPU kernels run in this process, in words."""
-    lib = library()
-    if lib is not None:
-        return f"native ({lib._name})"
-    why = _why_jit()
-    if not why:  # the build or the load failed: the first line of what it said
-        failed = Path(f"{_library_path()}.failed").read_text().splitlines()
-        why = f"the native build failed: {failed[0] if failed else 'no reason given'}"
-    return f"numba JIT ({why})"
+def status(build: bool = True) -> str:
+    """How the CPU kernels run in this process, in words (``build=False``: without building
+    the library when it is not there yet)."""
+    path = _library_path()
+    if (not build and not _why_jit() and not path.exists()
+            and not Path(f"{path}.failed").exists()):
+        return "native, built by the first scan that needs it (5-15 s, once)"
+    lib, why = _load()
+    return f"native ({lib._name})" if lib is not None else f"numba JIT ({why})"
+
+
+def library() -> ctypes.CDLL | None:
+    """The kernel library for this machine and these sources, built on first use; None
+    when the kernels run through the JIT here (`status` says why)."""
+    return _load()[0]
 
 
 @cache
-def library() -> ctypes.CDLL | None:
-    """The kernel library for this machine and these sources, built on first use; None
-    when disabled or when it cannot be built here (then `_why_jit` says why)."""
-    if _why_jit():
-        return None
+def _load() -> tuple[ctypes.CDLL | None, str]:
+    """The library (built first if need be), or None and why not."""
+    why = _why_jit()
+    if why:
+        return None, why
     path = _library_path()
-    if not path.exists():
-        with open(f"{path}.lock", "w") as lock:  # one process builds; the others wait
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            failed = Path(f"{path}.failed")
-            if not path.exists() and not failed.exists():
-                from gpu_profiler.kernels import aot
-
-                try:
-                    aot.build(path, EXPORTS)
-                except aot.BuildError as exc:  # recorded: later processes do not retry
-                    failed.write_text(f"{exc}\n")
-            if failed.exists():
-                return None
+    failed = Path(f"{path}.failed")
     try:
-        return ctypes.CDLL(str(path))
-    except OSError as exc:  # recorded: later processes use the JIT too
-        Path(f"{path}.failed").write_text(f"cannot load it: {exc}\n")
-        path.unlink(missing_ok=True)
-        return None
+        if not path.exists():
+            with open(f"{path}.lock", "w") as lock:  # one process builds; the others wait
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not path.exists() and not failed.exists():
+                    _build(path, failed)
+        if failed.exists():  # recorded by this or an earlier process: not retried
+            said = failed.read_text().splitlines()
+            return None, f"the native build failed: {said[0] if said else 'no reason given'}"
+        return ctypes.CDLL(str(path)), ""
+    except OSError as exc:
+        return None, f"the native library cannot be built or loaded here: {exc}"
+
+
+def _build(path: Path, failed: Path) -> None:
+    try:
+        from gpu_profiler.kernels import aot
+    except ImportError as exc:
+        failed.write_text(f"cannot import the compiler: {exc}\n")
+        return
+    try:
+        aot.build(path, EXPORTS)
+    except aot.BuildError as exc:
+        failed.write_text(f"{exc}\n")
 
 
 @cache

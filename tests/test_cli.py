@@ -99,6 +99,10 @@ def test_backends_and_version(capsys):
     rc, out, _ = run(["backends"], capsys)
     assert rc == 0 and "numpy  available" in out and "numba  available" in out
     assert "cuda" in out
+    from gpu_profiler import native
+
+    native.library()  # built: the line names the library
+    assert f"kernels: {native.status()}" in run(["backends"], capsys)[1]
     rc, out, _ = run(["--version"], capsys)
     assert rc == 0 and out.startswith("gpu-profiler ")
 

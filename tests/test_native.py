@@ -68,7 +68,8 @@ FALLBACK = textwrap.dedent("""
     from gpu_profiler import native
     x = np.arange(-3, 1000) % 300
     h = gp.histogram(x, backend="numba", cap=100)
-    print(json.dumps({"status": native.status(), "valid": h.valid, "above": h.above_count,
+    print(json.dumps({"status": native.status(build=False), "valid": h.valid,
+                      "above": h.above_count,
                       "numba": "numba" in sys.modules}))
 """)
 
@@ -91,6 +92,7 @@ def test_no_working_compiler_falls_back_to_the_jit(tmp_path, cc):
     want = {"valid": ref.valid, "above": ref.above_count, "numba": True}
     first = _fallback(env)
     assert {k: first[k] for k in want} == want
+    assert native.status(build=False) != first["status"]  # this process: a library
     if cc == "false":  # compiled, then the link failed: recorded, not retried
         assert first["status"].startswith("numba JIT (the native build failed: ")
         assert list(tmp_path.glob("native-*.so.failed"))
@@ -98,3 +100,12 @@ def test_no_working_compiler_falls_back_to_the_jit(tmp_path, cc):
         assert _fallback(env)["status"] == first["status"]
     else:
         assert "no C compiler" in first["status"]
+
+
+def test_status_without_building(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    code = "from gpu_profiler import native; print(native.status(build=False))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0 and "built by the first scan" in p.stdout
+    assert not list(tmp_path.iterdir())

@@ -96,6 +96,10 @@ def backends() -> None:
             from gpu_profiler.backends.cuda_backend import describe
 
             typer.echo(f"       {describe()}")
+        if name == "numba" and reason is None:
+            from gpu_profiler import native
+
+            typer.echo(f"       kernels: {native.status(build=False)}")
 
 
 from gpu_profiler.cli.schedule import schedule  # noqa: E402

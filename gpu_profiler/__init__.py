@@ -26,14 +26,10 @@ def _numba_cache_dir() -> str:
     return _tempfile.mkdtemp(prefix="gpu-profiler-numba-")
 
 
-# Kernels are cached on disk; must be set before numba is first imported (numba itself is
-# imported lazily).
+# Kernels are cached on disk (the native kernel library, and numba's JIT cache): set before
+# numba is first imported (numba itself is imported lazily, and only to build or replay).
 if "NUMBA_CACHE_DIR" not in _os.environ:
     _os.environ["NUMBA_CACHE_DIR"] = _numba_cache_dir()
-# numba's OpenMP threads would otherwise spin for a while after every parallel kernel,
-# taking the cores from the reader threads decoding the next chunk (2x slower end to end
-# on 2 cores). Read by the OpenMP runtime when numba first launches it.
-_os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 #: Public name -> defining module, imported on first use (PEP 562): `import gpu_profiler`
 #: and `gpu-profiler --help` stay instant; numba, pyarrow and the readers load only when

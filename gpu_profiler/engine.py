@@ -67,9 +67,10 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
         for name, ps in splits.items():
             runs = RunTally()
             chunks = coalesce(_chunks(ps, spec, first, bar, runs, engine, light))
+            counter = engine
             if any(getattr(p, "read_ahead", False) for p in ps):
-                chunks = prefetched(chunks)
-            hists[name] = engine.histogram(chunks, cap)
+                chunks, counter = prefetched(chunks), engine.beside_reader()
+            hists[name] = counter.histogram(chunks, cap)
             if runs:
                 hists[name] = merge([hists[name], runs.histogram(cap)])
     return Scan(hists, spec, engine.name, time.perf_counter() - t0)

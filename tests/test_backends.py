@@ -172,3 +172,12 @@ def test_numba_threads_option():
     for bad in (0, True, 5000):
         with pytest.raises(ProfilerError, match="threads must be"):
             get_backend("numba", threads=bad)
+
+
+def test_numba_leaves_the_read_ahead_thread_a_core():
+    from gpu_profiler.backends.numba_backend import cores
+
+    assert NUMBA.beside_reader()._threads == max(1, cores() - 1)
+    chosen = get_backend("numba", threads=2)
+    assert chosen.beside_reader() is chosen  # an explicit choice is kept
+    assert REF.beside_reader() is REF

@@ -129,15 +129,6 @@ def test_auto_backend_skips_numba_cuda_without_a_driver():
     assert run(code, env=env).split() == ["numba", "False"]
 
 
-@pytest.mark.parametrize("preset", [None, "active"])
-def test_openmp_threads_do_not_spin_unless_asked(preset):
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if preset:
-        env["OMP_WAIT_POLICY"] = preset
-    out = run("import os, gpu_profiler; print(os.environ['OMP_WAIT_POLICY'])", env=env)
-    assert out.strip() == (preset or "passive")
-
-
 def test_unwritable_home_falls_back_to_a_temp_cache(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env.update(HOME="/proc", XDG_CACHE_HOME="/proc/not-writable")  # mkdir fails here

@@ -36,6 +36,10 @@ class Backend(ABC):
                                 f"not {self.name!r}")
         return part.chunks(spec, light, segmented=self.segmented)
 
+    def beside_reader(self) -> Backend:
+        """This backend for chunks read ahead in another thread, which keeps a core busy."""
+        return self
+
     def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
         """Histogram of every chunk. ``cap=None`` bins up to the largest length seen: each
         chunk is binned up to the largest length so far, and again, wider, only when it

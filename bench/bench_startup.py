@@ -2,7 +2,7 @@
 small corpus, where importing and loading kernels, not scanning, is the cost.
 
 Builds a 10,000-sample Hugging Face save_to_disk dir (``input_ids`` list<int32> + ``length``)
-under bench/data/, runs each command once to warm the page cache and the numba disk cache,
+under bench/data/, runs each command once to warm the page cache and the kernel cache,
 then ``--repeat`` times, and reports min and median wall time per command:
 ``python -c pass`` (the interpreter floor), ``gpu-profiler --help``, ``gpu-profiler profile``
 with the auto and numpy backends, and with ``--offsets-of input_ids``. Target: profile under

@@ -124,6 +124,7 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
     failed = Path(f"{path}.failed")
     try:
         if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)  # NUMBA_CACHE_DIR may be new
             with open(f"{path}.lock", "w") as lock:  # one process builds; the others wait
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not path.exists() and not failed.exists():
@@ -137,6 +138,9 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
 
 
 def _build(path: Path, failed: Path) -> None:
+    if sys.stderr.isatty():  # a first scan would otherwise seem to hang
+        print("gpu-profiler: building the native CPU kernels (once per machine and version; "
+              "5-15 s)", file=sys.stderr, flush=True)
     try:
         from gpu_profiler.kernels import aot
     except ImportError as exc:

@@ -80,6 +80,7 @@ def _fallback(env: dict[str, str]) -> dict:
     p = subprocess.run([sys.executable, "-c", FALLBACK], capture_output=True, text=True,
                        timeout=600, env=env)
     assert p.returncode == 0, p.stderr
+    assert "building" not in p.stderr  # not a terminal: nothing said
     return json.loads(p.stdout)
 
 
@@ -100,6 +101,31 @@ def test_no_working_compiler_falls_back_to_the_jit(tmp_path, cc):
         assert _fallback(env)["status"] == first["status"]
     else:
         assert "no C compiler" in first["status"]
+
+
+def test_first_build_in_a_new_cache_folder_says_so_on_a_terminal(tmp_path):
+    import pty
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "new" / "cache"))
+    code = "from gpu_profiler import native; print(native.status())"
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=slave,
+                         stdin=subprocess.DEVNULL, env=env, text=True)
+    os.close(slave)
+    err = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        err += data
+    os.close(master)
+    out = p.stdout.read()
+    assert p.wait(timeout=600) == 0 and out.startswith("native ("), out
+    assert b"building the native CPU kernels" in err
+    assert list((tmp_path / "new" / "cache").glob("native-*.so"))
 
 
 def test_status_without_building(tmp_path):

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_profiler import native
 from gpu_profiler.backends import Backend, get_backend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
@@ -18,10 +19,11 @@ from gpu_profiler.readers import LengthSpec, Part, open_source, resolve_spec
 from gpu_profiler.readers.arrow import coalesce
 from gpu_profiler.runs import Run, RunTally
 
-#: A scan of at most this many input bytes is *light*: ``auto`` histograms it with numpy
-#: and reads dense IPC files with pyarrow, so that a small first scan on a new machine
-#: (``make demo``) does not wait for the native kernels to be built (5-15 s, once; see
-#: `gpu_profiler.native`). Break-even measured in bench/bench_core.py.
+#: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
+#: native kernels), not a GPU. Until those kernels are built on this machine (5-15 s, once;
+#: see `gpu_profiler.native`) it is also *light*: numpy histograms it and pyarrow reads
+#: dense IPC files, so that a first small scan (``make demo``) does not wait for the build;
+#: ``--backend numpy`` scans are light whenever small. Measured in bench/bench_core.py.
 LIGHT_BYTES = 256 << 20
 
 
@@ -52,9 +54,11 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     engine = None if backend == "auto" else get_backend(backend, **(backend_options or {}))
     splits = open_source(source, format, split)
     parts = [p for ps in splits.values() for p in ps]
-    light = backend in ("auto", "numpy") and not backend_options and _light(parts)
+    small = not backend_options and _small(parts)
+    light = small and (backend == "numpy" or (backend == "auto" and not native.ready()))
     if engine is None:
-        engine = get_backend("numpy" if light else "auto", **(backend_options or {}))
+        engine = get_backend("numpy" if light else "numba" if small else "auto",
+                             **(backend_options or {}))
     if not parts:  # e.g. an empty HF dataset (no shards): zeros, not an error
         spec = LengthSpec(offsets_of or column or "length", offsets=bool(offsets_of))
         empty = LengthHistogram.empty(cap or 0)
@@ -76,8 +80,8 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     return Scan(hists, spec, engine.name, time.perf_counter() - t0)
 
 
-def _light(parts: list[Part]) -> bool:
-    """Whether the scan is small enough that numba's start-up would dominate it."""
+def _small(parts: list[Part]) -> bool:
+    """Whether the scan is small (see `LIGHT_BYTES`)."""
     if any(getattr(p, "on_device", False) for p in parts):
         return False
     return sum(p.nbytes for p in parts) <= LIGHT_BYTES

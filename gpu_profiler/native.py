@@ -108,6 +108,11 @@ def status(build: bool = True) -> str:
     return f"native ({lib._name})" if lib is not None else f"numba JIT ({why})"
 
 
+def ready() -> bool:
+    """Whether the library is built here (so that calling a kernel builds nothing)."""
+    return not _why_jit() and _library_path().exists()
+
+
 def library() -> ctypes.CDLL | None:
     """The kernel library for this machine and these sources, built on first use; None
     when the kernels run through the JIT here (`status` says why)."""

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_profiler as gp
+from gpu_profiler import native
 from gpu_profiler.backends import get_backend
 from gpu_profiler.cli import main
 from gpu_profiler.errors import ProfilerError
@@ -487,9 +488,12 @@ def test_big_endian_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize("reader", ["selective", None])
 def test_corrupt_file_exits_2_naming_file_and_byte(tmp_path, capsys, monkeypatch, reader):
     """The selective reader names the byte, also when a light scan of this small dense file
-    started with pyarrow's reader (which hands over on failure)."""
+    (before the native kernels are built) started with pyarrow's reader (which hands over
+    on failure)."""
     if reader:
         monkeypatch.setenv(ipc.READER_ENV, reader)
+    else:
+        monkeypatch.setattr(native, "ready", lambda: False)
     path, data = _one_batch(tmp_path, "stream")
     path.write_bytes(_patch(data, *CRAFTED["buffer offset beyond the file"]))
     with pytest.raises(SystemExit) as exc:

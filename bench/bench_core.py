@@ -447,7 +447,8 @@ def markdown(r: dict) -> str:
         f"threads {m['cpu_threads']}, kernels {m['cpu_kernels']}), Python {m['python']}, "
         f"numpy {m['numpy']}, pyarrow {m['pyarrow']}, numba {m['numba']}, datasets "
         f"{m['datasets']}. `auto` backend here: {m['auto_backend']} for scans above "
-        f"{m['light_mib']} MiB of input, numpy below (light scans). Medians of "
+        f"{m['light_mib']} MiB of input; below, numba once its native kernels are built "
+        "(numpy before: light scans). Medians of "
         f"{r['repeats']} runs, methods alternated round-robin; 1-minute load average "
         "(os.getloadavg) noted per section.", "",
         *([f"PYTHONDONTWRITEBYTECODE={m['PYTHONDONTWRITEBYTECODE']} here: the editable "

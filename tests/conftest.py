@@ -3,6 +3,9 @@ pure-Python implementation of the DESIGN.md bucket table to check against."""
 
 from __future__ import annotations
 
+import os
+import pty
+import subprocess
 from contextlib import contextmanager
 
 import numpy as np
@@ -104,3 +107,25 @@ def kernels(request):
     else:
         with jit_kernels():
             yield request.param
+
+
+def run_on_a_terminal(cmd: list[str], env: dict[str, str] | None = None,
+                      timeout: float = 120) -> tuple[int, bytes, bytes]:
+    """Run ``cmd`` with its stderr on a pty (a terminal) and stdout on a pipe; returns
+    (exit code, stdout, stderr)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
+                         env=env)
+    os.close(slave)
+    err = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        err += data
+    out = p.stdout.read()
+    os.close(master)
+    return p.wait(timeout=timeout), out, err

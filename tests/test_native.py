@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import run_on_a_terminal
 
 from gpu_profiler import native
 from gpu_profiler.readers import ipc_format as fmt
@@ -104,26 +105,10 @@ def test_no_working_compiler_falls_back_to_the_jit(tmp_path, cc):
 
 
 def test_first_build_in_a_new_cache_folder_says_so_on_a_terminal(tmp_path):
-    import pty
-
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "new" / "cache"))
     code = "from gpu_profiler import native; print(native.status())"
-    master, slave = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=slave,
-                         stdin=subprocess.DEVNULL, env=env, text=True)
-    os.close(slave)
-    err = b""
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        err += data
-    os.close(master)
-    out = p.stdout.read()
-    assert p.wait(timeout=600) == 0 and out.startswith("native ("), out
+    rc, out, err = run_on_a_terminal([sys.executable, "-c", code], env, timeout=600)
+    assert rc == 0 and out.startswith(b"native ("), out
     assert b"building the native CPU kernels" in err
     assert list((tmp_path / "new" / "cache").glob("native-*.so"))
 

@@ -3,8 +3,6 @@ with --quiet, and never in the way of stdout."""
 
 from __future__ import annotations
 
-import os
-import pty
 import subprocess
 import sys
 import textwrap
@@ -13,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_on_a_terminal
 
 from gpu_profiler import progress
 
@@ -48,21 +47,7 @@ def run_cli(args: list[str], tty: bool) -> tuple[int, bytes, bytes]:
     if not tty:
         p = subprocess.run(cmd, capture_output=True, timeout=120)
         return p.returncode, p.stdout, p.stderr
-    master, slave = pty.openpty()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
-    os.close(slave)
-    err = b""
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        err += data
-    out = p.stdout.read()
-    os.close(master)
-    return p.wait(timeout=120), out, err
+    return run_on_a_terminal(cmd)
 
 
 def test_bar_on_a_terminal(shards):

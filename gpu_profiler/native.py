@@ -67,7 +67,7 @@ def _histogram(dtype: str) -> Export:
 
 #: Every CPU kernel a scan calls, by name.
 EXPORTS: dict[str, Export] = {
-    **{f"histogram_{t}": _histogram(t) for t in ("int32", "int64", "uint32", "uint64")},
+    **{f"histogram_{t}": _histogram(t) for t in ("int32", "int64")},
     "frame": Export("ipc", "frame", (_BYTES, I), 2),
     "walk": Export("ipc", "walk", (_BYTES, I, I, _OUT_I8_2D, _I8, _OUT_I8), 3),
     "parse_at": Export("ipc", "parse_at", (_BYTES, _I8, _I8, _OUT_I8_2D, _I8, _OUT_I8), 0),

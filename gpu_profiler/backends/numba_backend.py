@@ -69,8 +69,15 @@ class NumbaBackend(Backend):
         x = np.ascontiguousarray(chunk.data)
         if x.dtype == np.bool_ or x.dtype.kind not in "iu":
             raise TypeError(f"integer lengths expected, got {x.dtype}")
-        if x.dtype.itemsize < 4:  # rare narrow types: widen rather than compile more variants
+        # Kernels exist for int32 and int64 only (each costs build time): uint64 reads as
+        # int64 (values of 2**63 and more are invalid either way), narrower types and
+        # uint32 (rare) are widened.
+        if x.dtype == np.uint64:
+            x = x.view(np.int64)
+        elif x.dtype.itemsize < 4:
             x = x.astype(np.int32)
+        elif x.dtype == np.uint32:
+            x = x.astype(np.int64)
         valid = _NO_MASK if chunk.valid is None else np.ascontiguousarray(chunk.valid, bool)
         if chunk.segments is None:
             starts, counts = np.zeros(1, np.int64), np.array([chunk.samples], np.int64)

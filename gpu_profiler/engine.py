@@ -22,7 +22,7 @@ from gpu_profiler.runs import Run, RunTally
 #: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
 #: native kernels), not a GPU. Until those kernels are built on this machine (5-15 s, once;
 #: see `gpu_profiler.native`) it is also *light*: numpy histograms it and pyarrow reads
-#: dense IPC files, so that a first small scan (``make demo``) does not wait for the build;
+#: dense IPC files, so that a first small scan of those does not wait for the build;
 #: ``--backend numpy`` scans are light whenever small. Measured in bench/bench_core.py.
 LIGHT_BYTES = 256 << 20
 

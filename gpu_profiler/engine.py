@@ -54,8 +54,8 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     engine = None if backend == "auto" else get_backend(backend, **(backend_options or {}))
     splits = open_source(source, format, split)
     parts = [p for ps in splits.values() for p in ps]
-    small = not backend_options and _small(parts)
-    light = small and (backend == "numpy" or (backend == "auto" and not native.ready()))
+    small = backend in ("auto", "numpy") and not backend_options and _small(parts)
+    light = small and (backend == "numpy" or not native.ready())
     if engine is None:
         engine = get_backend("numpy" if light else "numba" if small else "auto",
                              **(backend_options or {}))

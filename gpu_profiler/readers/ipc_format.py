@@ -90,14 +90,11 @@ def check(recs: np.ndarray, dict_id: int, offsets: bool, item_w: int, dict_w: in
     return native.kernel("check")(recs, dict_id, offsets, item_w, dict_w, out)
 
 
-_UINT = {1: np.uint8, 4: np.uint32, 8: np.uint64}
-
-
 def gather(src: np.ndarray, src_pos: np.ndarray, counts: np.ndarray, dst: np.ndarray,
            dst_pos: np.ndarray) -> None:
     """Copy ``src[src_pos[i]:+counts[i]]`` to ``dst[dst_pos[i]:]`` for every i (elements of
     1, 4 or 8 bytes, as in ``src`` and ``dst``)."""
-    t = np.dtype(_UINT[src.itemsize])
+    t = np.dtype(f"u{src.itemsize}")  # the kernels exist for uint8, uint32 and uint64
     native.kernel(f"gather_{t}")(src.view(t), src_pos, counts, dst.view(t), dst_pos)
 
 

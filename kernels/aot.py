@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -34,11 +35,8 @@ void *numba_unpickle(const char *b, int n, const char *h) { abort(); }
 void *numba_runtime_build_excinfo_struct(void *a, void *b) { abort(); }
 void numba_do_raise(void *e) { abort(); }
 """
-
-
-_STUBBED = {"NRT_Allocate", "NRT_Free", "NRT_MemInfo_call_dtor", "numba_gil_ensure",
-            "numba_gil_release", "numba_unpickle", "numba_runtime_build_excinfo_struct",
-            "numba_do_raise"}
+#: The functions ``_RUNTIME`` defines.
+_STUBBED = set(re.findall(r"^\w[^(]*?(\w+)\(", _RUNTIME, re.MULTILINE))
 
 
 class BuildError(Exception):

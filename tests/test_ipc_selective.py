@@ -103,7 +103,7 @@ def lengths_table(n: int, t: pa.DataType | None = None, seed: int = 0, nulls: fl
 
 # -- agreement with the reference reader --------------------------------------------------
 
-@pytest.mark.parametrize("io", ["buffered", "direct"])  # page- or sector-granular reads
+@pytest.mark.parametrize("io", ["buffered", "direct", "mapped"])  # pages, sectors, in place
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["stream", "file"]), t=st.sampled_from(INT_TYPES),
@@ -227,7 +227,7 @@ def test_empty_and_many_batches(tmp_path, kind):
 @pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("tokens", [3, 3000])
 @pytest.mark.parametrize("first", [True, False])
-@pytest.mark.parametrize("io", ["buffered", "direct"])
+@pytest.mark.parametrize("io", ["buffered", "direct", "mapped"])
 def test_small_windows_and_chunks(tmp_path, monkeypatch, kind, tokens, first, io):
     """Every window/chunk boundary case: tiny windows, chunks and message buffers force
     re-reads, sparse fetches, buffer growth and full message tables."""
@@ -270,7 +270,7 @@ def _hf_dir(tmp_path: Path, n: int, tokens: int, shards: int = 2, seed: int = 0)
     return path
 
 
-@pytest.mark.parametrize("io", ["buffered", "direct"])
+@pytest.mark.parametrize("io", ["buffered", "direct", "mapped"])
 def test_hf_dir_matches_pyarrow(tmp_path, monkeypatch, io, kernels):
     monkeypatch.setenv(pread.IO_ENV, io)
     path = _hf_dir(tmp_path, 2600, 400)

@@ -1,6 +1,6 @@
 """Positioned reads: buffered and direct (O_DIRECT, sector-granular for cold files) read
-the same bytes, and a cold scan of a tokenized HF dir reads little more than its length
-column."""
+the same bytes, mapped windows (warm files) are those bytes in place, and a cold scan of a
+tokenized HF dir reads little more than its length column."""
 
 from __future__ import annotations
 
@@ -77,15 +77,42 @@ def test_cold_files_read_in_sectors_warm_ones_in_pages(blob, monkeypatch):
     _evict(blob)
     assert pread.cached_fraction(os.open(blob, os.O_RDONLY), blob.stat().st_size) <= pread.COLD
     with _open(blob, "auto", monkeypatch) as f:
-        assert f.granule == pread.SECTOR
+        assert (f.granule, f.mapped) == (pread.SECTOR, False)
     blob.read_bytes()  # now in the page cache
     with _open(blob, "auto", monkeypatch) as f:
-        assert f.granule == pread.PAGE
+        assert (f.granule, f.mapped) == (pread.PAGE, True)
+
+
+def _mappings(path: Path) -> int:
+    return sum(line.endswith(str(path)) for line in
+               Path("/proc/self/maps").read_text().splitlines())
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux /proc")
+def test_mapped_windows_hold_the_file_bytes_until_unused(blob, monkeypatch):
+    """A mapped window is the file's bytes where they lie (any offset, clipped at the end),
+    and is unmapped by the next window once nothing refers to it any more."""
+    raw = np.frombuffer(blob.read_bytes(), np.uint8)
+    with _open(blob, "mapped", monkeypatch) as f:
+        assert f.mapped
+        for lo, n in ((0, 5000), (4097, 1 << 20), (raw.size - 7, 100), (raw.size, 10)):
+            w = f.window(lo, n, np.empty(0, np.uint8))
+            np.testing.assert_array_equal(w.data, raw[lo:lo + n])
+            assert (w.starts[0], w.ends[0], w.pos[0]) == (lo, min(lo + n, raw.size), 0)
+        del w
+        held = f.window(100, 10_000, np.empty(0, np.uint8)).data[5:]  # a view keeps it
+        f.window(200_000, 10_000, np.empty(0, np.uint8))
+        assert _mappings(blob) == 2  # the held window and the last one
+        np.testing.assert_array_equal(held, raw[105:10_100])
+        del held
+        f.window(300_000, 10_000, np.empty(0, np.uint8))
+        assert _mappings(blob) == 1
+    assert _mappings(blob) == 0  # closed: nothing left mapped
 
 
 def test_unknown_io_mode_is_a_user_error(blob, monkeypatch):
     monkeypatch.setenv(pread.IO_ENV, "mmap")
-    with pytest.raises(ProfilerError, match="choose one of: auto, buffered, direct"):
+    with pytest.raises(ProfilerError, match="choose one of: auto, buffered, direct, mapped"):
         pread.PositionedFile(blob)
 
 

@@ -101,10 +101,11 @@ class SelectiveReader:
         return self.error(int(offset), f"{what}: {fmt.REASONS[exc.args[1]]}")
 
     def _window(self, pos: int, n: int) -> Fetched:
-        """File bytes from ``pos``, in a window buffer nothing else refers to any more."""
+        """File bytes from ``pos``: mapped, or in a window buffer nothing else refers to any
+        more."""
         n = max(0, min(n, self._file.size - pos))
-        raw = self._windows.take(n + 3 * ALIGN)
-        return self._file.read(pos, n, raw[-raw.ctypes.data % ALIGN:])
+        raw = np.empty(0, np.uint8) if self._file.mapped else self._windows.take(n + 3 * ALIGN)
+        return self._file.window(pos, n, raw[-raw.ctypes.data % ALIGN:])
 
     # -- schema --------------------------------------------------------------------------
 

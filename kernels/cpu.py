@@ -101,11 +101,10 @@ def histogram_block(x, starts, counts, ends, valid, lo, hi, cap, offsets, row, s
     checked by the caller to lie in ``x``) or, when ``offsets``, the lengths
     ``x[i+1] - x[i]`` for the ``i`` in them, into the int32 ``row`` (bins ``0..cap`` and a
     spare one) and ``st`` (above count, above tokens, above min, above max, nulls,
-    invalid); ``valid`` is a bool mask over the samples, or empty (no nulls)."""
+    invalid); ``valid`` is a bool mask over the samples, or empty (no nulls). Both are added
+    to, call after call (the caller starts them at zero, above min and max at -1, and spaces
+    the blocks' rows apart: no cache line is shared)."""
     top = np.uint64(cap + 1)
-    st[:] = 0  # the caller spaces the blocks' rows apart: no cache line is shared
-    st[_ABOVE_MIN] = -1
-    st[_ABOVE_MAX] = -1
     has_mask = valid.size > 0
     j = lo
     s = _segment(ends, j)

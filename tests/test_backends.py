@@ -32,6 +32,15 @@ def chunks(draw, elements=None):
     return Chunk(data, valid, offsets=offsets)
 
 
+@st.composite
+def small_chunks(draw):
+    """Chunks of signed lengths up to 3000 (invalid ones too), with or without nulls."""
+    data = draw(hnp.arrays(st.sampled_from([np.int32, np.int64]), st.integers(0, 300),
+                           elements=st.integers(-3, 3000)))
+    valid = draw(st.none() | hnp.arrays(np.bool_, data.size))
+    return Chunk(data, valid)
+
+
 @settings(max_examples=300, deadline=None)
 @given(chunk=chunks(), cap=st.sampled_from([0, 1, 7, 100, 255, 8192]))
 def test_numba_matches_numpy(chunk, cap):
@@ -135,6 +144,25 @@ def test_auto_cap_equals_one_pass_at_the_longest_length(parts):
     want = REF.histogram_chunk(Chunk(flat), longest)
     for backend in (REF, NUMBA):
         assert backend.histogram((Chunk(p) for p in parts), None) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(small_chunks(), min_size=1, max_size=8),
+       cap=st.sampled_from([None, 0, 100, 2999]), fold=st.sampled_from([50, 1 << 31]))
+def test_numba_tally_over_many_chunks(parts, cap, fold):
+    """The numba backend keeps its int32 rows from chunk to chunk: folding them into int64
+    before they could overflow (here after every ``fold`` samples) and widening them as
+    cap=None finds longer lengths give the numpy reference's result."""
+    from gpu_profiler.backends import numba_backend
+
+    want = REF.histogram(iter(parts), cap)
+    old = numba_backend._INT32_MAX
+    numba_backend._INT32_MAX = fold
+    try:
+        for backend in (NUMBA, get_backend("numba", threads=3)):
+            assert backend.histogram(iter(parts), cap) == want
+    finally:
+        numba_backend._INT32_MAX = old
 
 
 def test_large_array_spans_many_blocks(kernels):

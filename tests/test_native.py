@@ -40,7 +40,7 @@ def test_results_and_outputs_match_the_jit():
     valid = np.random.default_rng(1).random(9000) > 0.1
     got = []
     for k in (native.kernel("histogram_int32"), native._Jit("histogram_int32")):
-        row, st = np.zeros(202, np.int32), np.zeros(6, np.int64)
+        row, st = np.zeros(202, np.int32), np.array([0, 0, -1, -1, 0, 0], np.int64)
         assert k(x, starts, counts, ends, valid, 100, 8900, 200, 0, row, st) == ()
         got.append((row, st))
     np.testing.assert_array_equal(got[0][0], got[1][0])

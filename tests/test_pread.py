@@ -83,6 +83,15 @@ def test_cold_files_read_in_sectors_warm_ones_in_pages(blob, monkeypatch):
         assert (f.granule, f.mapped) == (pread.PAGE, True)
 
 
+def test_unused_counts_views_and_names_but_not_the_list():
+    items = [np.zeros(10), np.zeros(10)]
+    assert pread.unused(items, 0) and pread.unused(items, 1)
+    view, name = items[0][2:], items[1]
+    assert not pread.unused(items, 0) and not pread.unused(items, 1)
+    del view, name
+    assert pread.unused(items, 0) and pread.unused(items, 1)
+
+
 def _mappings(path: Path) -> int:
     return sum(line.endswith(str(path)) for line in
                Path("/proc/self/maps").read_text().splitlines())

@@ -16,7 +16,6 @@ offset. Big-endian files are refused.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec
 from gpu_profiler.readers.ipc import FILE_MAGIC, big_endian_error, corrupt
 from gpu_profiler.readers.ipc_layout import column_layout
-from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile
+from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile, unused
 
 #: First read of a stream (its schema and first messages' metadata).
 FIRST_READ = 16 << 10
@@ -384,9 +383,8 @@ class _Reuse:
     def take(self, size: int, dtype: np.dtype | type = np.uint8) -> np.ndarray:
         """A free buffer of at least ``size`` elements of ``dtype``, else a new one."""
         for i in range(len(self.bufs)):
-            buf = self.bufs[i]
-            if buf.size >= size and buf.dtype == dtype and sys.getrefcount(buf) <= 3:
-                del self.bufs[i]  # above, the refs were: this list, ``buf``, the argument
+            if self.bufs[i].size >= size and self.bufs[i].dtype == dtype and unused(self.bufs, i):
+                buf = self.bufs.pop(i)
                 break
         else:
             buf = np.empty(size, dtype)

@@ -92,6 +92,17 @@ class Fetched:
         return self.pos[i] + (lo - self.starts[i])
 
 
+_ALONE = [object()]  # an object nothing but a list refers to
+
+
+def unused(items: list, i: int) -> bool:
+    """Whether nothing but the list ``items`` refers to ``items[i]`` (a live view of a
+    buffer refers to it). Counted against an object only a list refers to, the same way,
+    so that the interpreter's own temporary references cancel out (Python 3.14 takes fewer
+    of them than 3.11: a fixed threshold would take a buffer in use for a free one)."""
+    return sys.getrefcount(items[i]) <= sys.getrefcount(_ALONE[0])
+
+
 def aligned(n: int) -> np.ndarray:
     """An uninitialised uint8 buffer of ``n`` bytes starting at a multiple of ALIGN."""
     raw = np.empty(n + ALIGN, np.uint8)
@@ -207,7 +218,7 @@ class PositionedFile:
         if not self.mapped:
             return self.read(offset, n, into)
         for i in reversed(range(len(self._maps))):
-            if sys.getrefcount(self._maps[i]) <= 2:  # only this list (and the argument)
+            if unused(self._maps, i):
                 del self._maps[i]
         n = max(0, min(n, self.size - offset))
         base = offset - offset % mmap.ALLOCATIONGRANULARITY

@@ -88,11 +88,15 @@ class _Tally:
     end."""
 
     def __init__(self, blocks: int, cap: int) -> None:
-        self.cap = cap
-        self.counts = np.zeros(cap + 1, np.int64)
-        self.rows = np.zeros((blocks, cap + 2 + _STRIDE * 4), np.int32)  # spaced like stats
         self.stats = np.zeros((blocks, _STRIDE), np.int64)
         self.stats[:, [ABOVE_MIN, ABOVE_MAX]] = -1
+        self._bins(cap)
+
+    def _bins(self, cap: int) -> None:
+        """Zeroed bins ``0..cap``: int64 counts, and the blocks' int32 rows."""
+        self.cap = cap
+        self.counts = np.zeros(cap + 1, np.int64)
+        self.rows = np.zeros((len(self.stats), cap + 2 + _STRIDE * 4), np.int32)  # spaced
         self.taken = 0  # the most samples any row has taken since the last fold
 
     def add(self, chunk: Chunk) -> None:
@@ -130,13 +134,12 @@ class _Tally:
         (``cap=None``: only that chunk can hold lengths above the cap, and none lies above
         ``h``'s). Its other bins, nulls and invalid lengths are already tallied."""
         self._fold()
-        counts = np.zeros(h.cap + 1, np.int64)
-        counts[:self.cap + 1] = self.counts
-        counts[self.cap + 1:] = h.counts[self.cap + 1:]
-        stats = self.stats
-        self.__init__(len(self.rows), h.cap)  # type: ignore[misc]
-        self.counts = counts
-        self.stats[:, [NULLS, INVALID]] = stats[:, [NULLS, INVALID]]
+        old, cap = self.counts, self.cap
+        self._bins(h.cap)
+        self.counts[:cap + 1] = old
+        self.counts[cap + 1:] = h.counts[cap + 1:]
+        self.stats[:, [ABOVE_COUNT, ABOVE_TOKENS]] = 0
+        self.stats[:, [ABOVE_MIN, ABOVE_MAX]] = -1
 
     def _fold(self) -> None:
         self.counts += self.rows[:, :self.cap + 1].sum(axis=0, dtype=np.int64)

@@ -103,7 +103,9 @@ class SelectiveReader:
         """File bytes from ``pos``: mapped, or in a window buffer nothing else refers to any
         more."""
         n = max(0, min(n, self._file.size - pos))
-        raw = np.empty(0, np.uint8) if self._file.mapped else self._windows.take(n + 3 * ALIGN)
+        if self._file.mapped:
+            return self._file.window(pos, n)
+        raw = self._windows.take(n + 3 * ALIGN)
         return self._file.window(pos, n, raw[-raw.ctypes.data % ALIGN:])
 
     # -- schema --------------------------------------------------------------------------

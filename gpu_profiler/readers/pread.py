@@ -6,10 +6,10 @@ The page cache reads whole 4 KiB pages. For a *cold* file (almost none of it cac
 pieces are read with ``O_DIRECT`` instead, in 512-byte sectors: a 1000-row batch's 8,000-byte
 length column then costs ~8.5 KiB of storage traffic instead of ~12 KiB of pages. Direct
 reads bypass the cache, so a file read that way stays cold for the next scan. A *warm* file
-(99% of the sampled pages cached) has its large windows mapped instead (``mmap``): their bytes are
-used where they lie in the page cache, not copied (the copy was a quarter of a warm scan's
-CPU). ``GPU_PROFILER_IO=buffered`` (always copied through the cache), ``direct`` (whatever
-the cache holds) or ``mapped`` override the default ``auto``.
+(99% of the sampled pages cached) has its large windows mapped instead (``mmap``): their
+bytes are used where they lie in the page cache, not copied (the copy was a quarter of a
+warm scan's CPU). ``GPU_PROFILER_IO=buffered`` (always copied through the cache),
+``direct`` (whatever the cache holds) or ``mapped`` override the default ``auto``.
 """
 
 from __future__ import annotations
@@ -208,9 +208,9 @@ class PositionedFile:
         n = max(0, min(n, self.size - offset))
         return self.fetch(np.array([offset], np.int64), np.array([offset + n], np.int64), into)
 
-    def window(self, offset: int, n: int, into: np.ndarray) -> Fetched:
+    def window(self, offset: int, n: int, into: np.ndarray | None = None) -> Fetched:
         """The bytes ``[offset, offset + n)`` (clipped to the file): mapped where they lie in
-        the page cache if :attr:`mapped`, else read into ``into`` (as :meth:`read`).
+        the page cache if :attr:`mapped`, else read (into ``into``, as :meth:`read`).
 
         A mapped window is unmapped once nothing refers to it any more: by this file's next
         window (in the reading thread, not in a consumer's), or by its last user. Like any

@@ -2,15 +2,15 @@
 by the numba backend from one thread per core, natively compiled (`gpu_profiler.native`).
 
 Each thread fills a private int32 histogram row for its block (half the cache footprint of
-int64: an 8k-context row fits in L1), so no atomics are needed; rows are summed into int64
-at the end. The hot loop does not branch on the value: ``min(uint64(v), cap + 1)`` sends
-every length outside ``0..cap`` (negative ones wrap to huge) to a spare bin ``cap + 1``,
-and only those rare values take the one well-predicted branch that updates the stats. The
-loops over lengths and over list offsets are separate and index with unsigned integers, so
-no ``offsets`` test and no negative-index wraparound is left per sample. Together these
-took 1e8 int32 lengths from 65 to 32 ms on 2 threads ("numba kernel alone" in
-bench/results/ipc_read.md). Min/max are not tracked per element: they follow from the bins
-plus the above-cap min/max.
+int64: an 8k-context row fits in L1), so no atomics are needed; the backend keeps rows
+from call to call and folds them into int64 before a bin could overflow. The hot loop does
+not branch on the value: ``min(uint64(v), cap + 1)`` sends every length outside ``0..cap``
+(negative ones wrap to huge) to a spare bin ``cap + 1``, and only those rare values take
+the one well-predicted branch that updates the stats. The loops over lengths and over list
+offsets are separate and index with unsigned integers, so no ``offsets`` test and no
+negative-index wraparound is left per sample. Together these took 1e8 int32 lengths from
+65 to 32 ms on 2 threads ("numba kernel alone" in bench/results/ipc_read.md). Min/max are
+not tracked per element: they follow from the bins plus the above-cap min/max.
 """
 
 from __future__ import annotations
@@ -19,22 +19,12 @@ import numpy as np
 from numba import njit
 
 from gpu_profiler.backends.numba_backend import (
-    ABOVE_COUNT as _ABOVE_COUNT,
-)
-from gpu_profiler.backends.numba_backend import (
-    ABOVE_MAX as _ABOVE_MAX,
-)
-from gpu_profiler.backends.numba_backend import (
-    ABOVE_MIN as _ABOVE_MIN,
-)
-from gpu_profiler.backends.numba_backend import (
-    ABOVE_TOKENS as _ABOVE_TOKENS,
-)
-from gpu_profiler.backends.numba_backend import (
-    INVALID as _INVALID,
-)
-from gpu_profiler.backends.numba_backend import (
-    NULLS as _NULLS,
+    ABOVE_COUNT,
+    ABOVE_MAX,
+    ABOVE_MIN,
+    ABOVE_TOKENS,
+    INVALID,
+    NULLS,
 )
 
 
@@ -45,14 +35,14 @@ def _tally(v, top, row, st):
     row[k] += 1
     if k == top:
         if v < 0:
-            st[_INVALID] += 1
+            st[INVALID] += 1
         else:
-            st[_ABOVE_COUNT] += 1
-            st[_ABOVE_TOKENS] += v
-            if st[_ABOVE_MIN] < 0 or v < st[_ABOVE_MIN]:
-                st[_ABOVE_MIN] = v
-            if v > st[_ABOVE_MAX]:
-                st[_ABOVE_MAX] = v
+            st[ABOVE_COUNT] += 1
+            st[ABOVE_TOKENS] += v
+            if st[ABOVE_MIN] < 0 or v < st[ABOVE_MIN]:
+                st[ABOVE_MIN] = v
+            if v > st[ABOVE_MAX]:
+                st[ABOVE_MAX] = v
 
 
 @njit(cache=True)
@@ -115,7 +105,7 @@ def histogram_block(x, starts, counts, ends, valid, lo, hi, cap, offsets, row, s
                 if valid[i]:
                     _tally(_length(x, np.uint64(i + shift), offsets), top, row, st)
                 else:
-                    st[_NULLS] += 1
+                    st[NULLS] += 1
         else:
             _span(x, j + shift, e + shift, offsets, top, row, st)
         j = e

@@ -68,12 +68,10 @@ def test_cpu_kernels_run_without_the_gil_and_serially():
     """The histogram's blocks and the read-ahead thread's kernels run at once, in their own
     threads: every CPU kernel releases the GIL (through the JIT too) and none starts
     numba's own threads (its workqueue layer aborts on two parallel kernels at once)."""
-    import importlib
+    from gpu_profiler import native
 
-    from gpu_profiler.native import EXPORTS
-
-    for name, e in EXPORTS.items():
-        f = getattr(importlib.import_module(f"gpu_profiler.kernels.{e.module}"), e.function)
+    for name in native.EXPORTS:
+        f = native._jit_function(name)
         assert f.targetoptions.get("nogil") and not f.targetoptions.get("parallel"), name
 
 

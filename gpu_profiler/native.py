@@ -81,10 +81,19 @@ EXPORTS: dict[str, Export] = {
     **{f"offset_lengths_{t}": Export("ipc", "offset_lengths",
                                      (Arr(t), _I8, _I8, _OUT_I8, _I8), 0)
        for t in ("int32", "int64")},
+    "interleave": Export("plan", "interleave", (_I8, I, Arr("int32", out=True), _OUT_I8), 1),
+    **{f"clip_counts_{t}": Export("plan", "clip_counts", (Arr(t), I, _OUT_I8), 0)
+       for t in ("int32", "int64")},
+    **{f"pile_sort_{t}": Export("plan", "pile_sort",
+                                (Arr(t), I, _I8, _I8, I, _OUT_I8, _OUT_I8, I), 0)
+       for t in ("int32", "int64")},
+    "shuffle_segments": Export("plan", "shuffle_segments", (_OUT_I8, _I8, I), 0),
+    "expand": Export("plan", "expand", (Arr("int32"), _I8, I, _OUT_I8, _OUT_I8), 0),
+    "sorted_cuts": Export("plan", "sorted_cuts", (_I8, _I8, I, I, I, _OUT_I8_2D), 2),
 }
 
 #: Files the library is built from (their bytes are part of its key), by package.
-_SOURCES = {"gpu_profiler.kernels": ("cpu.py", "ipc.py", "aot.py"),
+_SOURCES = {"gpu_profiler.kernels": ("cpu.py", "ipc.py", "plan.py", "aot.py"),
             "gpu_profiler": ("native.py", "readers/ipc_format.py")}
 
 

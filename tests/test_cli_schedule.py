@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+from gpu_profiler.analysis.interleave import interleave, min_run
 from gpu_profiler.analysis.schedule import batch_order
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
@@ -72,10 +73,34 @@ def test_emit_order(dominant, tmp_path, capsys, name):
     assert os.listdir(tmp_path) == [name]
 
 
-def test_emit_order_needs_one_order_and_writes_nothing_otherwise(dominant, tmp_path, capsys):
-    rc, _, err = run(["schedule", dominant, "--order", "random,stride", "--emit-order",
-                      tmp_path / "o.txt"], capsys)
-    assert rc == 2 and "pass a single --order" in err and os.listdir(tmp_path) == []
+def test_emit_order_with_the_default_orders_writes_the_interleaved_one(dominant, tmp_path,
+                                                                      capsys):
+    plain, named = tmp_path / "o.txt", tmp_path / "r.npy"
+    rc, out, err = run(["schedule", dominant, "-f", "json", "--emit-order", plain,
+                        "--emit-order", f"random={named}", "--seed", "4"], capsys)
+    assert rc == 0, err
+    batches = [b["batches"] for b in json.loads(out)["buckets"]]
+    assert [int(x) for x in plain.read_text().split()] == interleave(batches).tolist()
+    assert (np.load(named) == batch_order(batches, "random", seed=4)).all()
+
+
+def test_emit_order_refusals_write_nothing(dominant, tmp_path, capsys):
+    for order, emit, says in (("random", "stride=x.txt", "is not simulated"),
+                              ("random,sequential", "x.txt", "which order?")):
+        rc, _, err = run(["schedule", dominant, "--order", order, "--emit-order",
+                          tmp_path / emit if "=" not in emit else emit.replace(
+                              "=", f"={tmp_path}/")], capsys)
+        assert rc == 2 and says in err and os.listdir(tmp_path) == []
+
+
+def test_max_run(dominant, tmp_path, capsys):
+    rc, out, _ = run(["schedule", dominant, "-f", "json", "--max-run", "4"], capsys)
+    got = json.loads(out)
+    stride = next(o for o in got["orders"] if o["name"] == "stride")
+    assert rc == 0 and got["max_run"] == 4 and stride["longest_run"] <= 4
+    assert got["min_run"] == min_run(got and [b["batches"] for b in got["buckets"]])
+    rc, _, err = run(["schedule", dominant, "--max-run", "1"], capsys)
+    assert rc == 2 and f"use --max-run {got['min_run']} or more" in err
 
 
 def test_scans_a_real_dataset(hf_dir, capsys):

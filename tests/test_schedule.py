@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from gpu_profiler import ProfilerError
+from gpu_profiler.analysis.interleave import interleave, min_run
 from gpu_profiler.analysis.schedule import (
     ORDERS,
+    _runs,
     batch_order,
     order_stats,
     parse_orders,
@@ -45,16 +47,11 @@ def test_sequential_is_bucket_after_bucket():
     assert (np.diff(o) >= 0).all()
 
 
-def test_stride_spreads_each_bucket_evenly_and_ends_them_together():
+def test_stride_is_the_interleaving_planner():
+    # bucket 3 has 120 of 181 batches: runs of 2 at least, and they are all 2 or less
     o = batch_order(COUNTS, "stride")
-    n, k = o.size, sum(1 for c in COUNTS if c)
-    share = np.array(COUNTS) / n
-    seen = np.zeros(len(COUNTS))
-    for t, b in enumerate(o, start=1):
-        seen[b] += 1
-        assert np.abs(seen - share * t).max() <= k  # never more than k batches off pace
-    last = [max(i for i in range(n) if o[i] == b) for b, c in enumerate(COUNTS) if c]
-    assert min(last) >= n - k
+    assert np.array_equal(o, interleave(COUNTS)) and _runs(o)[0] == min_run(COUNTS) == 2
+    assert np.array_equal(batch_order(COUNTS, "stride", max_run=5), interleave(COUNTS, 5))
 
 
 def test_random_orders_are_reproducible_per_seed():

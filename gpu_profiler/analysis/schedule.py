@@ -5,9 +5,9 @@ Orders (each batch is named by its bucket index):
 - ``random``: a global shuffle of all batches;
 - ``uniform-bucket``: every step picks a non-empty bucket uniformly at random;
 - ``sequential``: bucket after bucket;
-- ``stride``: stride scheduling, bucket b's j-th batch runs at epoch fraction
-  ``(j + 1) / batches_b`` (ties by bucket index), so every bucket is spread evenly over the
-  epoch and they all run out together.
+- ``stride``: the interleaving planner (`gpu_profiler.analysis.interleave`): the least
+  possible longest same-bucket run (or ``max_run``), every bucket spread evenly over the
+  epoch, and all of them running out together in its final 2%.
 
 Every batch stands for its bucket's mean sample length (exact in expectation: batches are
 random draws from the bucket), which is what the autocorrelation and the windowed spread
@@ -26,6 +26,14 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
+from gpu_profiler.analysis.interleave import (
+    TAIL_PCT,
+    check_max_run,
+    early_buckets,
+    interleave,
+    min_run,
+    tail_size,
+)
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
@@ -100,6 +108,9 @@ class ScheduleResult:
     mean_len: tuple[float, ...]
     orders: tuple[OrderStats, ...]
     warnings: tuple[str, ...] = field(default=())
+    #: The least longest run any order of these batches can have, and the cap asked for.
+    min_run: int = 0
+    max_run: int | None = None
 
     def __getitem__(self, name: str) -> OrderStats:
         for o in self.orders:
@@ -116,18 +127,21 @@ class ScheduleResult:
                             for i, (lo, hi, n, pct, m) in enumerate(zip(
                                 p.bounds[:-1], p.bounds[1:], self.batches, self.batch_pct,
                                 self.mean_len, strict=True))],
+                "min_run": self.min_run, "max_run": self.max_run,
                 "orders": [o.to_dict() for o in self.orders],
                 "warnings": list(self.warnings)}
 
 
 # ---------------------------------------------------------------- the order generator
-def batch_order(batches: Sequence[int], order: str, *, seed: int = 0) -> np.ndarray:
+def batch_order(batches: Sequence[int], order: str, *, seed: int = 0,
+                max_run: int | None = None) -> np.ndarray:
     """The bucket index of every batch of the epoch, in ``order``.
 
     Args:
         batches: batches per bucket (e.g. ``[b.batches for b in policy.buckets]``).
         order: one of :data:`ORDERS`.
         seed: seeds the random orders (the same seed gives the same order).
+        max_run: ``stride`` only: the cap on same-bucket runs (default: the least possible).
     """
     counts = np.asarray(batches, dtype=np.int64)
     if counts.ndim != 1 or (counts < 0).any():
@@ -141,9 +155,7 @@ def batch_order(batches: Sequence[int], order: str, *, seed: int = 0) -> np.ndar
     if order == "uniform-bucket":
         return _uniform_bucket(counts, np.random.default_rng(seed), dtype)
     if order == "stride":
-        keys = np.concatenate([np.arange(1, n + 1) / n for n in counts.tolist()]) \
-            if counts.sum() else np.zeros(0)
-        return np.repeat(index, counts)[np.argsort(keys, kind="stable")]
+        return interleave(counts, max_run).astype(dtype)
     raise ProfilerError(f"unknown order {order!r}; choose from {', '.join(ORDERS)}")
 
 
@@ -236,11 +248,11 @@ def default_trials(batches: int) -> int:
 
 
 def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float], *,
-                   trials: int | None = None, log_window: int = 50, seed: int = 0
-                   ) -> OrderStats:
+                   trials: int | None = None, log_window: int = 50, seed: int = 0,
+                   max_run: int | None = None) -> OrderStats:
     """Simulate one order; random orders are also run with seeds ``seed .. seed+trials-1``
     for the expected longest run and ``P(longest run >= k)`` (``trials`` defaults to
-    :func:`default_trials`)."""
+    :func:`default_trials`); ``max_run`` caps the ``stride`` order's runs."""
     if name not in ORDERS:
         raise ProfilerError(f"unknown order {name!r}; choose from {', '.join(ORDERS)}")
     if trials is None:
@@ -250,7 +262,8 @@ def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float],
     if log_window < 1:
         raise ProfilerError(f"--log-window must be a positive integer, got {log_window}")
     means = np.asarray(mean_len, dtype=np.float64)
-    stats = order_stats(name, batch_order(batches, name, seed=seed), means, log_window)
+    stats = order_stats(name, batch_order(batches, name, seed=seed, max_run=max_run), means,
+                        log_window)
     if name not in RANDOM_ORDERS:
         return stats
     longest = np.array([stats.longest_run] + [
@@ -263,9 +276,10 @@ def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float],
 def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("random", "stride"),
                       params: BucketParams | None = None, *, policy: str = "fixed",
                       drop_last: bool = False, trials: int | None = None, log_window: int = 50,
-                      seed: int = 0) -> ScheduleResult:
+                      seed: int = 0, max_run: int | None = None) -> ScheduleResult:
     """Simulate ``orders`` on the per-bucket batch counts of ``policy`` (``fixed`` or
-    ``sorted``: the policies with integer batches per bucket)."""
+    ``sorted``: the policies with integer batches per bucket); ``max_run`` caps the
+    ``stride`` order's runs (default: the least possible)."""
     p = params or BucketParams()
     names = parse_orders(orders)
     if policy not in ("fixed", "sorted"):
@@ -274,11 +288,15 @@ def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("ran
     pol = evaluate_policy(hist, policy, p, drop_last=drop_last)
     batches = [int(b.batches) for b in pol.buckets]
     mean_len = [b.tokens / b.samples if b.samples else 0.0 for b in pol.buckets]
-    kw = dict(trials=trials, log_window=log_window, seed=seed)
-    stats = [simulate_order(n, batches, mean_len, **kw) for n in names]  # type: ignore[arg-type]
+    least = check_max_run(batches, max_run)
+    stats = [simulate_order(n, batches, mean_len, trials=trials, log_window=log_window,
+                            seed=seed, max_run=max_run) for n in names]
+    msgs = _warnings(pol, stats, hist, p)
+    if "stride" in names:
+        msgs += _early_note(batches, max_run)
     return ScheduleResult(p, policy, drop_last, log_window, seed, tuple(batches),
                           tuple(b.batch_pct for b in pol.buckets), tuple(mean_len),
-                          tuple(stats), tuple(_warnings(pol, stats, hist, p)))
+                          tuple(stats), tuple(msgs), least, max_run)
 
 
 def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:
@@ -296,6 +314,19 @@ def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:
     if not out:
         raise ProfilerError("no order given; choose from " + ", ".join(ORDERS))
     return tuple(out)
+
+
+def _early_note(batches: Sequence[int], max_run: int | None) -> list[str]:
+    """Says which buckets the counts keep from ending in the epoch's final 2%."""
+    order = interleave(batches, max_run)
+    early = early_buckets(order, len(batches))
+    if not early:
+        return []
+    n, tail = order.size, tail_size(order.size)
+    names = ", ".join(map(str, early))
+    return [f"--order stride: bucket{'s' if len(early) > 1 else ''} {names} run out before "
+            f"the final {TAIL_PCT:g}% of the epoch (its last {tail} of {n:,} batches): no order "
+            f"with runs <= {max_run or min_run(batches)} fits every bucket's last batch there"]
 
 
 def _stride_line(stride: OrderStats) -> str:

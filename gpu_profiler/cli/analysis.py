@@ -19,6 +19,11 @@ DropLast = Annotated[bool, typer.Option(
     "--drop-last", help="Drop each bucket's incomplete last batch; steps per epoch round down.",
     rich_help_panel=_ANA)]
 
+MaxRun = Annotated[int | None, typer.Option(
+    "--max-run", help="Hard cap on same-bucket batches back to back in the interleaved "
+    "(stride) order (default: the least possible; an infeasible cap names the minimum).",
+    rich_help_panel=_ANA, show_default=False)]
+
 
 def load_histogram(path: str, opts: o.ScanOptions) -> Any:
     """The exact histogram of ``path``: read back when it is a saved histogram (JSON),

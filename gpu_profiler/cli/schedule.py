@@ -31,10 +31,11 @@ def schedule(
         "--policy", help="Batches per bucket from this policy: fixed or sorted.",
         rich_help_panel=a._ANA)] = "fixed",
     drop_last: a.DropLast = False,
-    emit_order: Annotated[str | None, typer.Option(
-        "--emit-order", help="Write the bucket index of every batch of the (one) order to "
-        "FILE: one per line, or numpy .npy.", rich_help_panel=a._ANA,
-        show_default=False)] = None,
+    max_run: a.MaxRun = None,
+    emit_order: Annotated[list[str] | None, typer.Option(
+        "--emit-order", help="Write the bucket index of every batch to FILE (one per line, "
+        "or numpy .npy): the interleaved (stride) order, or ORDER=FILE for another; "
+        "repeatable.", rich_help_panel=a._ANA, show_default=False)] = None,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -50,22 +51,37 @@ def schedule(
         simulate_schedule,
         write_order,
     )
-    from gpu_profiler.errors import ProfilerError
     from gpu_profiler.render import analysis as r
     from gpu_profiler.render.output import check_writable
 
     params = opts.params()
     orders = parse_orders(order or ("random", "stride"))
-    if emit_order and len(orders) != 1:
-        raise ProfilerError(f"--emit-order writes one order; got {len(orders)} "
-                            f"({', '.join(orders)}): pass a single --order")
-    for target in (opts.output, emit_order):
+    emits = [_emit_target(e, orders) for e in emit_order or ()]
+    for target in (opts.output, *(f for _, f in emits)):
         if target:
             check_writable(target)
     hist = a.load_histogram(path, opts)
     result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
-                               trials=trials, log_window=log_window, seed=seed)
-    if emit_order:
-        write_order(emit_order, batch_order(result.batches, orders[0], seed=seed))
+                               trials=trials, log_window=log_window, seed=seed,
+                               max_run=max_run)
+    for name, target in emits:
+        write_order(target, batch_order(result.batches, name, seed=seed, max_run=max_run))
     show(result, opts.output_format, opts.output, r.print_schedule, r.schedule_markdown,
          r.schedule_csv)
+
+
+def _emit_target(spec: str, orders: tuple[str, ...]) -> tuple[str, str]:
+    """``FILE`` (the stride order, or the one order simulated) or ``ORDER=FILE``."""
+    from gpu_profiler.analysis.schedule import ORDERS
+    from gpu_profiler.errors import ProfilerError
+
+    name, sep, target = spec.partition("=")
+    if sep and name in ORDERS:
+        if name not in orders:
+            raise ProfilerError(f"--emit-order {spec}: order {name!r} is not simulated "
+                                f"(--order {','.join(orders)})")
+        return name, target
+    if "stride" in orders or len(orders) == 1:
+        return ("stride" if "stride" in orders else orders[0]), spec
+    raise ProfilerError(f"--emit-order {spec}: which order? {', '.join(orders)} are "
+                        "simulated and none is stride: write ORDER=FILE")

@@ -1,0 +1,100 @@
+"""The interleaving planner: in which order an epoch's same-bucket batches (or steps) run.
+
+One planner serves ``schedule --order stride``, every warning's advice, ``plan`` and
+`gpu_profiler.BucketBatchSampler`, so what is profiled is what is trained.
+
+Guarantees, for any batches per bucket ``m`` (``N`` in all, ``B`` buckets with batches):
+
+- **Runs**: no bucket runs more than ``max_run`` batches back to back, and by default
+  ``max_run`` is :func:`min_run`, the least any order can do: a bucket with ``m`` batches
+  has a run of at least ``ceil(m / (N - m + 1))``, since the others leave ``N - m + 1``
+  gaps.
+- **Spread**: after any ``t`` batches, every bucket's count is within ``max_run + B - 1``
+  of its share ``t * m / N`` (tested; far less in practice, e.g. 3.6 batches for a 72%
+  bucket with ``max_run`` 3 and 6 buckets).
+- **Exhaustion**: every bucket runs its last batch in the final :data:`TAIL_PCT` percent of
+  the epoch whenever some order under the same ``max_run`` can do it (checked against an
+  exhaustive search); :func:`early_buckets` names those that cannot.
+
+It builds the epoch from its end backwards (`gpu_profiler.kernels.plan.interleave`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpu_profiler.errors import ProfilerError
+
+#: Every bucket's last batch falls in this final share of the epoch (where the counts let it).
+TAIL_PCT = 2.0
+
+
+def _counts(batches: Sequence[int] | np.ndarray) -> np.ndarray:
+    counts = np.asarray(batches)
+    if counts.ndim != 1 or (counts.size and (not np.issubdtype(counts.dtype, np.integer)
+                                             or (counts < 0).any())):
+        raise ProfilerError(f"batches per bucket must be non-negative integers, got "
+                            f"{list(np.ravel(batches))[:8]}")
+    return counts.astype(np.int64)
+
+
+def min_run(batches: Sequence[int] | np.ndarray) -> int:
+    """The shortest longest same-bucket run any order of these batches can have (0 when
+    there are none): ``max ceil(m / (N - m + 1))`` over the buckets."""
+    counts = _counts(batches)
+    n = int(counts.sum())
+    return max((-(-int(m) // (n - int(m) + 1)) for m in counts if m), default=0)
+
+
+def check_max_run(batches: Sequence[int] | np.ndarray, max_run: int | None) -> int:
+    """:func:`min_run` of ``batches``, after checking that ``max_run`` (when given) is a
+    cap some order meets; else a `ProfilerError` naming the minimum."""
+    counts = _counts(batches)
+    least = min_run(counts)
+    if max_run is None:
+        return least
+    if isinstance(max_run, bool) or not isinstance(max_run, (int, np.integer)) or max_run < 1:
+        raise ProfilerError(f"--max-run must be a positive integer, got {max_run!r}")
+    if max_run < least:
+        top = int(np.argmax(counts))
+        raise ProfilerError(
+            f"--max-run {max_run} is infeasible: bucket {top} has {int(counts[top]):,} of the "
+            f"{int(counts.sum()):,} batches, so some run of it is at least {least} (use "
+            f"--max-run {least} or more)")
+    return least
+
+
+def interleave(batches: Sequence[int] | np.ndarray, max_run: int | None = None) -> np.ndarray:
+    """The bucket index of every batch of the epoch (int32), runs at most ``max_run``
+    (default and least: :func:`min_run`); deterministic. An infeasible ``max_run`` is a
+    `ProfilerError` naming the minimum."""
+    from gpu_profiler import native
+
+    counts = _counts(batches)
+    least = check_max_run(counts, max_run)
+    cap = int(max_run or least)
+    out = np.zeros(int(counts.sum()), dtype=np.int32)
+    if out.size:
+        status, = native.kernel("interleave")(counts, cap, out,
+                                               np.zeros(2 * counts.size, np.int64))
+        if status:  # the feasibility rule is exact: reaching this is a bug
+            raise RuntimeError(f"interleave found no order with runs <= {cap}")
+    return out
+
+
+def tail_size(n: int) -> int:
+    """Batches in the final :data:`TAIL_PCT` percent of an ``n``-batch epoch (at least 1)."""
+    return max(1, math.ceil(n * TAIL_PCT / 100)) if n else 0
+
+
+def early_buckets(order: np.ndarray, buckets: int, tail: int | None = None) -> list[int]:
+    """Buckets with batches whose last batch runs before the last ``tail`` batches of
+    ``order`` (default: :func:`tail_size`, the final :data:`TAIL_PCT` percent)."""
+    n = order.size
+    first_of_tail = n - (tail_size(n) if tail is None else tail)
+    ran = np.bincount(order, minlength=buckets) > 0
+    late = np.bincount(order[first_of_tail:], minlength=buckets) > 0
+    return [b for b in range(buckets) if ran[b] and not late[b]]

@@ -1,0 +1,198 @@
+"""Planning kernels (numba ``njit``, natively compiled like the histogram kernels): the
+interleaving planner, and the counting sort, shuffle and batch cuts of the batch sampler.
+
+They allocate nothing (the native library has no numba runtime): every work array comes
+from the caller. Random numbers are splitmix64 on explicit uint64 state, so a seed gives the
+same permutation on every machine, natively or through the JIT.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+@njit(cache=True)
+def _mix(z):
+    """splitmix64's output function."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def interleave(m, cap, out, work):
+    """Lay out ``m[b]`` batches of every bucket ``b`` into ``out`` (``sum(m)`` entries) with
+    no run of one bucket longer than ``cap``; returns ``(0,)``, or ``(-1,)`` if ``cap`` is
+    infeasible (``work``: ``2 * len(m)`` int64 of scratch).
+
+    The epoch is built from its end backwards. Each step takes, among the buckets that may
+    come next without making the rest infeasible, the one furthest behind its share
+    (smallest ``taken / m``; ties to the lower index), then the result is reversed: every
+    bucket starts (so, forwards, ends) together, and the shares stay even in between.
+    The rest (``r`` batches per bucket, ``R`` in all, the last bucket on a run of ``run``)
+    is feasible iff every bucket fits the gaps the others leave: ``r[x] <= cap * (R - r[x]
+    + 1)``, less ``run`` for the bucket on the run. Only the largest other ``r`` can fail
+    that, so a candidate is checked in O(1) and a step costs O(len(m)).
+    """
+    k = m.size
+    left, taken = work[:k], work[k:2 * k]
+    for b in range(k):
+        left[b] = m[b]
+        taken[b] = 0
+    n = out.size
+    rest, last, run = n, -1, 0
+    for t in range(n):
+        top, v1, v2 = -1, 0, 0
+        for x in range(k):
+            if left[x] > v1:
+                top, v1, v2 = x, left[x], v1
+            elif left[x] > v2:
+                v2 = left[x]
+        best = -1
+        for b in range(k):
+            if left[b] == 0:
+                continue
+            nrun = run + 1 if b == last else 1
+            if nrun > cap:
+                continue
+            rb, r1 = left[b] - 1, rest - 1
+            if rb > 0 and rb > cap * (r1 - rb + 1) - nrun:
+                continue
+            other = v2 if b == top else v1
+            if other > 0 and other > cap * (r1 - other + 1):
+                continue
+            if best < 0 or taken[b] * m[best] < taken[best] * m[b]:
+                best = b
+        if best < 0:
+            return (-1,)
+        out[t] = best
+        taken[best] += 1
+        left[best] -= 1
+        rest -= 1
+        run = run + 1 if best == last else 1
+        last = best
+    for i in range(n // 2):
+        out[i], out[n - 1 - i] = out[n - 1 - i], out[i]
+    return (0,)
+
+
+@njit(cache=True)
+def _uniform(key, i, span):
+    """Draw ``i`` of stream ``key``, uniform in ``0..span-1`` (counter-based: the same
+    draw every time it is asked for)."""
+    u = np.float64(_mix(np.uint64(key) + np.uint64(i + 1) * _GOLDEN) >> np.uint64(11))
+    return np.int64(u * (1.0 / 9007199254740992.0) * span)
+
+
+@njit(cache=True, nogil=True)
+def clip_counts(x, cap, counts):
+    """``counts[c] += 1`` for each ``c = min(x[i], cap)`` (``counts[cap + 1]``: negative
+    lengths)."""
+    top = cap + 1
+    for i in range(x.size):
+        v = np.int64(x[i])
+        counts[top if v < 0 else min(v, cap)] += 1
+
+
+@njit(cache=True, nogil=True)
+def pile_sort(x, cap, first, piles, key, cursor, out, scatter):
+    """Counting sort of the sample indices into random piles: sample ``i`` of clipped
+    length ``c = min(x[i], cap)`` (``cap + 1`` when negative) goes to pile ``first[c] +
+    uniform(piles[c])``, or nowhere when ``first[c] < 0``. Without ``scatter`` it counts
+    the piles' sizes into ``cursor``; with it, it writes ``i`` to ``out[cursor[p]]`` (the
+    piles' starts) and advances ``cursor[p]``. The draws are counter-based, so both passes
+    agree. With each pile then shuffled (`shuffle_segments`), every group of piles is a
+    uniform random permutation of its samples (Rao and Sandelius), with every pile small
+    enough to shuffle in cache."""
+    top = cap + 1
+    for i in range(x.size):
+        v = np.int64(x[i])
+        c = top if v < 0 else min(v, cap)
+        f = first[c]
+        if f < 0:
+            continue
+        p = f + (_uniform(key, i, piles[c]) if piles[c] > 1 else 0)
+        if scatter:
+            out[cursor[p]] = i
+            cursor[p] += 1
+        else:
+            cursor[p] += 1
+
+
+@njit(cache=True, nogil=True)
+def shuffle_segments(a, bounds, key):
+    """Fisher-Yates shuffle of each segment ``a[bounds[j]:bounds[j + 1]]``, each with its
+    own stream (``key`` mixed with ``j``)."""
+    for j in range(bounds.size - 1):
+        lo, hi = bounds[j], bounds[j + 1]
+        stream = np.int64(_mix(np.uint64(key) ^ (np.uint64(j + 1) * _M2)))
+        for i in range(hi - 1, lo, -1):
+            pick = lo + _uniform(stream, i, i - lo + 1)
+            a[i], a[pick] = a[pick], a[i]
+
+
+@njit(cache=True, nogil=True)
+def sorted_cuts(values, counts, budget, max_rows, drop_last, out):
+    """The ``sorted`` policy's batches over one bucket's present lengths ``values``
+    (ascending) with ``counts``, as ``out[j] = (start, end)`` sample positions from the
+    bucket's start: filled in order while ``rows x longest <= budget`` and ``rows <=
+    max_rows``; a length longer than the budget gets one batch per sample. With
+    ``drop_last`` the last batch of fitting samples is dropped when it could still take one
+    of its longest length. Returns ``(batches, dropped samples)``: the policy's numbers
+    (`gpu_profiler.analysis.policies`), plus one batch per over-budget sample, which the
+    policy leaves out as unbatchable."""
+    nb, pos, rows, longest, dropped = 0, 0, 0, 0, 0
+    for j in range(values.size + 1):
+        v = values[j] if j < values.size else 0
+        c = counts[j] if j < values.size else 0
+        fit = min(budget // v, max_rows) if v > 0 else max_rows
+        if rows and (j == values.size or fit == 0):  # the open batch is the last that fits
+            if drop_last and rows < min(budget // longest, max_rows):
+                dropped = rows
+            else:
+                out[nb, 0], out[nb, 1] = pos - rows, pos
+                nb += 1
+            rows = 0
+        if j == values.size:
+            break
+        if fit == 0:  # ascending: this and every longer length get single batches
+            for _ in range(c):
+                out[nb, 0], out[nb, 1] = pos, pos + 1
+                nb += 1
+                pos += 1
+            continue
+        if rows:
+            take = min(c, fit - rows) if fit > rows else 0
+            rows, pos, longest, c = rows + take, pos + take, v, c - take
+            if c:
+                out[nb, 0], out[nb, 1] = pos - rows, pos
+                nb += 1
+                rows = 0
+        while c >= fit:
+            out[nb, 0], out[nb, 1] = pos, pos + fit
+            nb += 1
+            pos += fit
+            c -= fit
+        if c:
+            rows, pos, longest = c, pos + c, v
+    return (nb, dropped)
+
+
+@njit(cache=True, nogil=True)
+def expand(seq, first, unit, out, taken):
+    """Batch numbers of the planned groups: group ``t`` of bucket ``b = seq[t]`` (its
+    ``j``-th) is batches ``first[b] + j * unit + u`` for ``u < unit``, written to
+    ``out[t * unit + u]`` (``taken``: one int64 per bucket of scratch, zeroed here)."""
+    for b in range(taken.size):
+        taken[b] = 0
+    for t in range(seq.size):
+        b = seq[t]
+        base = first[b] + taken[b] * unit
+        taken[b] += 1
+        for u in range(unit):
+            out[t * unit + u] = base + u

@@ -55,18 +55,24 @@ _EXPORTS = {
     "LengthHistogram": "gpu_profiler.histogram",
     "merge": "gpu_profiler.histogram",
     "BucketParams": "gpu_profiler.params",
+    "lengths": "gpu_profiler.lengths",
+    "BucketBatchSampler": "gpu_profiler.sampler",
+    "interleave": "gpu_profiler.analysis.interleave",
 }
 
 if _TYPE_CHECKING:
     from gpu_profiler.analysis.bounds import Suggestion, suggest_bounds
     from gpu_profiler.analysis.buckets import BucketRow, BucketTable, bucket_table
+    from gpu_profiler.analysis.interleave import interleave
     from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, evaluate_policy
     from gpu_profiler.analysis.schedule import ScheduleResult, batch_order, simulate_schedule
     from gpu_profiler.api import ProfileResult, histogram, profile
     from gpu_profiler.backends import available_backends, get_backend
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.histogram import LengthHistogram, merge
+    from gpu_profiler.lengths import lengths
     from gpu_profiler.params import BucketParams
+    from gpu_profiler.sampler import BucketBatchSampler
 
 
 def __getattr__(name: str) -> _Any:
@@ -98,6 +104,7 @@ _sys.modules[__name__].__class__ = _Package
 __version__ = "0.1.0"
 
 __all__ = [
+    "BucketBatchSampler",
     "BucketParams",
     "BucketRow",
     "BucketTable",
@@ -114,6 +121,8 @@ __all__ = [
     "evaluate_policy",
     "get_backend",
     "histogram",
+    "interleave",
+    "lengths",
     "merge",
     "profile",
     "simulate_schedule",

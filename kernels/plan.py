@@ -152,7 +152,8 @@ def sorted_cuts(values, counts, budget, max_rows, drop_last, out):
         c = counts[j] if j < values.size else 0
         fit = min(budget // v, max_rows) if v > 0 else max_rows
         if rows and (j == values.size or fit == 0):  # the open batch is the last that fits
-            if drop_last and rows < min(budget // longest, max_rows):
+            full = min(budget // longest, max_rows) if longest > 0 else max_rows
+            if drop_last and rows < full:
                 dropped = rows
             else:
                 out[nb, 0], out[nb, 1] = pos - rows, pos

@@ -102,8 +102,10 @@ def backends() -> None:
             typer.echo(f"       kernels: {native.status(build=False)}")
 
 
+from gpu_profiler.cli.plan import plan  # noqa: E402
 from gpu_profiler.cli.schedule import schedule  # noqa: E402
 from gpu_profiler.cli.suggest import suggest  # noqa: E402
 
 app.command()(suggest)
 app.command()(schedule)
+app.command()(plan)

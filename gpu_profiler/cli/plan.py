@@ -1,0 +1,81 @@
+"""``gpu-profiler plan``: one epoch's batches of sample indices, for training loops that
+load a precomputed order."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gpu_profiler.cli import analysis as a
+from gpu_profiler.cli import options as o
+from gpu_profiler.cli.output import show
+
+
+@o.scan_options
+def plan(
+    path: o.Path_,
+    policy: Annotated[str, typer.Option(
+        "--policy", help="fixed (the bucket table's batch size per bucket) or sorted (filled "
+        "under the token budget).", rich_help_panel=a._ANA)] = "fixed",
+    order: Annotated[str, typer.Option(
+        "--order", help="stride (the interleaving planner) or random (steps shuffled).",
+        rich_help_panel=a._ANA)] = "stride",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of every shuffle.",
+                                      rich_help_panel=a._ANA)] = 0,
+    epoch: Annotated[int, typer.Option("--epoch", help="Which epoch's plan (with the seed, "
+                                       "decides it).", rich_help_panel=a._ANA)] = 0,
+    drop_last: a.DropLast = False,
+    max_run: a.MaxRun = None,
+    mixed_steps: Annotated[bool, typer.Option(
+        "--mixed-steps", help="Let one step's micro-batches (one per rank) come from "
+        "different buckets (default: one bucket per step, so no rank waits on another).",
+        rich_help_panel=a._ANA)] = False,
+    emit_order: Annotated[str | None, typer.Option(
+        "--emit-order", help="Also write the bucket of every batch to FILE (one per line, or "
+        "numpy .npy).", rich_help_panel=a._ANA, show_default=False)] = None,
+    *,
+    opts: o.ScanOptions,
+) -> None:
+    """Write one epoch's batches to -o FILE.npz: `indices` (every sample index in batch
+    order), `offsets` (batch boundaries), `bucket` (per batch) and `params`; print the
+    plan's summary (batches, steps, longest run, padding).
+
+    Batches s*W .. s*W+W-1 make step s, one per rank (W = --world-size). A DatasetDict's
+    train split is planned unless --split names another.
+    """
+    from gpu_profiler.analysis.schedule import write_order
+    from gpu_profiler.errors import ProfilerError
+    from gpu_profiler.histogram import LengthHistogram
+    from gpu_profiler.lengths import lengths
+    from gpu_profiler.readers import open_source
+    from gpu_profiler.render import plan as r
+    from gpu_profiler.render.output import check_writable
+    from gpu_profiler.sampler import BucketBatchSampler, save_plan, summarize
+
+    if not opts.output:
+        raise ProfilerError("plan writes its batches to a file: pass -o FILE.npz")
+    for target in (opts.output, emit_order):
+        if target:
+            check_writable(target)
+    params = opts.params()
+    if LengthHistogram.is_saved(path):
+        raise ProfilerError(f"{path}: a saved histogram has no per-sample lengths; plan "
+                            "reads the corpus itself")
+    split = opts.split
+    if split is None and "train" in open_source(path, opts.format):
+        split = "train"
+    x = lengths(path, column=opts.column, offsets_of=opts.offsets_of, format=opts.format,
+                split=split)
+    sampler = BucketBatchSampler(x, bounds=params.bounds, max_seq_len=params.max_seq_len,
+                                 token_budget=params.token_budget,
+                                 max_batch_size=params.max_batch_size, policy=policy,
+                                 order=order, seed=seed, world_size=params.world_size,
+                                 drop_last=drop_last, max_run=max_run,
+                                 align_ranks=not mixed_steps)
+    sampler.set_epoch(epoch)
+    summary = summarize(sampler, split)
+    save_plan(opts.output, sampler.plan(), summary)
+    if emit_order:
+        write_order(emit_order, sampler.plan().bucket)
+    show(summary, opts.output_format, None, r.print_plan, r.plan_markdown, r.plan_csv)

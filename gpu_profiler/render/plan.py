@@ -1,0 +1,52 @@
+"""Renderings of a `gpu_profiler.sampler.PlanSummary` (``gpu-profiler plan``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+_FIELDS = ("samples", "batches", "steps", "longest_run", "min_run", "tokens",
+           "padded_tokens", "padding_pct", "dropped_samples", "split_batches")
+
+
+def _lines(s: Any) -> list[tuple[str, str]]:
+    p = s.params
+    return [("split", s.split or "-"), ("policy / order", f"{s.policy} / {s.order}"),
+            ("seed / epoch", f"{s.seed} / {s.epoch}"), ("ranks", str(p.world_size)),
+            ("samples", f"{s.samples:,}"), ("batches", f"{s.batches:,}"),
+            ("steps (one batch per rank)", f"{s.steps:,}"),
+            ("longest same-bucket run", f"{s.longest_run} (least possible: {s.min_run})"),
+            ("padding", f"{s.padding_pct:.2f}% ({s.padded_tokens - s.tokens:,} of "
+                        f"{s.padded_tokens:,} computed tokens)"),
+            ("dropped samples", f"{s.dropped_samples:,}"),
+            ("batches split to fill the last step", f"{s.split_batches:,}")]
+
+
+def print_plan(s: Any, console: Any) -> None:
+    from rich.table import Table
+
+    view = Table(title="epoch plan", show_header=False)
+    for k, v in _lines(s):
+        view.add_row(k, v)
+    console.print(view)
+    per = Table(title="batches per bucket")
+    for col in ("bucket", "batches"):
+        per.add_column(col, justify="right")
+    p = s.params
+    for i, (lo, hi, n) in enumerate(zip(p.bounds[:-1], p.bounds[1:], s.bucket_batches,
+                                        strict=True)):
+        per.add_row(f"{i} [{lo},{hi})", f"{n:,}")
+    console.print(per)
+
+
+def plan_markdown(s: Any) -> str:
+    return "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in _lines(s))]) + "\n"
+
+
+def plan_csv(s: Any) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(("split", "policy", "order", *_FIELDS))
+    w.writerow((s.split or "", s.policy, s.order, *(getattr(s, f) for f in _FIELDS)))
+    return out.getvalue()

@@ -1,0 +1,215 @@
+"""`BucketBatchSampler`: the batches equal the policies, every index once across ranks,
+budgets kept, resume exact, epochs reshuffled by seed; driven against a real `datasets`
+Dataset (and torch's DataLoader where torch is installed)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import jit_kernels, sft_lengths
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpu_profiler as gp
+from gpu_profiler import ProfilerError
+from gpu_profiler import sampler as sampler_module
+from gpu_profiler.analysis.interleave import interleave
+from gpu_profiler.analysis.policies import evaluate_policy
+from gpu_profiler.analysis.schedule import simulate_schedule
+from gpu_profiler.params import BucketParams
+
+
+def every_batch(lengths, world_size=1, **kw):
+    """Each rank's batches, as lists."""
+    return [list(gp.BucketBatchSampler(lengths, world_size=world_size, rank=r, **kw))
+            for r in range(world_size)]
+
+
+def check_budget(lengths, batch, p=None):
+    p = p or BucketParams()
+    rows = len(batch)
+    longest = int(np.minimum(lengths[batch], p.max_seq_len).max())
+    assert 1 <= rows <= p.max_batch_size
+    assert rows * longest <= p.token_budget or rows == 1
+
+
+@pytest.mark.parametrize("policy", ["fixed", "sorted"])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_batches_equal_the_policy(policy, drop_last):
+    x = sft_lengths(6000, seed=3)
+    hist = gp.histogram(x, cap=8192)
+    pol = evaluate_policy(hist, policy, BucketParams(), drop_last=drop_last)
+    s = gp.BucketBatchSampler(x, policy=policy, drop_last=drop_last)
+    plan = s.plan()
+    assert np.bincount(plan.bucket, minlength=6).tolist() == [b.batches for b in pol.buckets]
+    assert len(s) == pol.total_batches
+    batches = list(s)
+    flat = np.concatenate(batches)
+    assert flat.size == np.unique(flat).size == pol.samples
+    for b in batches:
+        check_budget(x, b)
+    summary = sampler_module.summarize(s)
+    assert summary.tokens == pol.tokens or drop_last and policy == "fixed"
+    if policy == "sorted":  # exact padding, batch for batch
+        assert summary.padded_tokens == pol.padded_tokens and summary.tokens == pol.tokens
+
+
+@pytest.mark.parametrize("policy", ["fixed", "sorted"])
+def test_samples_longer_than_the_budget_get_a_batch_each(policy):
+    x = np.array([100] * 50 + [3000] * 7 + [5000] * 3)
+    s = gp.BucketBatchSampler(x, bounds=[0, 1000, 8193], token_budget=4096, policy=policy)
+    pol = evaluate_policy(gp.histogram(x, cap=8192), policy,
+                          BucketParams((0, 1000, 8193), token_budget=4096))
+    batches = list(s)
+    over = [b for b in batches if x[b].max() > 4096]
+    assert len(over) == 3 and all(len(b) == 1 for b in over)
+    assert len(batches) == pol.total_batches + pol.unbatchable_samples
+    for b in batches:
+        check_budget(x, b, BucketParams((0, 1000, 8193), token_budget=4096))
+
+
+def test_the_sampler_trains_in_the_order_schedule_profiles():
+    x = sft_lengths(20_000, seed=5)
+    r = simulate_schedule(gp.histogram(x, cap=8192), "stride")
+    plan = gp.BucketBatchSampler(x).plan()
+    assert np.array_equal(plan.bucket, interleave(r.batches))
+    assert sampler_module.summarize(gp.BucketBatchSampler(x)).longest_run == \
+        r["stride"].longest_run == r.min_run
+
+
+lengths_arrays = st.lists(st.integers(0, 9000), min_size=1, max_size=400).map(np.array)
+
+
+@settings(max_examples=120, deadline=None)
+@given(x=lengths_arrays, world=st.integers(1, 8), policy=st.sampled_from(["fixed", "sorted"]),
+       align=st.booleans(), drop_last=st.booleans(), pile=st.sampled_from([2, 7, 1 << 17]))
+def test_every_index_once_across_ranks_and_equal_batches_per_rank(x, world, policy, align,
+                                                                  drop_last, pile):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sampler_module, "PILE", pile)
+        try:
+            ranks = every_batch(x, world, policy=policy, align_ranks=align,
+                                drop_last=drop_last, bounds=[0, 300, 1500, 8193])
+        except ProfilerError as exc:  # too few samples to split into whole steps
+            single = len(gp.BucketBatchSampler(x, policy=policy, bounds=[0, 300, 1500, 8193]))
+            assert "as many batches" in str(exc) and not drop_last
+            assert x.size < -(-single // world) * world
+            return
+    assert len({len(r) for r in ranks}) == 1
+    flat = np.concatenate([np.array(b, np.int64) for r in ranks for b in r] or [[]])
+    assert flat.size == np.unique(flat).size  # none twice
+    if not drop_last:
+        assert flat.size == x.size  # none missing
+    for r in ranks:
+        for b in r:
+            check_budget(x, b)
+    if align and world > 1:
+        plan = gp.BucketBatchSampler(x, world_size=world, policy=policy,
+                                     drop_last=drop_last, bounds=[0, 300, 1500, 8193]).plan()
+        steps = plan.bucket.reshape(-1, world)
+        mixed = int((steps.min(axis=1) != steps.max(axis=1)).sum())
+        assert mixed <= 3 and (mixed == 0 or (steps[:-mixed].min(1) == steps[:-mixed].max(1)).all())
+
+
+def test_resume_equals_an_uninterrupted_run():
+    x = sft_lengths(5000, seed=1)
+    whole = gp.BucketBatchSampler(x, world_size=2, rank=1, seed=7)
+    whole.set_epoch(3)
+    expected = list(whole)
+    s = gp.BucketBatchSampler(x, world_size=2, rank=1, seed=7)
+    s.set_epoch(3)
+    head = list(itertools.islice(iter(s), 11))
+    state = s.state_dict()
+    resumed = gp.BucketBatchSampler(x, world_size=2, rank=1, seed=7)
+    resumed.load_state_dict(state)
+    assert head + list(resumed) == expected
+    assert list(resumed) == expected  # the next pass is the whole epoch again
+    for other in (gp.BucketBatchSampler(x[:-1], world_size=2, rank=1, seed=7),
+                  gp.BucketBatchSampler(x, world_size=2, rank=1, seed=8),
+                  gp.BucketBatchSampler(x, world_size=2, rank=1, seed=7, token_budget=40000)):
+        with pytest.raises(ProfilerError, match="other lengths or parameters"):
+            other.load_state_dict(state)
+    with pytest.raises(ProfilerError, match="not a BucketBatchSampler state"):
+        resumed.load_state_dict({"epoch": 1})
+
+
+def test_epochs_reshuffle_and_repeat_by_seed():
+    x = sft_lengths(3000, seed=2)
+
+    def epoch(e, seed=0):
+        s = gp.BucketBatchSampler(x, seed=seed)
+        s.set_epoch(e)
+        return list(s)
+
+    first = epoch(0)
+    assert epoch(0) == first and epoch(1) != first and epoch(0, seed=1) != first
+    assert sorted(map(sorted, epoch(1))) != sorted(map(sorted, first))  # new batch contents
+
+
+def test_native_and_jit_plans_are_identical():
+    x = sft_lengths(4000, seed=4)
+
+    def plans():
+        out = []
+        for policy in ("fixed", "sorted"):
+            plan = gp.BucketBatchSampler(x, policy=policy, world_size=3, seed=11).plan()
+            out.append((plan.layout.tobytes(), plan.start.tobytes(), plan.end.tobytes(),
+                        plan.bucket.tobytes()))
+        return out
+
+    native_plans = plans()
+    with jit_kernels():
+        assert plans() == native_plans
+
+
+def test_shuffle_is_uniform():
+    # one bucket of 4 samples split over several piles: all 24 orders, about equally often
+    x = np.full(4, 10)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sampler_module, "PILE", 2)
+        seen = {}
+        for e in range(2400):
+            s = gp.BucketBatchSampler(x)
+            s.set_epoch(e)
+            key = tuple(next(iter(s)))
+            seen[key] = seen.get(key, 0) + 1
+    assert len(seen) == 24
+    chi2 = sum((c - 100) ** 2 / 100 for c in seen.values())
+    assert chi2 < 60  # 23 degrees of freedom: p < 1e-4 above 57
+
+
+def test_bad_arguments_are_one_line_errors():
+    x = np.arange(1, 100)
+    for kw, says in (({"policy": "packed"}, "fixed or sorted"), ({"order": "x"}, "stride or"),
+                     ({"rank": 2, "world_size": 2}, "rank must be"),
+                     ({"max_run": 0}, "--max-run must be"), ({"seed": 1.5}, "seed must be")):
+        with pytest.raises(ProfilerError, match=says):
+            gp.BucketBatchSampler(x, **kw)
+    with pytest.raises(ProfilerError, match="1-D integer"):
+        gp.BucketBatchSampler(np.ones(3))
+    with pytest.raises(ProfilerError, match="is infeasible"):
+        gp.BucketBatchSampler(np.full(100, 10), bounds=[0, 5, 20], max_run=1)
+
+
+def test_a_real_dataset(hf_dir):
+    datasets = pytest.importorskip("datasets")
+    path, x = hf_dir
+    ds = datasets.load_from_disk(str(path))
+    s = gp.BucketBatchSampler(path, column="length", world_size=2, rank=0)
+    by_offsets = gp.BucketBatchSampler(path, offsets_of="input_ids", world_size=2, rank=0)
+    assert list(s) == list(by_offsets)
+    for batch in s:
+        rows = ds[batch]
+        assert rows["length"] == x[batch].tolist()
+        assert [len(ids) for ids in rows["input_ids"]] == rows["length"]
+
+
+def test_torch_data_loader(hf_dir):
+    torch = pytest.importorskip("torch", reason="torch is not installed here")
+    path, x = hf_dir
+    loader = torch.utils.data.DataLoader(torch.as_tensor(x), batch_sampler=gp.BucketBatchSampler(
+        x), collate_fn=lambda rows: torch.stack(rows))
+    seen = torch.cat(list(loader))
+    assert sorted(seen.tolist()) == sorted(x.tolist())

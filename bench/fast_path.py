@@ -1,11 +1,11 @@
 """The hand-written fast path a performance-minded user would write without gpu-profiler:
 read one column of a Hugging Face ``save_to_disk`` dir with pyarrow, ``numpy.bincount`` the
-clipped lengths, build the DESIGN.md bucket table. Standalone on purpose (imports neither
+clipped lengths, build the docs/design.md bucket table. Standalone on purpose (imports neither
 gpu_profiler nor datasets), so it can also run as its own process:
 
     python bench/fast_path.py DIR [--offsets-of input_ids]
 
-prints the table as JSON. ``design_table`` is the DESIGN.md formula, written out once here and
+prints the table as JSON. ``design_table`` is the docs/design.md formula, written out once here and
 shared with the reference loop in ``bench_core.py`` (gpu-profiler's own code is not used).
 """
 
@@ -25,7 +25,7 @@ PARAMS = {"bounds": [0, 770, 1216, 1728, 2432, 3296, 8193], "max_seq_len": 8192,
 
 
 def design_table(stats: list[tuple[int, int, int]], total: int, p: dict = PARAMS) -> dict:
-    """The DESIGN.md bucket table from per-bucket ``(samples, tokens, max_len)``."""
+    """The docs/design.md bucket table from per-bucket ``(samples, tokens, max_len)``."""
     bounds = p["bounds"]
     rows = []
     for b, (samples, tokens, max_len) in enumerate(stats):

@@ -13,7 +13,7 @@ DEFAULT_BOUNDS = (0, 770, 1216, 1728, 2432, 3296, 8193)
 
 @dataclass(frozen=True)
 class BucketParams:
-    """Bucket bounds and the batching budget (DESIGN.md, "seed-compatible bucket table").
+    """Bucket bounds and the batching budget (docs/design.md, "the seed-compatible bucket table").
 
     Attributes:
         bounds: strictly increasing bucket edges; bucket b holds ``bounds[b] <= c < bounds[b+1]``

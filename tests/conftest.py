@@ -1,5 +1,5 @@
 """Shared fixtures: real corpora written with `datasets` and pyarrow, and an independent
-pure-Python implementation of the DESIGN.md bucket table to check against."""
+pure-Python implementation of the docs/design.md bucket table to check against."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 def reference_table(lengths, bounds, max_seq_len=8192, token_budget=49152, max_batch_size=64,
                     grad_accum=4, world_size=1):
-    """The DESIGN.md table computed the slow, obvious way from a list of lengths
+    """The docs/design.md table computed the slow, obvious way from a list of lengths
     (None = null), as the reference script does: one Python loop per bucket."""
     valid = [int(x) for x in lengths if x is not None and x >= 0]
     clipped = [min(x, max_seq_len) for x in valid]

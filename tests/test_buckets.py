@@ -1,4 +1,4 @@
-"""The bucket table against an independent pure-Python implementation of DESIGN.md."""
+"""The bucket table against an independent pure-Python implementation of docs/design.md."""
 
 from __future__ import annotations
 

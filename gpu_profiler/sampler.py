@@ -362,14 +362,19 @@ class BucketBatchSampler:
             h.update(json.dumps([SCHEMA, self.params.to_dict(), self.policy, self.order,
                                  self.seed, self.drop_last, self.max_run,
                                  self.align_ranks, str(self.lengths.dtype)]).encode())
-            h.update(memoryview(self.lengths))
+            h.update(self.lengths.data)
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
-    def state_dict(self) -> dict[str, Any]:
-        """Where iteration stands: the epoch and the next step. Save it with the model."""
+    def state_dict(self, next_step: int | None = None) -> dict[str, Any]:
+        """Where iteration stands: the epoch and the next step (by default, the batches
+        yielded so far this epoch; a DataLoader that prefetches runs ahead of training, so
+        pass the steps the training loop has taken instead). Save it with the model."""
+        step = self._position if next_step is None else next_step
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ProfilerError(f"next_step must be a non-negative integer, got {step!r}")
         return {"schema": SCHEMA, "fingerprint": self.fingerprint(), "epoch": self.epoch,
-                "next_step": self._position}
+                "next_step": step}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at the exact next batch (O(1): nothing is replayed). Refuses a state made
@@ -381,10 +386,9 @@ class BucketBatchSampler:
             raise ProfilerError("this sampler state was made from other lengths or "
                                 "parameters (its plan fingerprint differs); refusing to resume")
         epoch, step = state.get("epoch"), state.get("next_step")
-        if not all(isinstance(v, int) and v >= 0 for v in (epoch, step)):
+        if not (isinstance(epoch, int) and isinstance(step, int) and epoch >= 0 and step >= 0):
             raise ProfilerError(f"bad sampler state: epoch {epoch!r}, next_step {step!r}")
-        self.epoch, self._start = epoch, step
-        self._position = step
+        self.epoch, self._start, self._position = epoch, step, step
 
 
 def _shuffled_steps(plan: EpochPlan, key: int) -> EpochPlan:

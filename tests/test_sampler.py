@@ -125,6 +125,10 @@ def test_resume_equals_an_uninterrupted_run():
     resumed = gp.BucketBatchSampler(x, world_size=2, rank=1, seed=7)
     resumed.load_state_dict(state)
     assert head + list(resumed) == expected
+    # a DataLoader prefetches ahead of training: the loop says where it is
+    behind = gp.BucketBatchSampler(x, world_size=2, rank=1, seed=7)
+    behind.load_state_dict(s.state_dict(next_step=5))
+    assert list(behind) == expected[5:]
     assert list(resumed) == expected  # the next pass is the whole epoch again
     for other in (gp.BucketBatchSampler(x[:-1], world_size=2, rank=1, seed=7),
                   gp.BucketBatchSampler(x, world_size=2, rank=1, seed=8),

@@ -92,9 +92,9 @@ EXPORTS: dict[str, Export] = {
     "sorted_cuts": Export("plan", "sorted_cuts", (_I8, _I8, I, I, I, _OUT_I8_2D), 2),
 }
 
-#: Files the library is built from (their bytes are part of its key), by package.
-_SOURCES = {"gpu_profiler.kernels": ("cpu.py", "ipc.py", "plan.py", "aot.py"),
-            "gpu_profiler": ("native.py", "readers/ipc_format.py")}
+#: Modules the library is built from, besides the kernels' own (their sources and every
+#: gpu_profiler module they import are part of its key: see `key_sources`).
+_BUILDERS = ("gpu_profiler.native", "gpu_profiler.kernels.aot")
 
 
 @cache
@@ -180,13 +180,12 @@ def _why_jit() -> str:
 
 @cache
 def _library_path() -> Path:
-    """``<kernel cache>/native-<key>.so``; the key covers the kernel sources, the numba
-    and llvmlite installs, the interpreter and the CPU (the code uses its features)."""
+    """``<kernel cache>/native-<key>.so``; the key covers the kernel sources and every
+    module they import from this package (numba compiles their globals in), the numba and
+    llvmlite installs, the interpreter and the CPU (the code uses its features)."""
     h = hashlib.sha256(sys.version.encode())
-    for package, files in _SOURCES.items():  # read, not imported (kernels import numba)
-        folder = Path(importlib.import_module(package).__path__[0])
-        for name in files:
-            h.update((folder / name).read_bytes())
+    for path in key_sources(_roots()):
+        h.update(path.read_bytes())
     for mod in ("numba", "llvmlite"):
         spec = importlib.util.find_spec(mod)
         origin = spec.origin if spec and spec.origin else mod
@@ -199,6 +198,48 @@ def _library_path() -> Path:
         pass
     cache_dir = Path(os.environ["NUMBA_CACHE_DIR"])
     return cache_dir / f"native-{h.hexdigest()[:20]}.so"
+
+
+def _roots() -> dict[str, Path]:
+    """Where the two source trees are (``kernels/`` installs as ``gpu_profiler.kernels``)."""
+    return {package: Path(importlib.import_module(package).__path__[0])
+            for package in ("gpu_profiler.kernels", "gpu_profiler")}
+
+
+def key_sources(roots: dict[str, Path]) -> list[Path]:
+    """The source files of the kernel modules of :data:`EXPORTS` and the builders, and of
+    every module of this package they import at module level, transitively (read and
+    parsed, not imported: the kernels import numba)."""
+    import ast
+
+    def file_of(module: str) -> Path | None:
+        for package, folder in roots.items():  # the most specific root first
+            if module == package or module.startswith(package + "."):
+                rel = Path(*module[len(package) + 1:].split(".")) if module != package \
+                    else Path()
+                for candidate in (folder / rel.with_suffix(".py") if rel.parts else None,
+                                  folder / rel / "__init__.py"):
+                    if candidate is not None and candidate.is_file():
+                        return candidate
+        return None
+
+    todo = [*(f"gpu_profiler.kernels.{e.module}" for e in EXPORTS.values()), *_BUILDERS]
+    seen: dict[str, Path] = {}
+    while todo:
+        module = todo.pop()
+        path = file_of(module)
+        if module in seen or path is None:
+            continue
+        seen[module] = path
+        for node in ast.parse(path.read_text()).body:  # module level only
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = [f"{node.module}.{a.name}" for a in node.names]
+                todo += [m for m in subs if file_of(m)]  # names that are modules
+                if not all(file_of(m) for m in subs):  # names defined in the module
+                    todo.append(node.module)
+            elif isinstance(node, ast.Import):
+                todo += [a.name for a in node.names]
+    return sorted(set(seen.values()))
 
 
 def _jit_function(name: str) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpu_profiler.backends.numba_backend import (
+from gpu_profiler.kernels.stats import (
     ABOVE_COUNT,
     ABOVE_MAX,
     ABOVE_MIN,

@@ -120,3 +120,27 @@ def test_status_without_building(tmp_path):
                        timeout=120)
     assert p.returncode == 0 and "built by the first scan" in p.stdout
     assert not list(tmp_path.iterdir())
+
+
+def test_the_key_covers_every_module_the_kernels_import(tmp_path):
+    """A constant changed in a module a kernel imports (in a copy of the sources) changes
+    the library's key, so a stale library is never loaded; an unrelated module does not."""
+    import shutil
+
+    roots = native._roots()
+    sources = native.key_sources(roots)
+    names = {p.relative_to(p.parents[1]).as_posix() for p in sources}
+    assert {"kernels/stats.py", "readers/ipc_format.py", "kernels/cpu.py"} <= names
+    copy = {pkg: tmp_path / pkg for pkg in roots}
+    for pkg, folder in roots.items():
+        shutil.copytree(folder, copy[pkg], ignore=shutil.ignore_patterns("__pycache__"))
+
+    def key(r):
+        return [p.read_bytes() for p in native.key_sources(r)]
+
+    assert key(copy) == key(roots)
+    (copy["gpu_profiler"] / "render" / "table.py").write_text("# unrelated\n")
+    assert key(copy) == key(roots)
+    stats = copy["gpu_profiler.kernels"] / "stats.py"
+    stats.write_text(stats.read_text().replace("range(6)", "range(1, 7)"))
+    assert key(copy) != key(roots)

@@ -17,9 +17,15 @@ from gpu_profiler.backends.base import Backend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, auto_cap
+from gpu_profiler.kernels.stats import (
+    ABOVE_COUNT,
+    ABOVE_MAX,
+    ABOVE_MIN,
+    ABOVE_TOKENS,
+    INVALID,
+    NULLS,
+)
 
-#: Columns of a block's stats row, as the kernel writes them.
-ABOVE_COUNT, ABOVE_TOKENS, ABOVE_MIN, ABOVE_MAX, NULLS, INVALID = range(6)
 _STRIDE = 16  # int64s between blocks' stats rows: 128 bytes, never one cache line
 _MAX_BLOCK = 1 << 30  # samples per block and call at most
 _INT32_MAX = (1 << 31) - 1  # a row's bins are folded into int64 before they could overflow

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +14,11 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.errors import ProfilerError
+
+#: The tag :meth:`LengthHistogram.save` writes first, by which saved histograms are known.
+SCHEMA = "gpu-profiler/histogram/v1"
+_SAVED = re.compile(rb'\s*\{\s*"schema"\s*:\s*"gpu-profiler/histogram/v1"'
+                    rb'|\{"cap": \d+, "counts": \[')  # the second: untagged, before v1
 
 #: Largest cap sized automatically from the data (2**27 bins = 1 GiB of int64 counts).
 MAX_AUTO_CAP = 1 << 27
@@ -157,6 +165,7 @@ class LengthHistogram:
         """A JSON-ready dict; counts are stored sparsely as ``[[length, count], ...]``."""
         nz = np.flatnonzero(self.counts)
         return {
+            "schema": SCHEMA,
             "cap": self.cap,
             "counts": [[int(i), int(self.counts[i])] for i in nz],
             "above_count": self.above_count,
@@ -170,6 +179,8 @@ class LengthHistogram:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LengthHistogram:
         """Inverse of :meth:`to_dict`."""
+        if d.get("schema", SCHEMA) != SCHEMA:
+            raise ValueError(f"schema {d['schema']!r}, not {SCHEMA!r}")
         counts = np.zeros(int(d["cap"]) + 1, dtype=np.int64)
         for i, c in d["counts"]:
             counts[int(i)] = int(c)
@@ -184,13 +195,17 @@ class LengthHistogram:
 
     @staticmethod
     def is_saved(path: Any) -> bool:
-        """True when ``path`` names a file written by :meth:`save` (a JSON object); corpora
-        (Parquet, Arrow) never start with ``{``."""
+        """True when ``path`` names a regular file written by :meth:`save`: recognized by its
+        schema tag (or the exact opening of the untagged files of earlier versions), so no
+        corpus (a JSONL file starts with ``{`` too) is taken for one, and a FIFO is never
+        opened."""
         if not isinstance(path, (str, Path)):
             return False
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return False
             with open(path, "rb") as f:
-                return f.read(64).lstrip()[:1] == b"{"
+                return bool(_SAVED.match(f.read(256)))
         except OSError:
             return False
 

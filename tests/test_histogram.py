@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pytest
 
@@ -60,6 +63,25 @@ def test_dict_and_file_round_trip(tmp_path):
     assert LengthHistogram.from_dict(h.to_dict()) == h
     h.save(tmp_path / "h.json")
     assert LengthHistogram.load(tmp_path / "h.json") == h
+
+
+def test_saved_histograms_are_known_by_their_schema_tag(tmp_path):
+    h = hist_of([0, 5, 5, 9, 100, -4], cap=10)
+    h.save(tmp_path / "h.json")
+    assert (tmp_path / "h.json").read_text().startswith('{"schema": "gpu-profiler/histogram/v1"')
+    assert LengthHistogram.is_saved(tmp_path / "h.json")
+    legacy = {k: v for k, v in h.to_dict().items() if k != "schema"}  # written before v1
+    (tmp_path / "old.json").write_text(json.dumps(legacy))
+    assert LengthHistogram.is_saved(tmp_path / "old.json")
+    assert LengthHistogram.load(tmp_path / "old.json") == h
+    # a JSONL corpus starts with "{" too; a FIFO is never opened (it would block)
+    (tmp_path / "c.jsonl").write_text('{"length": 5}\n{"length": 7}\n')
+    os.mkfifo(tmp_path / "fifo")
+    for path in ("c.jsonl", "fifo", "missing"):
+        assert not LengthHistogram.is_saved(tmp_path / path)
+    (tmp_path / "v9.json").write_text(json.dumps({**h.to_dict(), "schema": "x/v9"}))
+    with pytest.raises(ProfilerError, match="v9.json.*schema"):
+        LengthHistogram.load(tmp_path / "v9.json")
 
 
 def test_load_rejects_garbage(tmp_path):

@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine (Python 3.11 + pip):
 #   make demo   -> venv, install, profile the embedded demo corpus
-#   make test   -> venv, install with test extras, run the suite
+#   make test   -> venv, install with test extras, ruff, mypy, run the suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -23,6 +23,8 @@ demo: $(VENV)/.installed
 	$(BIN)/gpu-profiler demo
 
 test: $(VENV)/.installed-test
+	$(BIN)/ruff check gpu_profiler kernels tests bench
+	$(BIN)/mypy gpu_profiler kernels
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed-test

@@ -27,8 +27,8 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
+from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt
 
-FILE_MAGIC = b"ARROW1"
 #: Environment variable forcing the IPC reader: ``selective`` or ``pyarrow``.
 READER_ENV = "GPU_PROFILER_IPC_READER"
 READERS = ("selective", "pyarrow")
@@ -64,17 +64,6 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise corrupt(path, kind, 8 if kind == "file" else 0,
                       f"schema message: {first_line(exc)}") from None
-
-
-def corrupt(path: Path, kind: str, offset: int, reason: str) -> ProfilerError:
-    """The one-line error for a damaged IPC file: names the file and the byte offset."""
-    return ProfilerError(f"{path}: corrupt or truncated Arrow IPC {kind} file at byte "
-                         f"{offset}: {reason}")
-
-
-def big_endian_error(path: Path) -> ProfilerError:
-    return ProfilerError(f"{path}: big-endian Arrow IPC files are not supported; "
-                         "rewrite it on a little-endian machine")
 
 
 def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,

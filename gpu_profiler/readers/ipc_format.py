@@ -4,9 +4,26 @@ see `gpu_profiler.native`; they raise :class:`Corrupt` on hostile metadata)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from gpu_profiler import native
+from gpu_profiler.errors import ProfilerError
+
+FILE_MAGIC = b"ARROW1"
+
+
+def corrupt(path: Path, kind: str, offset: int, reason: str) -> ProfilerError:
+    """The one-line error for a damaged IPC file: names the file and the byte offset."""
+    return ProfilerError(f"{path}: corrupt or truncated Arrow IPC {kind} file at byte "
+                         f"{offset}: {reason}")
+
+
+def big_endian_error(path: Path) -> ProfilerError:
+    """The one-line refusal of a big-endian IPC file."""
+    return ProfilerError(f"{path}: big-endian Arrow IPC files are not supported; "
+                         "rewrite it on a little-endian machine")
 
 
 class Corrupt(Exception):

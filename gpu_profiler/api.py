@@ -6,11 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpu_profiler.analysis.advice import advise, attach
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
-from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies
+from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, parse_policies
 from gpu_profiler.engine import scan
+from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
+from gpu_profiler.readers import open_source
 
 SCHEMA = "gpu-profiler/profile/v1"
 
@@ -50,7 +53,8 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
 
 @dataclass(frozen=True)
 class ProfileResult:
-    """A profile: the bucket table of the whole source, and of each split when it has them."""
+    """A profile: the bucket table of the whole source, and of each split when it has them;
+    ``policies`` are of one split (see :func:`profile`)."""
 
     source: str
     backend: str
@@ -74,6 +78,24 @@ class ProfileResult:
         return d
 
 
+def analysed_split(source: Any, format: str | None = None,
+                   split: str | None = None) -> str | None:
+    """The split an analysis of ``source`` (``suggest``, ``schedule``, ``profile
+    --policy``) covers: ``split`` when given, else ``train`` when the source has it, else
+    its only split; None for an unsplit source and for a histogram (saved or not: it has
+    no splits, and ``split`` does not apply). Several splits and none named ``train`` is a
+    `ProfilerError`: merging them would analyse batches no training run makes."""
+    if isinstance(source, LengthHistogram) or LengthHistogram.is_saved(source):
+        return None
+    if split is not None:
+        return split
+    names = [name for name in open_source(source, format) if name]
+    if "train" in names or len(names) < 2:
+        return "train" if "train" in names else next(iter(names), None)
+    raise ProfilerError(f"{_label(source)}: splits {', '.join(map(repr, names))} and none is "
+                        "'train': choose the one to analyse with --split (split= in Python)")
+
+
 def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             max_seq_len: int = 8192, token_budget: int = 49152, max_batch_size: int = 64,
             grad_accum: int = 4, world_size: int = 1, column: str | None = None,
@@ -82,41 +104,55 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             progress: bool = False,
             backend_options: dict[str, Any] | None = None,
             policies: Sequence[str] | str = (), drop_last: bool = False) -> ProfileResult:
-    """Scan ``source`` once and build the bucket table (see DESIGN.md for the semantics).
+    """Scan ``source`` once and build the bucket table of every split and of the whole
+    source (see DESIGN.md for the semantics).
 
     ``source`` may also be a `LengthHistogram` (no scan). ``policies`` (e.g. ``"all"`` or
-    ``["fixed", "packed"]``) adds exact batching policies of the whole source (see
-    :mod:`gpu_profiler.analysis.policies`). Other arguments as in :func:`histogram` and
-    :class:`~gpu_profiler.params.BucketParams`.
+    ``["fixed", "packed"]``) adds exact batching policies (see
+    :mod:`gpu_profiler.analysis.policies`) of one split, the one :func:`analysed_split`
+    names (``train`` by default); each policy's ``split`` says which. Every split's table
+    (or the whole source's, when it has no splits) carries the
+    `~gpu_profiler.analysis.advice.Advice` on a dominant bucket, scored with ``drop_last``.
+    Other arguments as in :func:`histogram` and :class:`~gpu_profiler.params.BucketParams`.
     """
-    result = _profile(source, bounds, max_seq_len, token_budget, max_batch_size, grad_accum,
-                      world_size, column, offsets_of, format, split, backend, progress,
-                      backend_options)
-    if not policies:
-        return result
-    return replace(result, policies=evaluate_policies(result.histogram, policies,
-                                                      result.table.params, drop_last=drop_last))
-
-
-def _profile(source: Any, bounds: Sequence[int] | str, max_seq_len: int, token_budget: int,
-             max_batch_size: int, grad_accum: int, world_size: int, column: str | None,
-             offsets_of: str | None, format: str | None, split: str | None, backend: str,
-             progress: bool, backend_options: dict[str, Any] | None) -> ProfileResult:
     params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget, max_batch_size,
                           grad_accum, world_size)
-    if LengthHistogram.is_saved(source):
-        hist = LengthHistogram.load(source)
-        return ProfileResult(str(source), "none", "saved histogram", bucket_table(hist, params),
-                             hist, {}, 0.0)
-    if isinstance(source, LengthHistogram):
-        return ProfileResult("<histogram>", "none", "histogram", bucket_table(source, params),
-                             source, {}, 0.0)
+    names = parse_policies(policies)
+    chosen = analysed_split(source, format, split) if names else None
+    result, hists = _profile(source, params, column, offsets_of, format, split, backend,
+                             progress, backend_options, drop_last)
+    if not names:
+        return result
+    pols = evaluate_policies(hists[chosen or ""], names, params, drop_last=drop_last)
+    return replace(result, policies=tuple(replace(p, split=chosen) for p in pols))
+
+
+def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: str | None,
+             format: str | None, split: str | None, backend: str, progress: bool,
+             backend_options: dict[str, Any] | None, drop_last: bool
+             ) -> tuple[ProfileResult, dict[str, LengthHistogram]]:
+    """The profile, and the histogram of each split (``""``: an unsplit source)."""
+    def table(hist: LengthHistogram) -> BucketTable:
+        return attach(bucket_table(hist, params), advise(hist, params, drop_last=drop_last))
+
+    if LengthHistogram.is_saved(source) or isinstance(source, LengthHistogram):
+        hist = source if isinstance(source, LengthHistogram) else LengthHistogram.load(source)
+        saved = not isinstance(source, LengthHistogram)
+        return ProfileResult(str(source) if saved else "<histogram>", "none",
+                             "saved histogram" if saved else "histogram", table(hist), hist,
+                             {}, 0.0), {"": hist}
     s = scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
-             backend=backend, cap=max_seq_len, progress=progress,
+             backend=backend, cap=params.max_seq_len, progress=progress,
              backend_options=backend_options)
     total = s.total
-    named = {k: bucket_table(h, params) for k, h in s.histograms.items() if k}
-    label = str(source) if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") \
+    named = {k: table(h) for k, h in s.histograms.items() if k}
+    # The total of several splits is a sum for reference: the advice is each split's.
+    whole = bucket_table(total, params) if named else table(total)
+    return ProfileResult(_label(source), s.backend, s.spec.describe(), whole, total, named,
+                         s.seconds), {**s.histograms, "": total}
+
+
+def _label(source: Any) -> str:
+    """How ``source`` is named in results and errors."""
+    return str(source) if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") \
         else f"<{type(source).__name__}>"
-    return ProfileResult(label, s.backend, s.spec.describe(), bucket_table(total, params),
-                         total, named, s.seconds)

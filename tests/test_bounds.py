@@ -7,10 +7,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_profiler import BucketParams, ProfilerError
 from gpu_profiler.analysis import bounds as bounds_mod
-from gpu_profiler.analysis.bounds import METHODS, equal_batches_proposal, suggest_bounds
+from gpu_profiler.analysis.bounds import METHODS, suggest_bounds
 from gpu_profiler.analysis.policies import evaluate_policy
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
@@ -88,8 +90,6 @@ def test_quantile_proposals_split_their_weight_evenly():
     assert max(shares) - min(shares) < 1.0  # one distinct length holds < 0.5% here
     tokens = [b.token_pct for b in s["equal-tokens"].policy.buckets]
     assert max(tokens) - min(tokens) < 2.0
-    eb = equal_batches_proposal(h, 4, s.params)
-    assert eb.bounds == s["equal-batches"].bounds
 
 
 def test_current_bounds_come_first_and_outer_edges_are_kept(demo_hist):
@@ -100,12 +100,6 @@ def test_current_bounds_come_first_and_outer_edges_are_kept(demo_hist):
     for q in s.proposals:
         assert q.bounds[0] == 0 and q.bounds[-1] == 8193
         assert all(a < b for a, b in zip(q.bounds, q.bounds[1:]))  # noqa: B905
-
-
-def test_warning_names_the_fix_with_numbers(demo_hist):
-    s = suggest_bounds(demo_hist, 6)
-    text = " ".join(s.warnings)
-    assert "51.1% of the batches in bucket 5" in text and "largest share to" in text
 
 
 def test_json_fields(demo_hist):
@@ -132,10 +126,57 @@ def test_samples_longer_than_the_budget_are_an_error():
         suggest_bounds(hist_of([200], 300), 2, BucketParams(bounds=(0, 50), max_seq_len=300))
 
 
-def test_warning_when_no_proposal_balances_the_batches(demo_hist):
-    s = suggest_bounds(demo_hist, 2, balance=1.0)
-    text = " ".join(s.warnings)
-    assert "no proposal for 2 buckets gets the largest share under 40%" in text
-    best = s["min-padding"]
-    if best.max_batch_pct > 40:
-        assert f"min-padding bounds leave {best.max_batch_pct:.1f}%" in text
+def test_a_proposal_with_every_bucket_has_no_note(demo_hist):
+    s = suggest_bounds(demo_hist, 6, balance=1.0)
+    assert all(len(q.bounds) == 7 for q in s.proposals)
+    assert all(q.why_fewer is None for q in s.proposals) and s.warnings == ()
+    assert all(q["why_fewer"] is None for q in s.to_dict()["proposals"])
+
+
+def test_quantile_edges_on_a_heavy_length_say_why_there_are_fewer_buckets():
+    # 4% of the samples are truncated to 8192: a third of the tokens sit on one length
+    rng = np.random.default_rng(0)
+    x = np.where(rng.random(20_000) < 0.04, 9000, lognormal(20_000, 1, median=450, sigma=0.8))
+    s = suggest_bounds(hist_of(x, 8192), 6)
+    q = s["equal-tokens"]
+    assert len(q.bounds) - 1 == 5
+    tokens = s["current"].policy.tokens
+    share = (x >= 8192).sum() * 8192 / tokens * 100
+    assert q.why_fewer.startswith(f"length 8192 holds {share:.1f}% of the tokens")
+    assert f"equal-tokens: 5 buckets, not 6: {q.why_fewer}" in s.warnings
+    assert s.to_dict()["proposals"][2]["why_fewer"] == q.why_fewer
+
+
+def test_min_padding_with_fewer_buckets_says_no_more_buckets_pad_less():
+    # one row per batch: no padding whatever the bounds, so the DP stops early
+    s = suggest_bounds(hist_of(lognormal(5000, 3), 8192), 6, BucketParams(max_batch_size=1))
+    q = s["min-padding"]
+    assert len(q.bounds) - 1 < 6 and q.padded_tokens == pytest.approx(q.policy.tokens)
+    assert q.why_fewer.startswith("no 6-bucket split of its candidate grid pads less")
+    assert any(w.startswith(f"min-padding: {len(q.bounds) - 1} buckets, not 6")
+               for w in s.warnings)
+
+
+def test_too_few_lengths_for_the_buckets_asked():
+    s = suggest_bounds(hist_of([100] * 50 + [300] * 40 + [900] * 5, 8192), 6, balance=1.0)
+    for q in s.proposals[1:]:
+        assert len(q.bounds) - 1 <= 3
+        assert q.why_fewer.startswith("only 3 distinct lengths lie inside [0, 8193)")
+    assert len(s.warnings) == len(s.proposals) - 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 9), distinct=st.integers(1, 40))
+def test_every_proposal_with_fewer_buckets_says_why(seed, k, distinct):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(1, 400, distinct)
+    x = rng.choice(values, size=int(rng.integers(1, 2000)),
+                   p=rng.dirichlet(np.full(distinct, 0.3)))
+    p = BucketParams(bounds=(0, 401), max_seq_len=400, token_budget=int(rng.integers(400, 5000)),
+                     max_batch_size=int(rng.integers(1, 65)))
+    s = suggest_bounds(hist_of(x, 400), k, p, balance=1.0)
+    for q in s.proposals[1:]:
+        fewer = len(q.bounds) - 1 < k
+        assert (q.why_fewer is not None) == fewer, (q.method, q.bounds)
+        assert (f"{q.method}: {len(q.bounds) - 1} buckets, not {k}: {q.why_fewer}"
+                in s.warnings) == fewer

@@ -7,12 +7,17 @@ buckets the same samples):
 - ``equal-tokens``: token quantiles (how lhotse / NeMo estimate duration bins);
 - ``equal-batches``: quantiles of each sample's share of a batch, ``1 / batch_size(len)``;
 - ``min-padding``: dynamic programming over candidate edges (a grid of sample quantiles and
-  evenly spaced lengths, plus every edge of the other proposals and of the current bounds),
+  evenly spaced lengths, plus every edge of the other proposals and of the current bounds;
+  every present length when there are at most ``GRID``),
   minimizing the ``fixed`` policy's expected padded tokens with at most K buckets, then
   refined edge by edge. Its candidate set contains the other proposals, so it is never
   worse than them on that objective;
 - ``balanced`` (with ``balance > 0``): minimizes ``padded_tokens / tokens + balance *
   max_batch_share``, by the same DP under a cap on any bucket's batches, for a range of caps.
+
+A proposal may have fewer buckets than asked (quantile edges coincide on a heavy length; no
+split into more buckets pads less); it then says why (``why_fewer``). What to do about a bucket
+that makes most of the batches is `gpu_profiler.analysis.advice`'s to say, not this module's.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, clipped_counts
+from gpu_profiler.analysis.buckets import clipped_counts
 from gpu_profiler.analysis.policies import (
     PolicyResult,
     _segment,
@@ -49,7 +54,8 @@ _NEGLIGIBLE = 1e-18
 class Proposal:
     """One set of bounds, scored under the ``fixed`` policy.
 
-    ``objective = padded_tokens / tokens + balance * max_batch_pct / 100``.
+    ``objective = padded_tokens / tokens + balance * max_batch_pct / 100``; ``why_fewer``
+    says why a proposal has fewer buckets than asked (None when it has them all).
     """
 
     method: str
@@ -61,18 +67,23 @@ class Proposal:
     max_batch_pct: float
     objective: float
     policy: PolicyResult
+    why_fewer: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "bounds": list(self.bounds),
                 "padded_tokens": self.padded_tokens, "padding_pct": self.padding_pct,
                 "total_batches": self.total_batches, "steps_per_epoch": self.steps_per_epoch,
                 "max_batch_pct": self.max_batch_pct, "objective": self.objective,
-                "buckets": self.policy.to_dict()["buckets"]}
+                "why_fewer": self.why_fewer, "buckets": self.policy.to_dict()["buckets"]}
 
 
 @dataclass(frozen=True)
 class Suggestion:
-    """Every proposal for ``buckets`` buckets, the current bounds first."""
+    """Every proposal for ``buckets`` buckets, the current bounds first.
+
+    ``split`` names the DatasetDict split analysed and ``advice`` is the
+    `gpu_profiler.analysis.advice.Advice` on it; the commands attach both (None here).
+    """
 
     params: BucketParams
     buckets: int
@@ -80,6 +91,8 @@ class Suggestion:
     drop_last: bool
     proposals: tuple[Proposal, ...]
     warnings: tuple[str, ...] = field(default=())
+    split: str | None = None
+    advice: Any = None
 
     def __getitem__(self, method: str) -> Proposal:
         for p in self.proposals:
@@ -88,15 +101,17 @@ class Suggestion:
         raise KeyError(method)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "params": self.params.to_dict(), "buckets": self.buckets,
-                "balance": self.balance, "drop_last": self.drop_last,
+        return {"schema": SCHEMA, "split": self.split, "params": self.params.to_dict(),
+                "buckets": self.buckets, "balance": self.balance, "drop_last": self.drop_last,
                 "proposals": [p.to_dict() for p in self.proposals],
+                "advice": self.advice.to_dict() if self.advice else None,
                 "warnings": list(self.warnings)}
 
 
 def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | None = None,
                    *, balance: float = 0.0, drop_last: bool = False) -> Suggestion:
-    """Propose bounds for ``buckets`` buckets (see the module docstring)."""
+    """Propose bounds for ``buckets`` buckets (see the module docstring); every proposal
+    with fewer buckets says why, in its ``why_fewer`` and in the warnings."""
     p = params or BucketParams()
     if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
         raise ProfilerError(f"--buckets must be a positive integer, got {buckets!r}")
@@ -111,7 +126,7 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
             f"the longest sample ({int(values[-1])} tokens) exceeds the token budget "
             f"({p.token_budget}), so no bounds can batch it; raise --token-budget or lower "
             "--max-seq-len")
-    tokens = int(cnt @ values)
+    tokens = max(int(cnt @ values), 1)  # all lengths 0: no padding to weigh
     score = _Scorer(hist, p, balance, drop_last, tokens)
     out = [score("current", p.bounds)]
     for method in ("equal-samples", "equal-tokens", "equal-batches"):
@@ -136,18 +151,10 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
         bal = min([bal, *(replace(q, method="balanced") for q in [*rivals, best])],
                   key=lambda q: q.objective)
         out.append(bal)
-    return Suggestion(p, buckets, float(balance), drop_last, tuple(out),
-                      tuple(_warnings(out, buckets)))
-
-
-def equal_batches_proposal(hist: LengthHistogram, buckets: int,
-                           params: BucketParams | None = None) -> Proposal:
-    """Just the ``equal-batches`` proposal (cheap: no DP)."""
-    p = params or BucketParams()
-    values, cnt = _segment(clipped_counts(hist, p.max_seq_len), p.bounds[0], p.bounds[-1])
-    edges = _quantile_edges(_weights("equal-batches", values, cnt, p), buckets)
-    score = _Scorer(hist, p, 0.0, False, max(int(cnt @ values), 1))
-    return score("equal-batches", _with_edges(p.bounds[0], p.bounds[-1], values, edges))
+    out = [replace(q, why_fewer=_why_fewer(q, buckets, values, cnt, p, dp)) for q in out]
+    return Suggestion(p, buckets, float(balance), drop_last, tuple(out), tuple(
+        f"{q.method}: {len(q.bounds) - 1} buckets, not {buckets}: {q.why_fewer}"
+        for q in out if q.why_fewer))
 
 
 def _weights(method: str, values: np.ndarray, cnt: np.ndarray, p: BucketParams) -> np.ndarray:
@@ -186,16 +193,55 @@ def _with_edges(lo: int, hi: int, values: np.ndarray, idx: Any) -> tuple[int, ..
     return (lo, *(int(values[j]) for j in sorted(set(int(j) for j in idx))), hi)
 
 
-def _quantile_edges(w: np.ndarray, k: int) -> list[int]:
-    """Indices j (1..D-1) whose weight below ``values[j]`` is closest to ``i/k`` of the total."""
+def _quantile_picks(w: np.ndarray, k: int) -> np.ndarray:
+    """For each ``i = 1..k-1``, the index j (1..D-1) whose weight below ``values[j]`` is
+    closest to ``i/k`` of the total; two equal picks are one edge (a bucket fewer)."""
     below = np.cumsum(w)[:-1]  # below[j - 1]: weight of values[:j]
     if not below.size:
-        return []
+        return np.zeros(0, np.int64)
     targets = float(w.sum()) * np.arange(1, k) / k
     right = np.minimum(np.searchsorted(below, targets), below.size - 1)
     left = np.maximum(right - 1, 0)
     pick = np.where(np.abs(below[left] - targets) <= np.abs(below[right] - targets), left, right)
-    return sorted(set((pick + 1).tolist()))
+    return pick + 1
+
+
+def _quantile_edges(w: np.ndarray, k: int) -> list[int]:
+    """The distinct `_quantile_picks`, ascending."""
+    return sorted(set(_quantile_picks(w, k).tolist()))
+
+
+_WEIGHED = {"equal-samples": "samples", "equal-tokens": "tokens", "equal-batches": "batches"}
+
+
+def _why_fewer(q: Proposal, k: int, values: np.ndarray, cnt: np.ndarray, p: BucketParams,
+               dp: _Dp) -> str | None:
+    """Why proposal ``q`` has fewer than ``k`` buckets (None when it has them, and for the
+    current bounds, which are the user's)."""
+    n = len(q.bounds) - 1
+    if q.method == "current" or n >= k:
+        return None
+    if values.size < k:
+        many = "s lie" if values.size > 1 else " lies"
+        return (f"only {values.size} distinct length{many} inside [{p.bounds[0]}, "
+                f"{p.bounds[-1]}), and a bucket boundary cannot split a length")
+    if q.method in _WEIGHED:
+        w = _weights(q.method, values, cnt, p)
+        picks, times = np.unique(_quantile_picks(w, k), return_counts=True)
+        heavy = sorted({int(j if w[j] >= w[j - 1] else j - 1) for j in picks[times > 1]})
+        held = " and ".join(f"length {int(values[j])} holds {w[j] / w.sum() * 100:.1f}%"
+                            for j in heavy)
+        return (f"{held} of the {_WEIGHED[q.method]} (a bucket's share: {100 / k:.1f}%) and "
+                "a bucket boundary cannot split a length, so quantile edges coincide")
+    if q.method == "min-padding":
+        cost = dp.cheapest_k()
+        if not np.isfinite(cost):
+            return (f"its candidate grid holds {len(dp.cand)} edges, fewer than the {k - 1} "
+                    f"that {k} buckets need")
+        return (f"no {k}-bucket split of its candidate grid pads less (the cheapest expects "
+                f"{cost:,.0f} padded tokens, these bounds {q.padded_tokens:,.0f})")
+    return ("no split tried with more buckets scores a lower objective (padding + balance x "
+            "largest share)")
 
 
 def _refine(idx: list[int], dp: _Dp, key: Any) -> list[int]:
@@ -235,6 +281,8 @@ class _Dp:
             values, np.linspace(values[0], values[-1], GRID // 2 + 1)[1:-1]).tolist())
         for bounds in seeds:
             grid |= set(np.searchsorted(values, bounds[1:-1]).tolist())
+        if self.size <= GRID:  # few lengths: every one is a candidate, and the DP is exact
+            grid |= set(range(1, self.size))
         self.cand = sorted(j for j in grid if 0 < j < self.size)
         pos = [0, *self.cand, self.size]
         g = len(pos)
@@ -252,9 +300,8 @@ class _Dp:
                                               self.drop_last)
         return self._cache[key]
 
-    def solve(self, cap: int | None = None) -> list[int]:
-        """Edges (indices into the present lengths) of the cheapest split into at most k
-        buckets on the candidate grid, each bucket's batches ``<= cap`` when given."""
+    def _layers(self, cap: int | None) -> tuple[list[np.ndarray], list[float]]:
+        """The DP: per bucket count ``1..k``, the back pointers and the cheapest cost."""
         cost = self.cost if cap is None else np.where(self.batches <= cap, self.cost, np.inf)
         g = cost.shape[0]
         best = np.full(g, np.inf)
@@ -265,7 +312,19 @@ class _Dp:
             arg = np.argmin(total, axis=0)
             best = total[arg, np.arange(g)]
             back.append(arg)
-            ends.append(best[-1])
+            ends.append(float(best[-1]))
+        return back, ends
+
+    def cheapest_k(self) -> float:
+        """Expected padded tokens of the cheapest split into exactly k buckets on the
+        candidate grid (infinite when the grid has too few edges)."""
+        return self._layers(None)[1][-1]
+
+    def solve(self, cap: int | None = None) -> list[int]:
+        """Edges (indices into the present lengths) of the cheapest split into at most k
+        buckets on the candidate grid, each bucket's batches ``<= cap`` when given."""
+        back, ends = self._layers(cap)
+        g = self.cost.shape[0]
         layers = int(np.argmin(ends)) + 1
         if not np.isfinite(ends[layers - 1]):
             return []
@@ -304,32 +363,3 @@ def _interval_cost(values: np.ndarray, cum: np.ndarray, gaps: np.ndarray, a: int
             tail = float(gaps[j0:b - 1] @ draw_all_below(cum[j0:b - 1] - base, n, k))
         padded += rows * (float(values[b - 1]) - tail)
     return padded, full + (1 if rest and not drop_last else 0)
-
-
-def _warnings(out: list[Proposal], k: int) -> list[str]:
-    current, best = out[0], next(q for q in out if q.method == "min-padding")
-    flat = min(out[1:], key=lambda q: q.max_batch_pct)
-    msgs = []
-    if current.max_batch_pct > DOMINANT_BATCH_PCT:
-        top = max(current.policy.buckets, key=lambda b: b.batch_pct)
-        if flat.max_batch_pct <= DOMINANT_BATCH_PCT:
-            fix = (f"{flat.method} bounds {','.join(map(str, flat.bounds))} bring the largest "
-                   f"share to {flat.max_batch_pct:.1f}% at {flat.padding_pct:.1f}% padding"
-                   + ("" if flat is best else f" (min-padding: {best.padding_pct:.1f}% "
-                      f"padding, largest share {best.max_batch_pct:.1f}%)"))
-        else:
-            fix = (f"no proposal for {k} buckets gets the largest share under "
-                   f"{DOMINANT_BATCH_PCT:.0f}% (best: {flat.method}, {flat.max_batch_pct:.1f}%); "
-                   "try more --buckets")
-        msgs.append(
-            f"the current bounds put {top.batch_pct:.1f}% of the batches in bucket {top.index} "
-            f"[{top.lo}, {top.hi}) (> {DOMINANT_BATCH_PCT:.0f}%); {fix}; or keep the bounds "
-            "and interleave with `gpu-profiler schedule --order stride`")
-    if best.max_batch_pct > DOMINANT_BATCH_PCT and flat is not best:
-        trade = (f"the balanced bounds bring it to {out[-1].max_batch_pct:.1f}% at "
-                 f"{out[-1].padding_pct:.1f}% padding" if out[-1].method == "balanced"
-                 else "add --balance 1 to trade padding for balance")
-        msgs.append(
-            f"min-padding bounds leave {best.max_batch_pct:.1f}% of the batches in one bucket; "
-            f"{trade}, or interleave with `gpu-profiler schedule --order stride`")
-    return msgs

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -10,7 +10,8 @@ import numpy as np
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
 
-#: A bucket producing more than this share of batches makes a banded loss curve likely.
+#: A bucket producing more than this share of batches makes a banded loss curve likely
+#: (what to do then: `gpu_profiler.analysis.advice`).
 DOMINANT_BATCH_PCT = 40.0
 
 
@@ -34,7 +35,11 @@ class BucketRow:
 
 @dataclass(frozen=True)
 class BucketTable:
-    """Every bucket plus corpus-level counts; see DESIGN.md for the exact formulas."""
+    """Every bucket plus corpus-level counts; see DESIGN.md for the exact formulas.
+
+    ``advice`` is the `gpu_profiler.analysis.advice.Advice` on a dominant bucket, which
+    `gpu_profiler.profile` attaches (None here).
+    """
 
     params: BucketParams
     total_samples: int
@@ -50,12 +55,15 @@ class BucketTable:
     total_est_batches: float
     steps_per_epoch: float
     warnings: tuple[str, ...]
+    advice: Any = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k not in ("params", "buckets")}
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("params", "buckets", "advice")}
         d["params"] = self.params.to_dict()
         d["buckets"] = [asdict(b) for b in self.buckets]
         d["warnings"] = list(self.warnings)
+        d["advice"] = self.advice.to_dict() if self.advice else None
         return d
 
 
@@ -107,12 +115,6 @@ def _warnings(p: BucketParams, buckets: tuple[BucketRow, ...], unbucketed: int,
               h: LengthHistogram) -> list[str]:
     out = []
     for b in buckets:
-        if b.batch_pct > DOMINANT_BATCH_PCT:
-            out.append(
-                f"bucket {b.index} [{b.lo}, {b.hi}) produces {b.batch_pct:.1f}% of the batches "
-                f"(> {DOMINANT_BATCH_PCT:.0f}%): same-bucket batches will run back to back and "
-                "the loss curve will band; split the bucket (gpu-profiler suggest) or "
-                "interleave buckets (gpu-profiler schedule --order stride)")
         if b.over_budget:
             out.append(
                 f"bucket {b.index} [{b.lo}, {b.hi}): its longest sample ({b.max_len} tokens) "

@@ -19,7 +19,7 @@ longest row, summed over batches; ``padding_pct`` is the share of it that is pad
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,8 @@ class PolicyResult:
             (``fixed``, and ``drop_last`` packing), False when exact.
         rows, rows_per_batch, packing_efficiency, algorithm: packing only
             (``packing_efficiency = tokens / (rows * max_seq_len)``).
+        split: the DatasetDict split evaluated (set by `gpu_profiler.profile`; None for an
+            unsplit source).
     """
 
     name: str
@@ -89,6 +91,7 @@ class PolicyResult:
     packing_efficiency: float | None = None
     algorithm: str | None = None
     warnings: tuple[str, ...] = field(default=())
+    split: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -103,22 +106,9 @@ class PolicyResult:
 def evaluate_policies(hist: LengthHistogram, names: Any = POLICIES,
                       params: BucketParams | None = None, *,
                       drop_last: bool = False) -> tuple[PolicyResult, ...]:
-    """Several policies at once; ``names`` may also be ``"all"`` or ``"fixed,sorted"``.
-
-    When one bucket makes more than 40% of the batches, the first of ``fixed`` / ``sorted``
-    also carries the fix, with numbers (the stride order, rebalanced bounds).
-    """
-    from gpu_profiler.analysis.schedule import dominant_advice
-
+    """Several policies at once; ``names`` may also be ``"all"`` or ``"fixed,sorted"``."""
     p = params or BucketParams()
-    out = [evaluate_policy(hist, n, p, drop_last=drop_last) for n in parse_policies(names)]
-    for i, pol in enumerate(out):
-        if pol.name in ("fixed", "sorted"):
-            advice = dominant_advice(hist, pol, p)
-            if advice:
-                out[i] = replace(pol, warnings=(*pol.warnings, f"{pol.name}: {advice}"))
-            break
-    return tuple(out)
+    return tuple(evaluate_policy(hist, n, p, drop_last=drop_last) for n in parse_policies(names))
 
 
 def parse_policies(names: Any) -> tuple[str, ...]:

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
 from gpu_profiler.analysis.interleave import (
     TAIL_PCT,
     check_max_run,
@@ -111,6 +110,10 @@ class ScheduleResult:
     #: The least longest run any order of these batches can have, and the cap asked for.
     min_run: int = 0
     max_run: int | None = None
+    #: The DatasetDict split simulated, and the `gpu_profiler.analysis.advice.Advice` on
+    #: it: attached by the command (None here).
+    split: str | None = None
+    advice: Any = None
 
     def __getitem__(self, name: str) -> OrderStats:
         for o in self.orders:
@@ -120,7 +123,8 @@ class ScheduleResult:
 
     def to_dict(self) -> dict[str, Any]:
         p = self.params
-        return {"schema": SCHEMA, "params": p.to_dict(), "policy": self.policy,
+        return {"schema": SCHEMA, "split": self.split, "params": p.to_dict(),
+                "policy": self.policy,
                 "drop_last": self.drop_last, "log_window": self.log_window, "seed": self.seed,
                 "buckets": [{"index": i, "lo": lo, "hi": hi, "batches": n, "batch_pct": pct,
                              "mean_len": m}
@@ -129,6 +133,7 @@ class ScheduleResult:
                                 self.mean_len, strict=True))],
                 "min_run": self.min_run, "max_run": self.max_run,
                 "orders": [o.to_dict() for o in self.orders],
+                "advice": self.advice.to_dict() if self.advice else None,
                 "warnings": list(self.warnings)}
 
 
@@ -291,7 +296,7 @@ def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("ran
     least = check_max_run(batches, max_run)
     stats = [simulate_order(n, batches, mean_len, trials=trials, log_window=log_window,
                             seed=seed, max_run=max_run) for n in names]
-    msgs = _warnings(pol, stats, hist, p)
+    msgs = _warnings(pol, stats)
     if "stride" in names:
         msgs += _early_note(batches, max_run)
     return ScheduleResult(p, policy, drop_last, log_window, seed, tuple(batches),
@@ -324,7 +329,8 @@ def _early_note(batches: Sequence[int], max_run: int | None) -> list[str]:
         return []
     n, tail = order.size, tail_size(order.size)
     names = ", ".join(map(str, early))
-    return [f"--order stride: bucket{'s' if len(early) > 1 else ''} {names} run out before "
+    return [f"--order stride: {'buckets' if len(early) > 1 else 'bucket'} {names} "
+            f"run{'' if len(early) > 1 else 's'} out before "
             f"the final {TAIL_PCT:g}% of the epoch (its last {tail} of {n:,} batches): no order "
             f"with runs <= {max_run or min_run(batches)} fits every bucket's last batch there"]
 
@@ -338,60 +344,27 @@ def _stride_line(stride: OrderStats) -> str:
             f"all buckets in the last {tail} batches ({share_text}% of the epoch)")
 
 
-def _rebalance(hist: LengthHistogram, k: int, p: BucketParams, than: float) -> str | None:
-    """The equal-batches bounds, when they lower the largest batch share below ``than``."""
-    from gpu_profiler.analysis.bounds import equal_batches_proposal
-
-    flat = equal_batches_proposal(hist, k, p)
-    if flat.max_batch_pct >= than:
-        return None
-    return (f"bounds {','.join(map(str, flat.bounds))} (gpu-profiler suggest --buckets {k}) "
-            f"bring the largest share to {flat.max_batch_pct:.1f}% at {flat.padding_pct:.1f}% "
-            "padding")
-
-
 def _stride(pol: PolicyResult, stats: Sequence[OrderStats]) -> OrderStats:
     return next((s for s in stats if s.name == "stride"), None) or simulate_order(
         "stride", [int(b.batches) for b in pol.buckets], [0.0] * len(pol.buckets))
 
 
-def dominant_advice(hist: LengthHistogram, pol: PolicyResult, p: BucketParams,
-                    stats: Sequence[OrderStats] = ()) -> str | None:
-    """When one bucket makes more than 40% of ``pol``'s batches: what that does under the
-    simulated ``stats`` orders, and the fixes that help, with their numbers (None when
-    nothing would help, e.g. a single bucket of a single length)."""
-    top = max(pol.buckets, key=lambda b: b.batch_pct, default=None)
-    if top is None or top.batch_pct <= DOMINANT_BATCH_PCT:
-        return None
-    stride = _stride(pol, stats)
-    fixes = [_stride_line(stride)] if stride.longest_run <= MAX_RUN and sum(
-        1 for b in pol.buckets if b.batches) > 1 else []
-    rebalance = _rebalance(hist, len(pol.buckets), p, top.batch_pct)
-    fixes += [rebalance] if rebalance else []
-    if not fixes:
-        return None
-    runs = "; ".join(f"under {s.name} its longest run is {s.longest_run}" + (
-        f" (expected {s.expected_longest_run:.1f} over {s.trials} seeds, P(run >= 4) = "
-        f"{s.p_run_ge[4]:.2f})" if s.p_run_ge else "")
-        for s in stats if s.longest_run_bucket == top.index and s.name != "stride")
-    return (f"bucket {top.index} [{top.lo}, {top.hi}) makes {top.batch_pct:.1f}% of the "
-            f"{int(pol.total_batches):,} batches (> {DOMINANT_BATCH_PCT:.0f}%)"
-            + (f": {runs}" if runs else "") + ". Fix: " + "; or ".join(fixes))
-
-
-def _warnings(pol: PolicyResult, stats: list[OrderStats], hist: LengthHistogram,
-              p: BucketParams) -> list[str]:
-    advice = dominant_advice(hist, pol, p, stats)
-    msgs = [advice] if advice else []
+def _warnings(pol: PolicyResult, stats: list[OrderStats]) -> list[str]:
+    """Orders that run more than `MAX_RUN` same-bucket batches back to back, and what the
+    stride order does instead (the bounds to change are `gpu_profiler.analysis.advice`'s)."""
     long = [s for s in stats if s.longest_run > MAX_RUN]
-    if long:
-        stride = _stride(pol, stats)
-        top = max(b.batch_pct for b in pol.buckets)
-        fix = _stride_line(stride) if stride.longest_run <= MAX_RUN else (
-            f"even --order stride leaves runs of {stride.longest_run}; rebalance: "
-            + (_rebalance(hist, len(pol.buckets), p, top)
-               or "more buckets (gpu-profiler suggest --buckets K)"))
-        runs = ", ".join(f"order {s.name}: {s.longest_run} batches of bucket "
-                         f"{s.longest_run_bucket}" for s in long)
-        msgs.append(f"{runs} run back to back (> {MAX_RUN}); {fix}")
-    return msgs
+    if not long:
+        return []
+    stride = _stride(pol, stats)
+    least = min_run([int(b.batches) for b in pol.buckets])
+    if stride.longest_run <= MAX_RUN:
+        fix = _stride_line(stride)
+    elif stride.longest_run > least:
+        fix = (f"--order stride under this --max-run leaves runs of {stride.longest_run}; "
+               f"{least} is the least possible")
+    else:
+        fix = (f"even --order stride leaves runs of {least}, the least any order can with "
+               "these bounds: split the bucket (gpu-profiler suggest)")
+    runs = ", ".join(f"order {s.name}: {s.longest_run} batches of bucket "
+                     f"{s.longest_run_bucket}" for s in long)
+    return [f"{runs} run back to back (> {MAX_RUN}); {fix}"]

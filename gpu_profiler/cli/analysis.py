@@ -1,5 +1,6 @@
 """Shared by the analysis commands (``suggest``, ``schedule``, ``profile --policy``): their
-options and loading the histogram (a scan, or a histogram saved with ``--save-hist``)."""
+options and loading the histogram of one split (a scan, or a histogram saved with
+``--save-hist``)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,12 @@ MaxRun = Annotated[int | None, typer.Option(
     rich_help_panel=_ANA, show_default=False)]
 
 
-def load_histogram(path: str, opts: o.ScanOptions) -> Any:
-    """The exact histogram of ``path``: read back when it is a saved histogram (JSON),
-    else scanned (capped at ``--max-seq-len``)."""
-    from gpu_profiler.api import histogram
+def load_histogram(path: str, opts: o.ScanOptions) -> tuple[Any, str | None]:
+    """The exact histogram to analyse and the split it is of: read back when ``path`` is
+    a saved histogram (JSON; no splits), else scanned (capped at ``--max-seq-len``): the
+    ``--split``, else the ``train`` split, else the only one (see
+    `gpu_profiler.api.analysed_split`)."""
+    from gpu_profiler.api import analysed_split, histogram
 
-    return histogram(path, cap=opts.max_seq_len, **opts.scan())
+    split = analysed_split(path, opts.format, opts.split)
+    return histogram(path, cap=opts.max_seq_len, **{**opts.scan(), "split": split}), split

@@ -38,7 +38,8 @@ Format = Annotated[str | None, typer.Option(
     "--format", help="Force the input format: hf, parquet, ipc (file), ipc-stream.",
     rich_help_panel=_SRC, show_default=False)]
 Split = Annotated[str | None, typer.Option(
-    "--split", help="Only this split of a DatasetDict (default: every split, and the total).",
+    "--split", help="Only this split of a DatasetDict (default: profile's table has every "
+    "split and the total; suggest, schedule and --policy analyse train, or the only split).",
     rich_help_panel=_SRC, show_default=False)]
 Backend = Annotated[str, typer.Option(
     "--backend", "-b", help="auto | numpy | numba | cuda.", rich_help_panel=_SRC)]

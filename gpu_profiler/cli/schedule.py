@@ -42,9 +42,13 @@ def schedule(
     """Simulate the order of an epoch's batches and what it does to the loss curve.
 
     Reports same-bucket runs, when each bucket runs out, the mix of the last 10%, and how
-    much the mean batch length swings between logging windows. PATH may also be a histogram
-    saved with --save-hist.
+    much the mean batch length swings between logging windows. Of a DatasetDict, the train
+    split is simulated unless --split names another. PATH may also be a histogram saved
+    with --save-hist.
     """
+    from dataclasses import replace
+
+    from gpu_profiler.analysis.advice import advise, attach
     from gpu_profiler.analysis.schedule import (
         batch_order,
         parse_orders,
@@ -60,10 +64,11 @@ def schedule(
     for target in (opts.output, *(f for _, f in emits)):
         if target:
             check_writable(target)
-    hist = a.load_histogram(path, opts)
+    hist, split = a.load_histogram(path, opts)
     result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
                                trials=trials, log_window=log_window, seed=seed,
                                max_run=max_run)
+    result = attach(replace(result, split=split), advise(hist, params, drop_last=drop_last))
     for name, target in emits:
         write_order(target, batch_order(result.batches, name, seed=seed, max_run=max_run))
     show(result, opts.output_format, opts.output, r.print_schedule, r.schedule_markdown,

@@ -27,8 +27,12 @@ def suggest(
 
     Proposals: equal samples, equal tokens, equal batches, minimum expected padding (and
     balanced, with --balance), each printed as a full table next to the current bounds.
-    PATH may also be a histogram saved with --save-hist.
+    Of a DatasetDict, the train split is analysed unless --split names another. PATH may
+    also be a histogram saved with --save-hist.
     """
+    from dataclasses import replace
+
+    from gpu_profiler.analysis.advice import advise, attach
     from gpu_profiler.analysis.bounds import suggest_bounds
     from gpu_profiler.render import analysis as r
     from gpu_profiler.render.output import check_writable
@@ -36,7 +40,9 @@ def suggest(
     params = opts.params()
     if opts.output:
         check_writable(opts.output)
-    result = suggest_bounds(a.load_histogram(path, opts), buckets, params, balance=balance,
-                            drop_last=drop_last)
+    hist, split = a.load_histogram(path, opts)
+    result = suggest_bounds(hist, buckets, params, balance=balance, drop_last=drop_last)
+    result = attach(replace(result, split=split), advise(
+        hist, params, buckets, drop_last=drop_last, suggestion=result))
     show(result, opts.output_format, opts.output, r.print_suggestion, r.suggestion_markdown,
          r.suggestion_csv)

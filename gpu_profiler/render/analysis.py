@@ -41,6 +41,18 @@ def _table(title: str, columns: Sequence[str], caption: str | None = None) -> An
     return view
 
 
+def _of(split: str | None) -> str:
+    """`` of split NAME`` for a rich title (nothing for an unsplit source)."""
+    from rich.markup import escape  # a split name is text, not rich markup
+
+    return f" of split {escape(split)}" if split else ""
+
+
+def _split_line(split: str | None) -> list[str]:
+    """The Markdown line naming the split analysed (none for an unsplit source)."""
+    return [f"**split `{split}`**", ""] if split else []
+
+
 def _warn(console: Any, warnings: Sequence[str]) -> None:
     for w in warnings:
         console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
@@ -68,8 +80,9 @@ def policy_note(pol: PolicyResult) -> str:
 
 def policies_view(pols: Sequence[PolicyResult], params: Any) -> Any:
     """One row per policy: batches, optimizer steps, tokens, padding."""
-    view = _table(f"batching policies ({params.grad_accum * params.world_size} batches per "
-                  f"optimizer step: grad_accum {params.grad_accum} x world_size "
+    split = pols[0].split if pols else None
+    view = _table(f"batching policies{_of(split)} ({params.grad_accum * params.world_size} "
+                  f"batches per optimizer step: grad_accum {params.grad_accum} x world_size "
                   f"{params.world_size})",
                   ("policy", "batches", "steps", "tokens", "padded tokens", "padding %"),
                   caption="padded tokens: rows x longest row, summed over batches")
@@ -108,7 +121,8 @@ def print_policies(pols: Sequence[PolicyResult], params: Any, console: Any) -> N
 
 def policies_markdown(pols: Sequence[PolicyResult]) -> str:
     """The same tables in Markdown."""
-    out = ["| policy | batches | steps | tokens | padded tokens | padding % |",
+    out = [*_split_line(pols[0].split if pols else None),
+           "| policy | batches | steps | tokens | padded tokens | padding % |",
            "|---|--:|--:|--:|--:|--:|"]
     for p in pols:
         out.append(f"| {p.name} | {_n(p.total_batches)} | {_n(p.steps_per_epoch)} | "
@@ -127,7 +141,7 @@ def policies_markdown(pols: Sequence[PolicyResult]) -> str:
     return "\n".join(out) + "\n"
 
 
-POLICY_CSV = ("policy", "bucket", "lo", "hi", "samples", "batches", "batch_size", "tokens",
+POLICY_CSV = ("split", "policy", "bucket", "lo", "hi", "samples", "batches", "batch_size", "tokens",
               "padded_tokens", "padding_pct", "sample_pct", "token_pct", "batch_pct")
 
 
@@ -138,11 +152,12 @@ def policies_csv(pols: Sequence[PolicyResult]) -> str:
     w.writerow(POLICY_CSV)
     for p in pols:
         for b in p.buckets:
-            w.writerow((p.name, b.index, b.lo, b.hi, b.samples, b.batches, b.batch_size,
-                        b.tokens, b.padded_tokens, b.padding_pct, b.sample_pct, b.token_pct,
-                        b.batch_pct))
-        w.writerow((p.name, "all", "", "", p.samples, p.total_batches, p.rows_per_batch or "",
-                    p.tokens, p.padded_tokens, p.padding_pct, 100.0, 100.0, 100.0))
+            w.writerow((p.split or "", p.name, b.index, b.lo, b.hi, b.samples, b.batches,
+                        b.batch_size, b.tokens, b.padded_tokens, b.padding_pct, b.sample_pct,
+                        b.token_pct, b.batch_pct))
+        w.writerow((p.split or "", p.name, "all", "", "", p.samples, p.total_batches,
+                    p.rows_per_batch or "", p.tokens, p.padded_tokens, p.padding_pct, 100.0,
+                    100.0, 100.0))
     return out.getvalue()
 
 
@@ -155,7 +170,8 @@ def print_suggestion(s: Any, console: Any) -> None:
     """The proposals side by side, then each proposal's bucket table."""
     cols = ["method", "padded tokens", "padding %", "batches", "steps",
             "largest share %"] + (["objective"] if s.balance else [])
-    view = _table(f"bounds for {s.buckets} buckets, scored under the fixed policy"
+    view = _table(f"bounds for {s.buckets} buckets{_of(s.split)}, scored under the fixed "
+                  "policy"
                   + (f" (balance {s.balance:g})" if s.balance else ""), cols,
                   caption="padding: expected over random within-bucket batches; each "
                           "proposal's bounds and buckets follow")
@@ -182,7 +198,8 @@ def proposal_view(q: Any) -> Any:
 
 
 def suggestion_markdown(s: Any) -> str:
-    out = ["| method | bounds | padded tokens | padding % | batches | steps | largest share % |",
+    out = [*_split_line(s.split),
+           "| method | bounds | padded tokens | padding % | batches | steps | largest share % |",
            "|---|---|--:|--:|--:|--:|--:|"]
     for q in s.proposals:
         out.append(f"| {q.method} | `{_bounds(q.bounds)}` | {q.padded_tokens:,.0f} | "
@@ -203,11 +220,11 @@ def suggestion_csv(s: Any) -> str:
     """One row per proposal and bucket."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(("method", "bounds", "bucket", "lo", "hi", "samples", "batch_size", "batches",
-                "padded_tokens", "padding_pct", "batch_pct"))
+    w.writerow(("split", "method", "bounds", "bucket", "lo", "hi", "samples", "batch_size",
+                "batches", "padded_tokens", "padding_pct", "batch_pct"))
     for q in s.proposals:
         for b in q.policy.buckets:
-            w.writerow((q.method, _bounds(q.bounds), b.index, b.lo, b.hi, b.samples,
+            w.writerow((s.split or "", q.method, _bounds(q.bounds), b.index, b.lo, b.hi, b.samples,
                         b.batch_size, b.batches, b.padded_tokens, b.padding_pct, b.batch_pct))
     return out.getvalue()
 
@@ -221,7 +238,8 @@ def _first_out(o: Any) -> str:
 def print_schedule(r: Any, console: Any) -> None:
     """The orders side by side, then per bucket: exhaustion point and tail mix per order."""
     trials = next((o.trials for o in r.orders if o.trials), None)
-    view = _table(f"batch orders ({sum(r.batches):,} batches, policy {r.policy})",
+    view = _table(f"batch orders{_of(r.split)} ({sum(r.batches):,} batches, policy "
+                  f"{r.policy})",
                   ("order", "longest run", "of bucket", "mean longest", "P(run>=4)", "lag-1 corr",
                    "window spread", "first out %"),
                   caption=(f"mean longest, P(run>=4): over {trials} seeds. " if trials else "")
@@ -256,7 +274,8 @@ def print_schedule(r: Any, console: Any) -> None:
 
 
 def schedule_markdown(r: Any) -> str:
-    out = ["| order | longest run | of bucket | mean longest | P(run>=4) | lag-1 corr | "
+    out = [*_split_line(r.split),
+           "| order | longest run | of bucket | mean longest | P(run>=4) | lag-1 corr | "
            "window spread | first out % |", "|---|--:|--:|--:|--:|--:|--:|--:|"]
     for o in r.orders:
         out.append(
@@ -273,12 +292,12 @@ def schedule_csv(r: Any) -> str:
     """One row per order and bucket."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(("order", "bucket", "batches", "batch_pct", "exhausted_at", "tail_mix",
+    w.writerow(("split", "order", "bucket", "batches", "batch_pct", "exhausted_at", "tail_mix",
                 "longest_run", "longest_run_bucket", "expected_longest_run", "lag1_autocorr",
                 "window_spread"))
     for o in r.orders:
         for i, n in enumerate(r.batches):
-            w.writerow((o.name, i, n, r.batch_pct[i], o.exhausted_at[i], o.tail_mix[i],
-                        o.longest_run, o.longest_run_bucket, o.expected_longest_run,
+            w.writerow((r.split or "", o.name, i, n, r.batch_pct[i], o.exhausted_at[i],
+                        o.tail_mix[i], o.longest_run, o.longest_run_bucket, o.expected_longest_run,
                         o.lag1_autocorr, o.window_spread))
     return out.getvalue()

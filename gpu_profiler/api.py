@@ -105,7 +105,7 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             backend_options: dict[str, Any] | None = None,
             policies: Sequence[str] | str = (), drop_last: bool = False) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
-    source (see DESIGN.md for the semantics).
+    source (see docs/design.md for the semantics).
 
     ``source`` may also be a `LengthHistogram` (no scan). ``policies`` (e.g. ``"all"`` or
     ``["fixed", "packed"]``) adds exact batching policies (see

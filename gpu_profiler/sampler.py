@@ -213,7 +213,8 @@ def _lay_out(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket:
 def _fill_last_step(s: np.ndarray, e: np.ndarray, bk: np.ndarray, world: int
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Split the largest batches of the last steps in two until the batches are a multiple
-    of ``world`` (a split keeps rows and budget within limits: it only removes rows)."""
+    of ``world`` (a split only removes rows, so it keeps both limits). The split-off halves
+    go to the end, so every step before the last keeps its batches (and its bucket)."""
     tail = s.size % world
     need = world - tail
     take = tail
@@ -228,9 +229,9 @@ def _fill_last_step(s: np.ndarray, e: np.ndarray, bk: np.ndarray, world: int
     for _ in range(need):
         j = max(range(len(ts)), key=lambda i: (te[i] - ts[i], -i))
         mid = ts[j] + (te[j] - ts[j] + 1) // 2
-        ts.insert(j + 1, mid)
-        te.insert(j + 1, te[j])
-        tb.insert(j + 1, tb[j])
+        ts.append(mid)
+        te.append(te[j])
+        tb.append(tb[j])
         te[j] = mid
     cut = s.size - take
     return (np.concatenate((s[:cut], ts)).astype(np.int64),

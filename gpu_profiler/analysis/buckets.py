@@ -1,4 +1,4 @@
-"""The seed-compatible bucket table (DESIGN.md), computed exactly from the histogram."""
+"""The seed-compatible bucket table (docs/design.md), computed exactly from the histogram."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class BucketRow:
 
 @dataclass(frozen=True)
 class BucketTable:
-    """Every bucket plus corpus-level counts; see DESIGN.md for the exact formulas.
+    """Every bucket plus corpus-level counts; see docs/design.md for the exact formulas.
 
     ``advice`` is the `gpu_profiler.analysis.advice.Advice` on a dominant bucket, which
     `gpu_profiler.profile` attaches (None here).

@@ -4,7 +4,7 @@ Every policy sees the clipped lengths ``c = min(len, max_seq_len)`` of the bucke
 (those inside ``[bounds[0], bounds[-1])``). "Padded tokens" is what the GPU computes: rows x
 longest row, summed over batches; ``padding_pct`` is the share of it that is padding.
 
-- ``estimate``: the DESIGN.md estimate (float batches, every sample padded to its bucket max).
+- ``estimate``: the docs/design.md estimate (float batches, every sample padded to its bucket max).
 - ``fixed``: one batch size per bucket (the estimate's), ``ceil`` batches (``floor`` with
   ``drop_last``); batches are random draws from the bucket, so padding is the exact
   *expected* maximum of a random batch, from the bucket's length distribution.

@@ -42,13 +42,13 @@ def plan(
     plan's summary (batches, steps, longest run, padding).
 
     Batches s*W .. s*W+W-1 make step s, one per rank (W = --world-size). A DatasetDict's
-    train split is planned unless --split names another.
+    train split is planned unless --split names another (as suggest and schedule do).
     """
     from gpu_profiler.analysis.schedule import write_order
+    from gpu_profiler.api import analysed_split
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.histogram import LengthHistogram
     from gpu_profiler.lengths import lengths
-    from gpu_profiler.readers import open_source
     from gpu_profiler.render import plan as r
     from gpu_profiler.render.output import check_writable
     from gpu_profiler.sampler import BucketBatchSampler, save_plan, summarize
@@ -62,9 +62,7 @@ def plan(
     if LengthHistogram.is_saved(path):
         raise ProfilerError(f"{path}: a saved histogram has no per-sample lengths; plan "
                             "reads the corpus itself")
-    split = opts.split
-    if split is None and "train" in open_source(path, opts.format):
-        split = "train"
+    split = analysed_split(path, opts.format, opts.split)
     x = lengths(path, column=opts.column, offsets_of=opts.offsets_of, format=opts.format,
                 split=split)
     sampler = BucketBatchSampler(x, bounds=params.bounds, max_seq_len=params.max_seq_len,

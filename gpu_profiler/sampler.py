@@ -46,8 +46,8 @@ from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 
 SCHEMA = "gpu-profiler/sampler/v1"
 POLICIES = ("fixed", "sorted")
-#: Samples per shuffled pile: small enough to shuffle in cache (1 MiB of int64: a core's L2
-#: here; a quarter of the time smaller piles took, in bench/results/plan.md).
+#: Samples per shuffled pile: 1 MiB of int64, a core's L2 here, small enough to shuffle in
+#: cache with few enough piles to scatter into (bench/results/plan.md sweeps it).
 PILE = 1 << 17
 
 
@@ -337,6 +337,7 @@ class BucketBatchSampler:
     def plan(self) -> EpochPlan:
         """This epoch's plan, all ranks together (computed once per epoch)."""
         if self._plan is None or self._plan[0] != self.epoch:
+            self._plan = None  # the last epoch's plan goes before this one is built
             plan = plan_epoch(self.lengths, self.params, policy=self.policy, seed=self.seed,
                               epoch=self.epoch, drop_last=self.drop_last,
                               max_run=self.max_run, align_ranks=self.align_ranks)

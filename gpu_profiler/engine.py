@@ -1,5 +1,6 @@
-"""The scan loop: source -> readers -> chunks -> backend -> one histogram per split (file
-readers that do their work in the calling thread run a chunk or two ahead, in another)."""
+"""The scan: source -> parts -> one reading plan (`plan`) -> chunks -> backend -> one
+histogram per split (file readers that do their work in the calling thread run a chunk or
+two ahead, in another)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
-from gpu_profiler.readers import LengthSpec, Part, open_source, resolve_spec
+from gpu_profiler.readers import LengthSpec, Part, Reading, ipc, open_source, resolve_spec
 from gpu_profiler.readers.arrow import coalesce
 from gpu_profiler.runs import Run, RunTally
 
@@ -65,37 +66,57 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
         return Scan({name: empty for name in splits}, spec, engine.name,
                     time.perf_counter() - t0)
     first = parts[0].schema()
-    spec = resolve_spec(first, column, offsets_of, parts[0].label)
+    reading = plan(parts, resolve_spec(first, column, offsets_of, parts[0].label), engine,
+                   light)
     hists = {}
     with ScanProgress(len(parts), progress) as bar:
         for name, ps in splits.items():
             runs = RunTally()
-            chunks = coalesce(_chunks(ps, spec, first, bar, runs, engine, light))
+            chunks = coalesce(_chunks(ps, reading, first, bar, runs))
             counter = engine
-            if any(getattr(p, "read_ahead", False) for p in ps):
+            if any(p.read_ahead for p in ps):
                 chunks, counter = prefetched(chunks), engine.beside_reader()
             hists[name] = counter.histogram(chunks, cap)
             if runs:
                 hists[name] = merge([hists[name], runs.histogram(cap)])
-    return Scan(hists, spec, engine.name, time.perf_counter() - t0)
+    return Scan(hists, reading.spec, engine.name, time.perf_counter() - t0)
+
+
+def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool) -> Reading:
+    """How this scan reads every part, decided once: the readers that start fastest for a
+    light scan, segmented chunks for a backend that takes them, Parquet decoded on the GPU
+    for cuda (with cudf), an IPC reader forced by ``$GPU_PROFILER_IPC_READER``. Parts in
+    GPU memory need the cuda backend."""
+    on_gpu = backend.name == "cuda"
+    device_part = next((p for p in parts if p.on_device), None)
+    if device_part is not None and not on_gpu:
+        raise ProfilerError(f"{device_part.label} is in GPU memory: use the cuda backend, "
+                            f"not {backend.name!r}")
+    gpu_parquet = False
+    if on_gpu:
+        from gpu_profiler.readers import device
+
+        gpu_parquet = device.cudf_available()
+    return Reading(spec, light=light, segmented=backend.segmented, gpu_parquet=gpu_parquet,
+                   ipc_reader=ipc.forced_reader())
 
 
 def _small(parts: list[Part]) -> bool:
     """Whether the scan is small (see `LIGHT_BYTES`)."""
-    if any(getattr(p, "on_device", False) for p in parts):
+    if any(p.on_device for p in parts):
         return False
     return sum(p.nbytes for p in parts) <= LIGHT_BYTES
 
 
-def _chunks(parts: list[Part], spec: LengthSpec, schema: Any, bar: ScanProgress,
-            runs: RunTally, backend: Backend, light: bool) -> Iterator[Chunk]:
-    """Every chunk of every part (read by ``backend.part_chunks``), checking each part's
-    schema against the first one; `Run` s (lengths known from metadata) go to ``runs``."""
+def _chunks(parts: list[Part], reading: Reading, schema: Any, bar: ScanProgress,
+            runs: RunTally) -> Iterator[Chunk]:
+    """Every chunk of every part, checking each part's schema against the first one;
+    `Run` s (lengths known from metadata) go to ``runs``."""
     for i, part in enumerate(parts):
         if i and not part.schema().equals(schema, check_metadata=False):
             raise ProfilerError(f"{part.label}: schema differs from {parts[0].label}: "
                                 f"{_schema_diff(part.schema(), schema)}")
-        for chunk in backend.part_chunks(part, spec, light):
+        for chunk in part.chunks(reading):
             bar.update(samples=chunk.samples)
             if isinstance(chunk, Run):
                 runs.add(chunk)

@@ -3,15 +3,14 @@ the histogram forgets the order)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import FilePart, open_source, resolve_spec
-from gpu_profiler.readers.arrow import LengthSpec, arrays_to_chunks
+from gpu_profiler.readers import Reading, open_source, resolve_spec
+from gpu_profiler.runs import Run
 
 #: What a null length reads as: like any negative length, it fits no bucket.
 NULL = -1
@@ -35,9 +34,16 @@ def lengths(source: Any, *, column: str | None = None, offsets_of: str | None = 
     parts = next(iter(splits.values()), [])
     if not parts:
         return np.zeros(0, np.int64)
-    spec = resolve_spec(parts[0].schema(), column, offsets_of, parts[0].label)
-    out = [lengths_of(c) for p in parts for c in _ordered_chunks(p, spec)]
+    reading = Reading(resolve_spec(parts[0].schema(), column, offsets_of, parts[0].label),
+                      ordered=True)
+    out = [lengths_of(_no_run(c, p.label)) for p in parts for c in p.chunks(reading)]
     return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _no_run(chunk: Chunk | Run, label: str) -> Chunk:
+    if not isinstance(chunk, Chunk):  # an ordered reading yields none: a reader's bug
+        raise RuntimeError(f"{label}: an ordered reading gave a Run")
+    return chunk
 
 
 def lengths_of(chunk: Chunk) -> np.ndarray:
@@ -55,23 +61,3 @@ def lengths_of(chunk: Chunk) -> np.ndarray:
     return v
 
 
-def _ordered_chunks(part: Any, spec: LengthSpec) -> Iterator[Chunk]:
-    """The part's chunks in row order (the scan's Parquet reader yields them as they finish
-    and counts some row groups from statistics, so Parquet is read row group by row
-    group here)."""
-    if isinstance(part, FilePart) and part.format == "parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            pf = pq.ParquetFile(part.path)
-            for i in range(pf.metadata.num_row_groups):
-                table = pf.read_row_group(i, columns=[spec.name])
-                yield from arrays_to_chunks(table.column(0).chunks, spec)
-        except (OSError, ValueError, TypeError, IndexError, KeyError) as exc:
-            raise ProfilerError(f"{part.label}: cannot read the Parquet file "
-                                f"({str(exc).splitlines()[0] if str(exc) else exc})") from None
-        return
-    for chunk in part.chunks(spec):
-        if not isinstance(chunk, Chunk):  # a Run has lengths but no row order
-            raise ProfilerError(f"{part.label}: its reader gives no row order")
-        yield chunk

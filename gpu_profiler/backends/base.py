@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, auto_cap, merge
 
 if TYPE_CHECKING:
-    from gpu_profiler.readers.arrow import LengthSpec
+    pass
 
 
 class Backend(ABC):
@@ -26,15 +25,6 @@ class Backend(ABC):
     @abstractmethod
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         """Exact histogram of one chunk with bins ``0..cap``."""
-
-    def part_chunks(self, part: Any, spec: LengthSpec, light: bool = False) -> Iterator[Chunk]:
-        """The chunks of one part (shard); ``light`` as in `Part.chunks`. A backend may read
-        some parts its own way (cuda decodes Parquet on the GPU when cudf is installed);
-        parts in GPU memory need cuda."""
-        if getattr(part, "on_device", False):
-            raise ProfilerError(f"{part.label} is in GPU memory: use the cuda backend, "
-                                f"not {self.name!r}")
-        return part.chunks(spec, light, segmented=self.segmented)
 
     def beside_reader(self) -> Backend:
         """This backend for chunks read ahead in another thread, which keeps a core busy."""

@@ -487,15 +487,6 @@ class CudaBackend(Backend):
             raise
         return self.collect(cap)
 
-    def part_chunks(self, part: Any, spec: Any, light: bool = False) -> Iterator[Chunk]:
-        """Parquet shards are decoded on the GPU by cudf when it is installed (the column
-        never touches host memory); everything else is read as usual."""
-        from gpu_profiler.readers import device
-
-        if getattr(part, "format", None) == "parquet" and device.cudf_available():
-            return device.parquet_chunks(part.path, spec)
-        return part.chunks(spec, light, segmented=self.segmented)
-
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         return self.histogram([chunk], cap)
 

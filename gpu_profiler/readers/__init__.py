@@ -1,103 +1,48 @@
 """Readers: turn a user's source into named splits of parts, each yielding `Chunk`s of the
-length column. One module per format (``hf``, ``ipc``, ``parquet``, ``memory``)."""
+length column. One module per format (``hf``, ``ipc``, ``parquet``, ``memory``,
+``device``); a shard format is registered in :data:`FORMATS`."""
 
 from __future__ import annotations
 
 import glob
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import pyarrow as pa
-
-from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import hf, ipc, parquet
 from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
-from gpu_profiler.runs import Run
+from gpu_profiler.readers.base import Part, Reading, ShardFormat
 
-__all__ = ["FORMATS", "LengthSpec", "Part", "FilePart", "open_source", "resolve_spec"]
+__all__ = ["FORMATS", "LengthSpec", "Part", "Reading", "ShardFormat", "open_source",
+           "resolve_spec"]
 
-#: ``--format`` values. ``hf`` is a save_to_disk dir; the rest name a shard format.
-FORMATS = ("hf", "parquet", "ipc", "ipc-stream")
-_SHARD_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc", ".arrows")
-
-
-class Part(Protocol):
-    """One shard (file) or in-memory object of a split. Optional flags: ``on_device`` (the
-    data is in GPU memory: cuda backend only) and ``read_ahead`` (reading it in a
-    background thread, ahead of the backend, pays off)."""
-
-    @property
-    def label(self) -> str:
-        """Names the part in errors and progress."""
-        ...
-
-    @property
-    def nbytes(self) -> int:
-        """Size on disk or in memory, for progress."""
-        ...
-
-    def schema(self) -> pa.Schema: ...
-
-    def chunks(self, spec: LengthSpec, light: bool = False,
-               segmented: bool = False) -> Iterator[Chunk | Run]:
-        """The length source in order; a `Run` stands for samples whose lengths the
-        metadata already proves (Parquet statistics), so they are counted, not decoded.
-        ``light``: the whole scan is small, so prefer the reader that starts fastest.
-        ``segmented``: the backend takes segmented chunks (`Chunk.segments`)."""
-        ...
+#: Every shard format, in the order files are sniffed: one line each.
+FORMATS: dict[str, ShardFormat] = {f.name: f for f in (
+    parquet.FORMAT,
+    ipc.FILE_FORMAT,
+    ipc.STREAM_FORMAT,
+)}
+#: ``--format`` values: ``hf`` (a save_to_disk dir) and the shard formats.
+FORMAT_NAMES = ("hf", *FORMATS)
 
 
-@dataclass(frozen=True)
-class FilePart:
-    """A shard on disk in one of the shard formats (``parquet``, ``ipc``, ``ipc-stream``)."""
-
-    path: Path
-    format: str
-
-    @property
-    def label(self) -> str:
-        return str(self.path)
-
-    @property
-    def nbytes(self) -> int:
-        return self.path.stat().st_size
-
-    @property
-    def read_ahead(self) -> bool:
-        """IPC readers do their work in the scan's thread; Parquet decodes ahead itself."""
-        return self.format != "parquet"
-
-    def schema(self) -> pa.Schema:
-        if self.format == "parquet":
-            return parquet.schema(self.path)
-        return ipc.schema(self.path, "file" if self.format == "ipc" else "stream")
-
-    def chunks(self, spec: LengthSpec, light: bool = False,
-               segmented: bool = False) -> Iterator[Chunk | Run]:
-        if self.format == "parquet":
-            return parquet.chunks(self.path, spec)
-        return ipc.chunks(self.path, "file" if self.format == "ipc" else "stream", spec,
-                          light=light, segmented=segmented)
-
-
-def sniff(path: Path) -> str:
-    """Shard format from the file's magic bytes (extensions can lie)."""
+def sniff(path: Path) -> ShardFormat:
+    """A shard's format from its first bytes (extensions can lie)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(8)
+            head = f.read(16)
     except OSError as exc:
         raise ProfilerError(f"{path}: cannot read ({exc.strerror})") from None
-    if head.startswith(parquet.MAGIC):
-        return "parquet"
-    if head.startswith(ipc.FILE_MAGIC):
-        return "ipc"
-    if head[:4] == b"\xff\xff\xff\xff" or (len(head) >= 4 and head[:4] != b"\x00\x00\x00\x00"
-                                           and path.suffix in (".arrow", ".arrows", ".ipc")):
-        return "ipc-stream"
-    raise ProfilerError(f"{path}: not a Parquet or Arrow IPC file (unrecognized magic bytes)")
+    for fmt in FORMATS.values():
+        if fmt.sniff(head, path):
+            return fmt
+    raise ProfilerError(f"{path}: not a {_titles()} file (unrecognized magic bytes)")
+
+
+def _titles() -> str:
+    """``Parquet or Arrow IPC``: the registered formats, as errors name them."""
+    names = list(dict.fromkeys(f.title for f in FORMATS.values()))
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
 
 
 def open_source(source: Any, fmt: str | None = None,
@@ -107,11 +52,11 @@ def open_source(source: Any, fmt: str | None = None,
     Args:
         source: a path (file, directory, glob), or an in-memory object (numpy array, pyarrow
             Array/ChunkedArray/Table/RecordBatch, ``datasets.Dataset``/``DatasetDict``).
-        fmt: force a format (one of :data:`FORMATS`) instead of detecting it.
+        fmt: force a format (one of :data:`FORMAT_NAMES`) instead of detecting it.
         split: keep only this split of a DatasetDict.
     """
-    if fmt is not None and fmt not in FORMATS:
-        raise ProfilerError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    if fmt is not None and fmt not in FORMAT_NAMES:
+        raise ProfilerError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMAT_NAMES)}")
     if not isinstance(source, (str, Path)):
         from gpu_profiler.readers import memory
 
@@ -144,17 +89,18 @@ def _path_splits(source: str, fmt: str | None) -> dict[str, list[Part]]:
     if fmt == "hf":
         raise ProfilerError(f"{path}: not a Hugging Face save_to_disk directory "
                             "(no state.json or dataset_dict.json)")
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _SHARD_SUFFIXES)
+    suffixes = tuple(x for f in FORMATS.values() for x in f.suffixes)
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
     if not files:
-        raise ProfilerError(f"{path}: no Parquet or Arrow files in this directory")
+        raise ProfilerError(f"{path}: no {_titles()} files in this directory")
     return {"": [_file_part(p, fmt) for p in files]}
 
 
 def _hf_parts(path: Path) -> list[Part]:
-    return [FilePart(p, "ipc-stream") for p in hf.dataset_shards(path)]
+    return [ipc.STREAM_FORMAT.part(p) for p in hf.dataset_shards(path)]
 
 
-def _file_part(path: Path, fmt: str | None) -> FilePart:
+def _file_part(path: Path, fmt: str | None) -> Part:
     if fmt == "hf":
         raise ProfilerError(f"{path}: --format hf needs a save_to_disk directory")
-    return FilePart(path, fmt or sniff(path))
+    return (FORMATS[fmt] if fmt else sniff(path)).part(path)

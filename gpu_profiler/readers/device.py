@@ -17,6 +17,7 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers.arrow import LengthSpec
+from gpu_profiler.readers.base import Reading
 
 
 def _is_cudf(obj: Any) -> bool:
@@ -43,6 +44,7 @@ class DeviceArrayPart:
     array: Any
     label: str = "<device array>"
     on_device: ClassVar[bool] = True
+    read_ahead: ClassVar[bool] = False
 
     @property
     def nbytes(self) -> int:
@@ -52,8 +54,7 @@ class DeviceArrayPart:
     def schema(self) -> pa.Schema:
         return pa.schema([("length", pa.from_numpy_dtype(_shape_dtype(self.array)[1]))])
 
-    def chunks(self, spec: LengthSpec, light: bool = False,
-               segmented: bool = False) -> Iterator[Chunk]:
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
         yield Chunk(self.array)
 
 
@@ -64,6 +65,7 @@ class CudfPart:
     frame: Any
     label: str = "<cudf DataFrame>"
     on_device: ClassVar[bool] = True
+    read_ahead: ClassVar[bool] = False
 
     @property
     def nbytes(self) -> int:
@@ -72,9 +74,8 @@ class CudfPart:
     def schema(self) -> pa.Schema:
         return self.frame.head(0).to_arrow().schema
 
-    def chunks(self, spec: LengthSpec, light: bool = False,
-               segmented: bool = False) -> Iterator[Chunk]:
-        yield series_chunk(self.frame[spec.name], spec)
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
+        yield series_chunk(self.frame[reading.spec.name], reading.spec)
 
 
 def series_chunk(column: Any, spec: LengthSpec) -> Chunk:

@@ -10,7 +10,8 @@ Two readers give identical chunks:
   cost more than the whole scan; see :data:`gpu_profiler.engine.LIGHT_BYTES`) for files
   whose rows are (almost) all length column, where reading selectively saves nothing.
 
-``GPU_PROFILER_IPC_READER=selective|pyarrow`` (or ``reader=``) forces one. A schema costs two
+``GPU_PROFILER_IPC_READER=selective|pyarrow`` (read by the engine's plan) or ``reader=``
+forces one. A schema costs two
 small positioned reads, parsed by pyarrow after a Python check for big-endian files, so
 neither opening nor checking a file starts numba.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,6 +29,7 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
+from gpu_profiler.readers.base import Reading, ShardFormat
 from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt
 
 #: Environment variable forcing the IPC reader: ``selective`` or ``pyarrow``.
@@ -38,8 +41,51 @@ DENSE_EXTRA = 1 / 8
 _MAX_SCHEMA = 64 << 20  # a larger schema message is taken for corruption
 
 
-def _forced(reader: str | None) -> str | None:
-    name = reader or os.environ.get(READER_ENV) or None
+@dataclass(frozen=True)
+class IpcPart:
+    """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``)."""
+
+    path: Path
+    kind: str
+
+    @property
+    def label(self) -> str:
+        return str(self.path)
+
+    @property
+    def nbytes(self) -> int:
+        return self.path.stat().st_size
+
+    on_device = False
+    read_ahead = True  # the readers work in the scan's thread: a read-ahead thread pays
+
+    def schema(self) -> pa.Schema:
+        return schema(self.path, self.kind)
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
+        return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
+                      light=reading.light and not reading.ordered,
+                      segmented=reading.segmented)
+
+
+def _is_stream(head: bytes, path: Path) -> bool:
+    """A stream opens with a continuation marker (or, before format 0.15, a length)."""
+    return head[:4] == b"\xff\xff\xff\xff" or (
+        len(head) >= 4 and head[:4] != b"\x00\x00\x00\x00"
+        and path.suffix in (".arrow", ".arrows", ".ipc"))
+
+
+FILE_FORMAT = ShardFormat("ipc", "Arrow IPC", (".arrow", ".feather", ".ipc"),
+                          lambda head, path: head.startswith(FILE_MAGIC),
+                          lambda path: IpcPart(path, "file"))
+STREAM_FORMAT = ShardFormat("ipc-stream", "Arrow IPC", (".arrows",), _is_stream,
+                            lambda path: IpcPart(path, "stream"))
+
+
+def forced_reader() -> str | None:
+    """The IPC reader ``$GPU_PROFILER_IPC_READER`` forces, if any (read once per scan, when
+    the engine plans it)."""
+    name = os.environ.get(READER_ENV) or None
     if name is not None and name not in READERS:
         raise ProfilerError(f"{READER_ENV}={name!r}: choose one of: {', '.join(READERS)}")
     return name
@@ -51,7 +97,7 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
     Raises:
         ProfilerError: unreadable, corrupt or big-endian file.
     """
-    if _forced(reader) == "selective":
+    if reader == "selective":
         from gpu_profiler.readers.ipc_selective import SelectiveReader
 
         with SelectiveReader(path, kind) as r:
@@ -68,13 +114,14 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
 
 def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
            light: bool = False, segmented: bool = False) -> Iterator[Chunk]:
-    """Chunks of the length column. ``reader`` (or ``$GPU_PROFILER_IPC_READER``) forces
-    ``selective`` or ``pyarrow``; otherwise a ``light`` scan reads dense files with
-    pyarrow and everything else is read selectively, in ``segmented`` chunks if asked."""
-    name = _forced(reader)
-    if name is None and light and dense(schema(path, kind), spec):
+    """Chunks of the length column. ``reader`` forces ``selective`` or ``pyarrow``;
+    otherwise a ``light`` scan reads dense files with pyarrow and everything else is read
+    selectively, in ``segmented`` chunks if asked."""
+    if reader is not None and reader not in READERS:
+        raise ProfilerError(f"unknown IPC reader {reader!r}: choose one of: {', '.join(READERS)}")
+    if reader is None and light and dense(schema(path, kind), spec):
         return _light_chunks(path, kind, spec)
-    if name == "pyarrow":
+    if reader == "pyarrow":
         return _pyarrow_chunks(path, kind, spec)
     return _selective_chunks(path, kind, spec, segmented)
 

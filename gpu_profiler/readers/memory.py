@@ -11,7 +11,8 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
+from gpu_profiler.readers.arrow import CHUNK_ROWS, arrays_to_chunks
+from gpu_profiler.readers.base import Reading
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,14 @@ class TablePart:
     def schema(self) -> pa.Schema:
         return self.table.schema
 
-    def chunks(self, spec: LengthSpec, light: bool = False,
-               segmented: bool = False) -> Iterator[Chunk]:
-        column = self.table.column(spec.name)
+    on_device = False
+    read_ahead = False
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
+        column = self.table.column(reading.spec.name)
         if self.indices is not None:
             column = column.take(self.indices)
-        return arrays_to_chunks(column.chunks, spec)
+        return arrays_to_chunks(column.chunks, reading.spec)
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,10 @@ class NumpyPart:
     def schema(self) -> pa.Schema:
         return pa.schema([("length", pa.from_numpy_dtype(self.array.dtype))])
 
-    def chunks(self, spec: LengthSpec, light: bool = False,
-               segmented: bool = False) -> Iterator[Chunk]:
+    on_device = False
+    read_ahead = False
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
         for lo in range(0, self.array.size, CHUNK_ROWS * 4):
             yield Chunk(self.array[lo:lo + CHUNK_ROWS * 4])
 

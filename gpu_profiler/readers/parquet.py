@@ -12,6 +12,7 @@ import os
 import queue
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,7 +22,8 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers import arrow
-from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk
+from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
+from gpu_profiler.readers.base import Reading, ShardFormat
 from gpu_profiler.runs import Run
 
 MAGIC = b"PAR1"
@@ -55,6 +57,40 @@ def _open(path: Path, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile
                               buffer_size=READ_BUFFER)
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None
+
+
+@dataclass(frozen=True)
+class ParquetPart:
+    """A Parquet shard."""
+
+    path: Path
+
+    @property
+    def label(self) -> str:
+        return str(self.path)
+
+    @property
+    def nbytes(self) -> int:
+        return self.path.stat().st_size
+
+    on_device = False
+    read_ahead = False  # its row groups decode ahead in worker threads already
+
+    def schema(self) -> pa.Schema:
+        return schema(self.path)
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk | Run]:
+        if reading.gpu_parquet:
+            from gpu_profiler.readers import device
+
+            return device.parquet_chunks(self.path, reading.spec)
+        if reading.ordered:
+            return ordered_chunks(self.path, reading.spec)
+        return chunks(self.path, reading.spec)
+
+
+FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"), lambda head, path: head.startswith(MAGIC),
+                     ParquetPart)
 
 
 def schema(path: Path) -> pa.Schema:
@@ -96,6 +132,18 @@ def chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk | Run]:
         raise _corrupt(path, exc) from None
     if todo:
         yield from _decode_parallel(path, md, spec, todo)
+
+
+def ordered_chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
+    """Chunks in row order, row group by row group, every one decoded (statistics give
+    counts, not the order of the rows)."""
+    pf = _open(path)
+    for i in range(pf.metadata.num_row_groups):
+        try:
+            table = pf.read_row_group(i, columns=[spec.name])
+        except _ERRORS as exc:
+            raise _corrupt(path, exc, [i]) from None
+        yield from arrays_to_chunks(table.column(0).chunks, spec)
 
 
 def _leaf_index(md: pq.FileMetaData, spec: LengthSpec) -> int:

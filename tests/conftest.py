@@ -96,6 +96,34 @@ def jit_kernels():
         yield
 
 
+#: Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``; tests/test_cuda_sim.py reruns
+#: the `backend` cases so) kernels run in Python: sizes and example counts are cut down.
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def scaled(n: int, simulated: int = 2_000) -> int:
+    """``n`` samples (or examples), or at most ``simulated`` under the CUDA simulator."""
+    return min(n, simulated) if SIMULATED else n
+
+
+@pytest.fixture(scope="module", params=["numpy", "numba", "numba-jit", "cuda"])
+def backend(request):
+    """Every backend, for one test body each (the CuPy way): numpy (the reference), numba
+    with native kernels and through the JIT, and cuda where it runs: on a GPU, or under
+    the simulator when tests/test_cuda_sim.py reruns these cases."""
+    from gpu_profiler.backends import available_backends, get_backend
+
+    name = request.param.split("-")[0]
+    reason = available_backends()[name]
+    if reason is not None:
+        pytest.skip(f"{name}: {reason}")
+    if request.param == "numba-jit":
+        with jit_kernels():
+            yield get_backend(name)
+    else:
+        yield get_backend(name)
+
+
 @pytest.fixture(params=["native", "jit"])
 def kernels(request):
     """Parametrizes a test over the two ways the CPU kernels run."""

@@ -1,11 +1,13 @@
-"""Every CPU backend must match the numpy reference bit for bit (numba's kernels natively
-compiled and through the JIT)."""
+"""Every backend matches the numpy reference bit for bit: one test body per case over the
+`backend` fixture (numpy, numba native and JIT, and cuda: on a GPU, or under numba's CUDA
+simulator when tests/test_cuda_sim.py reruns this file), so a GPU runs every case the CPU
+does; then the numba backend's own options and internals."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import jit_kernels
+from conftest import scaled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -41,13 +43,10 @@ def small_chunks(draw):
     return Chunk(data, valid)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=scaled(300, 15), deadline=None)
 @given(chunk=chunks(), cap=st.sampled_from([0, 1, 7, 100, 255, 8192]))
-def test_numba_matches_numpy(chunk, cap):
-    want = REF.histogram_chunk(chunk, cap)
-    assert NUMBA.histogram_chunk(chunk, cap) == want
-    with jit_kernels():
-        assert NUMBA.histogram_chunk(chunk, cap) == want
+def test_matches_numpy(backend, chunk, cap):
+    assert backend.histogram_chunk(chunk, cap) == REF.histogram_chunk(chunk, cap)
 
 
 def _wrap64(v: int) -> int:
@@ -82,12 +81,11 @@ def test_numpy_reference_matches_a_python_loop(chunk, cap):
     assert got == _by_hand(chunk, cap)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=scaled(60, 8), deadline=None)
 @given(parts=st.lists(chunks(elements=st.integers(0, 100)), min_size=0, max_size=5))
-def test_auto_cap_matches_across_backends(parts):
+def test_auto_cap_matches_across_backends(backend, parts):
     a = REF.histogram(iter(parts), None)
-    b = NUMBA.histogram(iter(parts), None)
-    assert a == b
+    assert backend.histogram(iter(parts), None) == a
     assert a.above_count == 0  # the cap grew to cover every length
 
 
@@ -104,19 +102,18 @@ def segmented(draw):
     return Chunk(data, segments=(starts, counts))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=scaled(300, 10), deadline=None)
 @given(chunk=segmented(), cap=st.sampled_from([0, 1, 7, 100, 255, 8192]))
-def test_segmented_chunks(chunk, cap):
+def test_segmented_chunks(backend, chunk, cap):
+    """Backends that take segmented chunks histogram them in place; readers gather them
+    for the others."""
     starts, counts = chunk.segments
     plain = Chunk(np.array([v for a, n in zip(starts, counts, strict=True)
                             for v in chunk.data[a:a + n]], chunk.data.dtype))
     np.testing.assert_array_equal(chunk.gathered().data, plain.data)
     assert chunk.samples == plain.samples
-    want = REF.histogram_chunk(plain, cap)
-    assert REF.histogram_chunk(chunk, cap) == want
-    assert NUMBA.histogram_chunk(chunk, cap) == want
-    with jit_kernels():
-        assert NUMBA.histogram_chunk(chunk, cap) == want
+    given_chunk = chunk if backend.segmented else chunk.gathered()
+    assert backend.histogram_chunk(given_chunk, cap) == REF.histogram_chunk(plain, cap)
 
 
 def test_segments_outside_the_data_are_refused():
@@ -133,17 +130,16 @@ def test_many_segments_span_many_blocks(kernels):
     assert NUMBA.histogram_chunk(chunk, 8192) == REF.histogram_chunk(chunk.gathered(), 8192)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=scaled(100, 8), deadline=None)
 @given(parts=st.lists(hnp.arrays(np.int64, st.integers(0, 50),
                                  elements=st.integers(-3, 5000)), max_size=6))
-def test_auto_cap_equals_one_pass_at_the_longest_length(parts):
+def test_auto_cap_equals_one_pass_at_the_longest_length(backend, parts):
     """cap=None bins each chunk up to the longest length so far and again when a chunk
     holds a longer one: the result is the histogram of everything at the overall maximum."""
     flat = np.concatenate([np.zeros(0, np.int64), *parts])
     longest = max(int(flat.max()), 0) if flat.size else 0
     want = REF.histogram_chunk(Chunk(flat), longest)
-    for backend in (REF, NUMBA):
-        assert backend.histogram((Chunk(p) for p in parts), None) == want
+    assert backend.histogram((Chunk(p) for p in parts), None) == want
 
 
 @settings(max_examples=60, deadline=None)
@@ -170,18 +166,17 @@ def test_numba_tally_over_many_chunks(parts, cap, fold):
         numba_backend._INT32_MAX = old
 
 
-def test_large_array_spans_many_blocks(kernels):
-    x = np.random.default_rng(3).integers(-100, 20_000, 3_000_001)
+def test_large_array_spans_many_blocks(backend):
+    x = np.random.default_rng(3).integers(-100, 20_000, scaled(3_000_001))
     valid = np.random.default_rng(4).random(x.size) > 0.01
     for c in (Chunk(x), Chunk(x, valid), Chunk(np.cumsum(x % 50), valid[:-1], offsets=True)):
-        assert NUMBA.histogram_chunk(c, 8192) == REF.histogram_chunk(c, 8192)
+        assert backend.histogram_chunk(c, 8192) == REF.histogram_chunk(c, 8192)
 
 
-def test_uint64_beyond_int64_counts_as_invalid():
+def test_uint64_beyond_int64_counts_as_invalid(backend):
     x = np.array([5, 2**63, 2**64 - 1], dtype=np.uint64)
-    for backend in (REF, NUMBA):
-        h = backend.histogram_chunk(Chunk(x), 10)
-        assert (h.invalid_count, h.counts[5], h.valid) == (2, 1, 1)
+    h = backend.histogram_chunk(Chunk(x), 10)
+    assert (h.invalid_count, h.counts[5], h.valid) == (2, 1, 1)
 
 
 def test_registry_reports_and_refuses():
@@ -192,9 +187,30 @@ def test_registry_reports_and_refuses():
         get_backend("nope")
 
 
-def test_absurd_auto_cap_is_a_user_error():
+def test_absurd_auto_cap_is_a_user_error(backend):
     with pytest.raises(ProfilerError, match="explicit cap"):
-        REF.histogram(iter([Chunk(np.array([1 << 40]))]), None)
+        backend.histogram(iter([Chunk(np.array([1 << 40]))]), None)
+
+
+def test_the_api_and_cli_give_the_same_profile(backend, hf_dir, capsys):
+    """A user's run, end to end: every backend reports the same table."""
+    import json
+
+    from gpu_profiler import profile
+    from gpu_profiler.cli import main
+
+    path, _ = hf_dir
+    want = profile(path, backend="numpy", offsets_of="input_ids").to_dict()
+    got = profile(path, backend=backend.name, offsets_of="input_ids").to_dict()
+    for d in (want, got):
+        d.pop("seconds"), d.pop("backend")
+    assert got == want
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["profile", str(path), "-q", "-b", backend.name, "-f", "json", "--offsets-of",
+              "input_ids"])
+    cli = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0 and cli["buckets"] == want["buckets"]
 
 
 def test_numba_threads_option():

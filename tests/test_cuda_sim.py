@@ -292,3 +292,17 @@ def test_cli_backends_and_bad_device(sim, hf_dir, tmp_path):
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip() == ("gpu-profiler: error: no GPU 3: this machine has 1 "
                                 "(device ids 0..0)")
+
+
+def test_every_backend_case_runs_under_the_simulator():
+    """tests/test_backends.py's cases (one body per backend) rerun with the cuda backend
+    under the simulator, in a process of their own, so CI runs every case on the CUDA
+    kernels that the CPU backends run (a GPU runs them in-process)."""
+    env = {**os.environ, SIM_ENV: "1"}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-k", "cuda", str(Path(__file__).parent / "test_backends.py")],
+                       env=env, capture_output=True, text=True, timeout=600)
+    tail = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr[-2000:]
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", tail)
+    assert passed and int(passed.group(1)) >= 8 and "skipped" not in tail, tail

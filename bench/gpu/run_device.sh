@@ -20,6 +20,13 @@ fi
 if $PY -c "import pytest" 2>/dev/null; then
     timeout 300 $PY -m pytest -q -p no:cacheprovider -m "gpu or cudasim" \
         tests/test_cuda_backend.py tests/test_cuda_sim.py || status=$?
+    # every backend case on the real GPU, in-process (the same bodies as numpy and numba)
+    if $PY -c "import hypothesis" 2>/dev/null; then
+        timeout 300 $PY -m pytest -q -p no:cacheprovider -k cuda tests/test_backends.py \
+            || status=$?
+    else
+        echo "run_device: hypothesis not installed; skipping tests/test_backends.py" >&2
+    fi
     timeout 300 $PY -m pytest -q -p no:cacheprovider tests/test_cuda_ptx.py || status=$?
 else
     echo "run_device: pytest not installed; skipping the test files (the benchmark checks" \

@@ -21,7 +21,7 @@ SCHEMA = "gpu-profiler/profile/v1"
 def histogram(source: Any, *, column: str | None = None, offsets_of: str | None = None,
               format: str | None = None, split: str | None = None, backend: str = "auto",
               cap: int | None = None, progress: bool = False,
-              backend_options: dict[str, Any] | None = None) -> LengthHistogram:
+              backend_options: Any = None) -> LengthHistogram:
     """Exact length histogram of ``source`` (all splits together).
 
     Args:
@@ -37,8 +37,9 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
         cap: bins ``0..cap``; lengths above are summarized (count, tokens, min, max).
             ``None`` bins up to the largest length seen.
         progress: draw a progress bar on a terminal.
-        backend_options: keyword arguments of the backend, e.g. ``{"devices": [0, 1]}``
-            for cuda (see :class:`~gpu_profiler.backends.cuda_backend.CudaBackend`).
+        backend_options: the backend's typed options, `CpuOptions` (numba) or `CudaOptions`
+            (cuda), or a dict of their fields, e.g. ``{"devices": [0, 1]}`` (see
+            `gpu_profiler.backends.options`).
 
     A histogram file written by ``LengthHistogram.save`` (``--save-hist``) is read back
     instead of scanned (re-binned to ``cap`` when one is given).
@@ -97,12 +98,15 @@ def analysed_split(source: Any, format: str | None = None,
 
 
 def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
-            max_seq_len: int = 8192, token_budget: int = 49152, max_batch_size: int = 64,
-            grad_accum: int = 4, world_size: int = 1, column: str | None = None,
+            max_seq_len: int = BucketParams.max_seq_len,
+            token_budget: int = BucketParams.token_budget,
+            max_batch_size: int = BucketParams.max_batch_size,
+            grad_accum: int = BucketParams.grad_accum,
+            world_size: int = BucketParams.world_size, column: str | None = None,
             offsets_of: str | None = None, format: str | None = None,
             split: str | None = None, backend: str = "auto",
             progress: bool = False,
-            backend_options: dict[str, Any] | None = None,
+            backend_options: Any = None,
             policies: Sequence[str] | str = (), drop_last: bool = False) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
     source (see docs/design.md for the semantics).
@@ -129,7 +133,7 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
 
 def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: str | None,
              format: str | None, split: str | None, backend: str, progress: bool,
-             backend_options: dict[str, Any] | None, drop_last: bool
+             backend_options: Any, drop_last: bool
              ) -> tuple[ProfileResult, dict[str, LengthHistogram]]:
     """The profile, and the histogram of each split (``""``: an unsplit source)."""
     def table(hist: LengthHistogram) -> BucketTable:

@@ -46,20 +46,20 @@ class Scan:
 def scan(source: Any, *, column: str | None = None, offsets_of: str | None = None,
          format: str | None = None, split: str | None = None, backend: str = "auto",
          cap: int | None = None, progress: bool = False,
-         backend_options: dict[str, Any] | None = None) -> Scan:
+         backend_options: Any = None) -> Scan:
     """Histogram every split of ``source``. See :func:`gpu_profiler.histogram` for arguments."""
     t0 = time.perf_counter()
     if cap is not None and (isinstance(cap, bool) or cap < 0):
         raise ProfilerError(f"cap must be a non-negative integer, got {cap!r}")
     # A named backend is checked before the input is touched; auto is resolved after.
-    engine = None if backend == "auto" else get_backend(backend, **(backend_options or {}))
+    engine = None if backend == "auto" else get_backend(backend, backend_options)
     splits = open_source(source, format, split)
     parts = [p for ps in splits.values() for p in ps]
     small = backend in ("auto", "numpy") and not backend_options and _small(parts)
     light = small and (backend == "numpy" or not native.ready())
     if engine is None:
         engine = get_backend("numpy" if light else "numba" if small else "auto",
-                             **(backend_options or {}))
+                             backend_options)
     if not parts:  # e.g. an empty HF dataset (no shards): zeros, not an error
         spec = LengthSpec(offsets_of or column or "length", offsets=bool(offsets_of))
         empty = LengthHistogram.empty(cap or 0)

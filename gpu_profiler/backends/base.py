@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.histogram import LengthHistogram, auto_cap, merge
@@ -21,6 +21,12 @@ class Backend(ABC):
     #: Whether the backend histograms segmented chunks (`Chunk.segments`) in place; readers
     #: then hand record batches over where they were read instead of gathering them.
     segmented: bool = False
+
+    @classmethod
+    def from_options(cls, options: Any) -> Backend:
+        """The backend with its typed options (`gpu_profiler.backends.options`, checked by
+        `get_backend`: a backend without an options type only ever gets None)."""
+        return cls()
 
     @abstractmethod
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:

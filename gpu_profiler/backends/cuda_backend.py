@@ -443,6 +443,16 @@ class CudaBackend(Backend):
         #: Kernel launches by kernel name (diagnostics; tests check which path ran).
         self.launches: Counter[str] = Counter()
 
+    @classmethod
+    def from_options(cls, options: Any) -> CudaBackend:
+        """From `CudaOptions` (None: GPU 0 and the defaults)."""
+        from gpu_profiler.backends.options import CudaOptions
+
+        o = options or CudaOptions()
+        return cls(devices=list(o.devices), chunk_bytes=o.chunk_bytes, streams=o.streams,
+                   shared_mem_budget=o.shared_mem_budget, threads=o.threads_per_block,
+                   blocks=o.blocks, stage_threads=o.stage_threads)
+
     def shared_limit(self, info: DeviceInfo) -> int:
         """Shared memory per block (static + dynamic) the histogram may use on this GPU."""
         if self.shared_mem_budget is not None:

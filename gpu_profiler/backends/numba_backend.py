@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,11 @@ class NumbaBackend(Backend):
             raise ProfilerError(f"threads must be an integer from 1 to 1024, got {threads!r}")
         self._threads = threads or cores()
         self._chosen = threads is not None
+
+    @classmethod
+    def from_options(cls, options: Any) -> NumbaBackend:
+        """From `CpuOptions` (None: one thread per core)."""
+        return cls(threads=None if options is None else options.threads)
 
     def beside_reader(self) -> Backend:
         """One block fewer than the cores (unless chosen): the read-ahead thread has one.

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpu_profiler.params import DEFAULT_BOUNDS
+from gpu_profiler.params import BucketParams
 
 _SRC = "Source"
 _BKT = "Buckets and batching"
@@ -72,31 +72,33 @@ Output = Annotated[str | None, typer.Option(
     "--output", "-o", help="Write to this file (atomically) instead of stdout.",
     show_default=False)]
 
-DEFAULT_BOUNDS_TEXT = ",".join(map(str, DEFAULT_BOUNDS))
+#: Every bucket default comes from `BucketParams`, the one source of them.
+DEFAULT_BOUNDS_TEXT = ",".join(map(str, BucketParams.bounds))
 
 
-def gpu_options(backend: str, device: int | None, devices: str | None) -> dict | None:
-    """cuda backend options from ``--device`` / ``--devices`` (None when neither is given)."""
+def gpu_options(backend: str, device: int | None, devices: str | None) -> Any:
+    """The cuda backend's `CudaOptions` from ``--device`` / ``--devices`` (None when neither
+    is given; without a usable cuda backend, the scan refuses them and says why)."""
+    from gpu_profiler.backends.options import CudaOptions
     from gpu_profiler.errors import ProfilerError
 
     if device is None and devices is None:
         return None
     if backend not in ("auto", "cuda"):
         raise ProfilerError(f"--device/--devices need the cuda backend, not {backend!r}")
-    opts: dict = {}
+    if device is not None and devices is not None:
+        raise ProfilerError("give --device or --devices, not both")
     if device is not None:
         if device < 0:
             raise ProfilerError(f"--device must be a GPU id >= 0, got {device}")
-        opts["device"] = device
-    if devices is not None:
-        try:
-            ids = [int(d) for d in devices.split(",") if d.strip()]
-        except ValueError:
-            ids = []
-        if not ids or min(ids) < 0:
-            raise ProfilerError(f"--devices must list GPU ids like 0,1,2, got {devices!r}")
-        opts["devices"] = ids
-    return opts
+        return CudaOptions(devices=(device,))
+    try:
+        ids = [int(d) for d in str(devices).split(",") if d.strip()]
+    except ValueError:
+        ids = []
+    if not ids or min(ids) < 0:
+        raise ProfilerError(f"--devices must list GPU ids like 0,1,2, got {devices!r}")
+    return CudaOptions(devices=tuple(ids))
 
 
 @dataclass(frozen=True)
@@ -112,11 +114,11 @@ class ScanOptions:
     devices: Devices = None
     quiet: Quiet = False
     bounds: Bounds = DEFAULT_BOUNDS_TEXT
-    max_seq_len: MaxSeqLen = 8192
-    token_budget: TokenBudget = 49152
-    max_batch_size: MaxBatchSize = 64
-    grad_accum: GradAccum = 4
-    world_size: WorldSize = 1
+    max_seq_len: MaxSeqLen = BucketParams.max_seq_len
+    token_budget: TokenBudget = BucketParams.token_budget
+    max_batch_size: MaxBatchSize = BucketParams.max_batch_size
+    grad_accum: GradAccum = BucketParams.grad_accum
+    world_size: WorldSize = BucketParams.world_size
     output_format: OutFormat = OutputFormat.table
     output: Output = None
 

@@ -89,8 +89,8 @@ class ParquetPart:
         return chunks(self.path, reading.spec)
 
 
-FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"), lambda head, path: head.startswith(MAGIC),
-                     ParquetPart)
+FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
+                     lambda head, path: head.startswith(MAGIC), ParquetPart)
 
 
 def schema(path: Path) -> pa.Schema:

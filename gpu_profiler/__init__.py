@@ -49,6 +49,8 @@ _EXPORTS = {
     "ProfileResult": "gpu_profiler.api",
     "histogram": "gpu_profiler.api",
     "profile": "gpu_profiler.api",
+    "CpuOptions": "gpu_profiler.backends.options",
+    "CudaOptions": "gpu_profiler.backends.options",
     "available_backends": "gpu_profiler.backends",
     "get_backend": "gpu_profiler.backends",
     "ProfilerError": "gpu_profiler.errors",
@@ -68,6 +70,7 @@ if _TYPE_CHECKING:
     from gpu_profiler.analysis.schedule import ScheduleResult, batch_order, simulate_schedule
     from gpu_profiler.api import ProfileResult, histogram, profile
     from gpu_profiler.backends import available_backends, get_backend
+    from gpu_profiler.backends.options import CpuOptions, CudaOptions
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.histogram import LengthHistogram, merge
     from gpu_profiler.lengths import lengths
@@ -106,6 +109,8 @@ __version__ = "0.1.0"
 __all__ = [
     "BucketBatchSampler",
     "BucketParams",
+    "CpuOptions",
+    "CudaOptions",
     "BucketRow",
     "BucketTable",
     "LengthHistogram",

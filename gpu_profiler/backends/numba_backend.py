@@ -18,14 +18,7 @@ from gpu_profiler.backends.base import Backend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, auto_cap
-from gpu_profiler.kernels.stats import (
-    ABOVE_COUNT,
-    ABOVE_MAX,
-    ABOVE_MIN,
-    ABOVE_TOKENS,
-    INVALID,
-    NULLS,
-)
+from gpu_profiler.kernels import stats as col
 
 _STRIDE = 16  # int64s between blocks' stats rows: 128 bytes, never one cache line
 _MAX_BLOCK = 1 << 30  # samples per block and call at most
@@ -101,7 +94,7 @@ class _Tally:
 
     def __init__(self, blocks: int, cap: int) -> None:
         self.stats = np.zeros((blocks, _STRIDE), np.int64)
-        self.stats[:, [ABOVE_MIN, ABOVE_MAX]] = -1
+        self.stats[:, [col.ABOVE_MIN, col.ABOVE_MAX]] = -1
         self._bins(cap)
 
     def _bins(self, cap: int) -> None:
@@ -136,10 +129,10 @@ class _Tally:
                 f.result()
 
     def above_count(self) -> int:
-        return int(self.stats[:, ABOVE_COUNT].sum())
+        return int(self.stats[:, col.ABOVE_COUNT].sum())
 
     def above_max(self) -> int:
-        return int(self.stats[:, ABOVE_MAX].max())
+        return int(self.stats[:, col.ABOVE_MAX].max())
 
     def widen(self, h: LengthHistogram) -> None:
         """Take the bins above the cap from ``h``, the last chunk's histogram at a wider cap
@@ -150,8 +143,8 @@ class _Tally:
         self._bins(h.cap)
         self.counts[:cap + 1] = old
         self.counts[cap + 1:] = h.counts[cap + 1:]
-        self.stats[:, [ABOVE_COUNT, ABOVE_TOKENS]] = 0
-        self.stats[:, [ABOVE_MIN, ABOVE_MAX]] = -1
+        self.stats[:, [col.ABOVE_COUNT, col.ABOVE_TOKENS]] = 0
+        self.stats[:, [col.ABOVE_MIN, col.ABOVE_MAX]] = -1
 
     def _fold(self) -> None:
         self.counts += self.rows[:, :self.cap + 1].sum(axis=0, dtype=np.int64)
@@ -161,12 +154,12 @@ class _Tally:
     def result(self) -> LengthHistogram:
         self._fold()
         s = self.stats[:, :6]
-        found = s[:, ABOVE_COUNT] > 0
+        found = s[:, col.ABOVE_COUNT] > 0
         return LengthHistogram(
-            self.counts, s[:, ABOVE_COUNT].sum(), s[:, ABOVE_TOKENS].sum(),
-            s[found, ABOVE_MIN].min() if found.any() else -1,
-            s[found, ABOVE_MAX].max() if found.any() else -1, s[:, NULLS].sum(),
-            s[:, INVALID].sum())
+            self.counts, s[:, col.ABOVE_COUNT].sum(), s[:, col.ABOVE_TOKENS].sum(),
+            s[found, col.ABOVE_MIN].min() if found.any() else -1,
+            s[found, col.ABOVE_MAX].max() if found.any() else -1, s[:, col.NULLS].sum(),
+            s[:, col.INVALID].sum())
 
 
 def _args(chunk: Chunk) -> tuple[np.ndarray, ...]:

@@ -72,6 +72,21 @@ class Part(Protocol):
 
 
 @dataclass(frozen=True)
+class FileShard:
+    """The part of a `Part` every shard on disk shares: its path names and sizes it."""
+
+    path: Path
+
+    @property
+    def label(self) -> str:
+        return str(self.path)
+
+    @property
+    def nbytes(self) -> int:
+        return self.path.stat().st_size
+
+
+@dataclass(frozen=True)
 class ShardFormat:
     """A file format a shard may have (one entry of `gpu_profiler.readers.FORMATS`).
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
-from gpu_profiler.readers.base import Reading, ShardFormat
+from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
 from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt
 
 #: Environment variable forcing the IPC reader: ``selective`` or ``pyarrow``.
@@ -42,19 +42,10 @@ _MAX_SCHEMA = 64 << 20  # a larger schema message is taken for corruption
 
 
 @dataclass(frozen=True)
-class IpcPart:
+class IpcPart(FileShard):
     """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``)."""
 
-    path: Path
     kind: str
-
-    @property
-    def label(self) -> str:
-        return str(self.path)
-
-    @property
-    def nbytes(self) -> int:
-        return self.path.stat().st_size
 
     on_device = False
     read_ahead = True  # the readers work in the scan's thread: a read-ahead thread pays

@@ -23,7 +23,7 @@ from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
-from gpu_profiler.readers.base import Reading, ShardFormat
+from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
 from gpu_profiler.runs import Run
 
 MAGIC = b"PAR1"
@@ -60,18 +60,8 @@ def _open(path: Path, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile
 
 
 @dataclass(frozen=True)
-class ParquetPart:
+class ParquetPart(FileShard):
     """A Parquet shard."""
-
-    path: Path
-
-    @property
-    def label(self) -> str:
-        return str(self.path)
-
-    @property
-    def nbytes(self) -> int:
-        return self.path.stat().st_size
 
     on_device = False
     read_ahead = False  # its row groups decode ahead in worker threads already

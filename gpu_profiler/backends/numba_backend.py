@@ -64,8 +64,7 @@ class NumbaBackend(Backend):
     def beside_reader(self) -> Backend:
         """One block fewer than the cores (unless chosen): the read-ahead thread has one.
         On 2 cores each chunk is then histogrammed whole in the scan's thread, with no
-        hand-off to another thread: 0.90 s instead of 0.99 s per 1e9 int32 samples (medians,
-        alternated runs)."""
+        hand-off to another thread (faster there: bench/results/core.md)."""
         if self._chosen or self._threads == 1:
             return self
         return NumbaBackend(threads=self._threads - 1)
@@ -77,8 +76,7 @@ class NumbaBackend(Backend):
 
     def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
         """As `Backend.histogram`, but the blocks' int32 rows are kept from chunk to chunk:
-        a chunk costs its kernel calls, not a histogram's allocation and int64 sum (0.2 ms
-        at a 131k cap, ~0.1 s per 1e9 samples read in 2M-sample windows)."""
+        a chunk costs its kernel calls, not a histogram's allocation and int64 sum."""
         tally = _Tally(self._threads, cap or 0)
         for c in chunks:
             tally.add(c)

@@ -220,3 +220,26 @@ def test_table_names_each_split(tmp_path, capsys):
     rc, out, _ = run(["profile", tmp_path / "dd"], capsys)
     assert rc == 0
     assert "[train] —" in out and "[test] —" in out and "[all] —" in out
+
+
+def test_ctrl_c_says_interrupted_and_leaves_nothing(tmp_path):
+    """SIGINT mid-run: one line, exit 130, no output file and no temporary file."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import time, gpu_profiler.api as api\n"
+              "api.profile = lambda *a, **k: (open('started', 'w').close(), time.sleep(60))\n"
+              "from gpu_profiler.cli import main\n"
+              f"main(['profile', {str(tmp_path)!r}, '-q', '-o', 'out.json'])\n")
+    p = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    for _ in range(600):
+        if (tmp_path / "started").exists():
+            break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and out == "" and err == "gpu-profiler: error: interrupted\n"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["started"]

@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> None:
             _fail(first_line(exc), 2)
         _fail(f"internal error: {type(exc).__name__}: {exc} (set GPU_PROFILER_DEBUG=1 for "
               "the traceback, and please report it)", 1)
+    if rc == 130:  # typer turns Ctrl-C into a quiet Exit(130), returned here
+        _fail("interrupted", 130)
     sys.exit(rc if isinstance(rc, int) else 0)
 
 

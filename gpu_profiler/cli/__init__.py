@@ -59,5 +59,8 @@ def console() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    print(f"gpu-profiler: error: {message}", file=sys.stderr)
+    """One line on stderr; control characters (from file names and metadata) escaped, so
+    an input cannot drive the terminal."""
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    print(f"gpu-profiler: error: {line}", file=sys.stderr)
     sys.exit(code)

@@ -5,6 +5,8 @@ length column. One module per format (``hf``, ``ipc``, ``parquet``, ``memory``,
 from __future__ import annotations
 
 import glob
+import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +75,7 @@ def open_source(source: Any, fmt: str | None = None,
 
 def _path_splits(source: str, fmt: str | None) -> dict[str, list[Part]]:
     if any(ch in source for ch in "*?["):
-        paths = sorted(Path(p) for p in glob.glob(source, recursive=True) if Path(p).is_file())
+        paths = _once(Path(p) for p in glob.glob(source, recursive=True) if Path(p).is_file())
         if not paths:
             raise ProfilerError(f"{source}: the pattern matches no file")
         return {"": [_file_part(p, fmt) for p in paths]}
@@ -82,6 +84,8 @@ def _path_splits(source: str, fmt: str | None) -> dict[str, list[Part]]:
         raise ProfilerError(f"{path}: no such file or directory")
     if path.is_file():
         return {"": [_file_part(path, fmt)]}
+    if not path.is_dir():  # opening a FIFO would wait for a writer
+        raise ProfilerError(f"{path}: is {_node_kind(path)}, not a file or a directory")
     if fmt in (None, "hf") and hf.is_dataset_dict_dir(path):
         return {name: _hf_parts(d) for name, d in hf.dict_splits(path).items()}
     if fmt in (None, "hf") and hf.is_dataset_dir(path):
@@ -90,10 +94,27 @@ def _path_splits(source: str, fmt: str | None) -> dict[str, list[Part]]:
         raise ProfilerError(f"{path}: not a Hugging Face save_to_disk directory "
                             "(no state.json or dataset_dict.json)")
     suffixes = tuple(x for f in FORMATS.values() for x in f.suffixes)
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
+    files = _once(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
     if not files:
         raise ProfilerError(f"{path}: no {_titles()} files in this directory")
     return {"": [_file_part(p, fmt) for p in files]}
+
+
+def _once(paths: Iterable[Path]) -> list[Path]:
+    """Sorted, each file once (by device and inode: symlinked directories, or a link loop
+    that a ``**`` glob goes round, would list one shard many times)."""
+    seen: dict[tuple[int, int], Path] = {}
+    for p in sorted(paths):
+        st = p.stat()
+        seen.setdefault((st.st_dev, st.st_ino), p)
+    return sorted(seen.values())
+
+
+def _node_kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "no regular file")
 
 
 def _hf_parts(path: Path) -> list[Part]:

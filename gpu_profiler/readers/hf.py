@@ -22,11 +22,36 @@ def is_dataset_dict_dir(path: Path) -> bool:
 def _read_json(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
+    except RecursionError:
+        raise ProfilerError(f"{path}: unreadable Hugging Face metadata (nested too deeply)"
+                            ) from None
     except (OSError, ValueError) as exc:
         raise ProfilerError(f"{path}: unreadable Hugging Face metadata ({exc})") from None
     if not isinstance(data, dict):
         raise ProfilerError(f"{path}: unexpected Hugging Face metadata (not a JSON object)")
     return data
+
+
+def _inside(folder: Path, name: object, meta: Path, what: str) -> Path:
+    """``folder / name`` for a name from the metadata, which must be a relative path that
+    stays inside ``folder`` (names are printed escaped: they come from the file)."""
+    if not isinstance(name, str) or not name:
+        raise ProfilerError(f"{meta}: {what} must be named by a non-empty string, got "
+                            f"{type(name).__name__} {_escaped(name)}")
+    full = folder / name
+    try:
+        inside = full.resolve().is_relative_to(folder.resolve())
+    except (OSError, ValueError, RuntimeError):  # e.g. a NUL byte, a symlink loop
+        inside = False
+    if not inside or Path(name).is_absolute():
+        raise ProfilerError(f"{meta}: {what} {_escaped(name)} lies outside {folder}")
+    return full
+
+
+def _escaped(value: object) -> str:
+    """``value`` as one printable line (control characters escaped, long values cut)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def dataset_shards(path: Path) -> list[Path]:
@@ -36,7 +61,7 @@ def dataset_shards(path: Path) -> list[Path]:
     if not isinstance(files, list) or not all(isinstance(f, dict) and "filename" in f
                                               for f in files):
         raise ProfilerError(f"{path / 'state.json'}: no valid '_data_files' list")
-    shards = [path / f["filename"] for f in files]
+    shards = [_inside(path, f["filename"], path / "state.json", "a shard") for f in files]
     for shard in shards:
         if not shard.is_file():
             raise ProfilerError(f"{shard}: shard listed in state.json is missing")
@@ -48,7 +73,8 @@ def dict_splits(path: Path) -> dict[str, Path]:
     splits = _read_json(path / "dataset_dict.json").get("splits")
     if not isinstance(splits, list) or not splits:
         raise ProfilerError(f"{path / 'dataset_dict.json'}: no 'splits' list")
-    out = {str(s): path / str(s) for s in splits}
+    meta = path / "dataset_dict.json"
+    out = {s: _inside(path, s, meta, "a split") for s in splits}
     for name, d in out.items():
         if not is_dataset_dir(d):
             raise ProfilerError(f"{d}: split {name!r} has no state.json")

@@ -45,11 +45,23 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
     instead of scanned (re-binned to ``cap`` when one is given).
     """
     if LengthHistogram.is_saved(source):
+        no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
+                        split=split)
         saved = LengthHistogram.load(source)
         return saved if cap is None else saved.with_cap(cap)
     return scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
                 backend=backend, cap=cap, progress=progress,
                 backend_options=backend_options).total
+
+
+def no_scan_options(source: Any, **options: Any) -> None:
+    """A histogram (saved, or in memory) was scanned already: an option that chooses what
+    to scan cannot apply to it, and is an error rather than silently ignored."""
+    given = [name for name, value in options.items() if value is not None]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ProfilerError(f"{_label(source)}: {flags} cannot apply to a histogram (its "
+                            "lengths were read when it was saved)")
 
 
 @dataclass(frozen=True)
@@ -84,9 +96,10 @@ def analysed_split(source: Any, format: str | None = None,
     """The split an analysis of ``source`` (``suggest``, ``schedule``, ``profile
     --policy``) covers: ``split`` when given, else ``train`` when the source has it, else
     its only split; None for an unsplit source and for a histogram (saved or not: it has
-    no splits, and ``split`` does not apply). Several splits and none named ``train`` is a
+    no splits, and ``split`` is an error there). Several splits and none named ``train`` is a
     `ProfilerError`: merging them would analyse batches no training run makes."""
     if isinstance(source, LengthHistogram) or LengthHistogram.is_saved(source):
+        no_scan_options(source, format=format, split=split)
         return None
     if split is not None:
         return split
@@ -140,6 +153,8 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
         return attach(bucket_table(hist, params), advise(hist, params, drop_last=drop_last))
 
     if LengthHistogram.is_saved(source) or isinstance(source, LengthHistogram):
+        no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
+                        split=split)
         hist = source if isinstance(source, LengthHistogram) else LengthHistogram.load(source)
         saved = not isinstance(source, LengthHistogram)
         return ProfileResult(str(source) if saved else "<histogram>", "none",

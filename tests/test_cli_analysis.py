@@ -98,3 +98,19 @@ def test_policy_names_listed_in_help(capsys):
     out = capsys.readouterr().out
     assert "--policy" in out and "--drop-last" in out and all(
         p.split("-")[0] in out for p in POLICIES)
+
+
+def test_scan_options_on_a_saved_histogram_are_refused(tmp_path, capsys):
+    """A saved histogram was read already: --column, --offsets-of, --format or --split
+    cannot apply to it, and say so instead of being ignored."""
+    import numpy as np
+
+    saved = tmp_path / "h.json"
+    histogram(np.arange(1, 100)).save(saved)
+    for command in (["profile"], ["schedule"], ["suggest", "--buckets", "3"]):
+        for flag in (["--column", "n"], ["--offsets-of", "ids"], ["--split", "train"],
+                     ["--format", "parquet"]):
+            with pytest.raises(SystemExit) as exc:
+                main([command[0], str(saved), *command[1:], "-q", *flag])
+            err = capsys.readouterr().err
+            assert exc.value.code == 2 and f"{flag[0]} cannot apply to a histogram" in err

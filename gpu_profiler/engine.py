@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_profiler import native
@@ -79,7 +79,25 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
             hists[name] = counter.histogram(chunks, cap)
             if runs:
                 hists[name] = merge([hists[name], runs.histogram(cap)])
+            hists[name] = _exact(hists[name], ps, reading.spec)
     return Scan(hists, reading.spec, engine.name, time.perf_counter() - t0)
+
+def _exact(hist: LengthHistogram, parts: list[Part], spec: LengthSpec) -> LengthHistogram:
+    """``hist`` with its above-cap token sum exact. Backends add those lengths in int64,
+    which wraps past 2**63; but the true sum lies between count x shortest and count x
+    longest, and when that span is under 2**64 exactly one value there has the wrapped
+    sum's remainder mod 2**64. A wider span (no real corpus comes near it: such lengths
+    are not token counts) stops the scan with one line rather than report a wrong total."""
+    n, lo, hi = hist.above_count, hist.above_min, hist.above_max
+    if not n or n * hi < 1 << 63:
+        return hist
+    if n * (hi - lo) >= 1 << 64:
+        where = parts[0].label if len(parts) == 1 else f"{parts[0].label} and others"
+        raise ProfilerError(
+            f"{where}: {spec.describe()}: {n:,} lengths from {lo:,} to {hi:,} sum past what "
+            "can be counted exactly; these do not look like token counts (choose the length "
+            "column with --column or --offsets-of)")
+    return replace(hist, above_tokens=n * lo + (hist.above_tokens - n * lo) % (1 << 64))
 
 
 def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool) -> Reading:

@@ -7,7 +7,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -219,8 +219,9 @@ class LengthHistogram:
 
 
 def merge(hists: Iterable[LengthHistogram]) -> LengthHistogram:
-    """Sum histograms (of shards, chunks, devices). Caps may differ when the smaller-cap
-    histograms have nothing above their cap (then they are padded)."""
+    """Sum histograms (of shards, chunks, devices), exactly (token sums are Python ints).
+    Caps may differ when the smaller-cap histograms have nothing above their cap (then
+    they are padded)."""
     hists = list(hists)
     if not hists:
         raise ValueError("merge() needs at least one histogram")
@@ -239,10 +240,13 @@ def merge(hists: Iterable[LengthHistogram]) -> LengthHistogram:
             above_tokens += h.above_tokens
         nulls += h.null_count
         invalid += h.invalid_count
-    return LengthHistogram(counts, above_count, _wrap64(above_tokens), above_min, above_max,
+    return LengthHistogram(counts, above_count, above_tokens, above_min, above_max,
                            nulls, invalid)
 
 
-def _wrap64(x: int) -> int:
-    """Wrap a Python int to int64 like the kernels' accumulators do."""
-    return (x + 2**63) % 2**64 - 2**63
+def wrapped(hist: LengthHistogram) -> LengthHistogram:
+    """``hist`` with its above-cap token sum wrapped to int64, as the kernels' accumulators
+    keep it: every backend's raw result is the same this way (the engine then recovers
+    the exact sum, `gpu_profiler.engine`)."""
+    t = (hist.above_tokens + 2**63) % 2**64 - 2**63
+    return hist if t == hist.above_tokens else replace(hist, above_tokens=t)

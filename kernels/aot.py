@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -85,7 +86,11 @@ def build(path: Path, exports: dict[str, Any]) -> None:
         machine = llvm.Target.from_default_triple().create_target_machine(
             cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
             opt=3, reloc="pic", codemodel="default")
-        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        # A build killed midway (SIGKILL, or Ctrl-C while a reading thread built) leaves its
+        # folder behind; the caller holds this library's build lock, so none is in use.
+        for stale in path.parent.glob(f"{path.stem}.build-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix=f"{path.stem}.build-", dir=path.parent) as tmp:
             objects = []
             for name, export in exports.items():
                 f = _wrapper(name, export)

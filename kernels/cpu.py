@@ -9,7 +9,8 @@ not branch on the value: ``min(uint64(v), cap + 1)`` sends every length outside 
 the one well-predicted branch that updates the stats. The loops over lengths and over list
 offsets are separate and index with unsigned integers, so no ``offsets`` test and no
 negative-index wraparound is left per sample (what each choice saved is measured in
-bench/results/ipc_read.md, "numba kernel alone"). Min/max are not tracked per element: they follow from the bins plus the above-cap min/max.
+bench/results/ipc_read.md, "numba kernel alone"). Min/max are not tracked per element:
+they follow from the bins plus the above-cap min/max.
 """
 
 from __future__ import annotations

@@ -243,3 +243,35 @@ def test_ctrl_c_says_interrupted_and_leaves_nothing(tmp_path):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and out == "" and err == "gpu-profiler: error: interrupted\n"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["started"]
+
+
+def test_token_sums_never_wrap(tmp_path, capsys):
+    """Four lengths of 2**62 and one of 1 used to report 1 token in all: token sums are
+    exact past int64 (recovered from the wrapped sum, which the lengths' range pins down),
+    and lengths too spread out for that stop the scan with one line naming the column."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import gpu_profiler as gp
+    from gpu_profiler import ProfilerError
+
+    x = np.array([2**62] * 4 + [1, 2**61 + 7], np.int64)
+    for backend in ("numpy", "numba"):
+        h = gp.histogram(x, cap=10, backend=backend)
+        assert h.tokens == 4 * 2**62 + 1 + 2**61 + 7 and h.above_tokens > 2**63
+    path = tmp_path / "big.parquet"
+    pq.write_table(pa.table({"n": x}), path)
+    rc, out, err = run(["profile", path, "-q", "--column", "n", "-f", "json"], capsys)
+    assert rc == 0 and json.loads(out)["total_tokens"] == int(x.astype(object).sum())
+    spread = np.array([2**62 - 1] * 8 + [11], np.int64)  # count x (max - min) >= 2**64
+    for backend in ("numpy", "numba"):
+        with pytest.raises(ProfilerError, match="sum past what can be counted exactly"):
+            gp.histogram(np.concatenate([spread, [20]]), cap=10, backend=backend)
+
+
+def test_an_empty_corpus_warns(tmp_path, capsys):
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_dict({"length": []}).save_to_disk(str(tmp_path / "e"))
+    rc, out, err = run(["profile", tmp_path / "e", "-f", "json"], capsys)
+    assert rc == 0 and any("holds no samples" in w for w in json.loads(out)["warnings"])

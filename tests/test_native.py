@@ -105,12 +105,19 @@ def test_no_working_compiler_falls_back_to_the_jit(tmp_path, cc):
 
 
 def test_first_build_in_a_new_cache_folder_says_so_on_a_terminal(tmp_path):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "new" / "cache"))
+    cache = tmp_path / "new" / "cache"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    name = subprocess.run([sys.executable, "-c", "from gpu_profiler import native; "
+                           "print(native._library_path().stem)"], env=env, text=True,
+                          capture_output=True, check=True).stdout.strip()
+    stale = cache / f"{name}.build-killed"  # what a build killed midway leaves
+    (stale / "x").mkdir(parents=True)
     code = "from gpu_profiler import native; print(native.status())"
     rc, out, err = run_on_a_terminal([sys.executable, "-c", code], env, timeout=600)
     assert rc == 0 and out.startswith(b"native ("), out
     assert b"building the native CPU kernels" in err
-    assert list((tmp_path / "new" / "cache").glob("native-*.so"))
+    assert list(cache.glob("native-*.so"))
+    assert not list(cache.glob("*.build-*"))  # the stale folder and the build's own, gone
 
 
 def test_status_without_building(tmp_path):

@@ -113,6 +113,9 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
 
 def _warnings(p: BucketParams, buckets: tuple[BucketRow, ...], unbucketed: int,
               h: LengthHistogram) -> list[str]:
+    if not h.total:
+        return ["the source holds no samples: nothing to bucket (an empty dataset, or "
+                "shards without rows)"]
     out = []
     for b in buckets:
         if b.over_budget:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.histogram import LengthHistogram, auto_cap, merge
+from gpu_profiler.histogram import LengthHistogram, auto_cap, merge, wrapped
 
 if TYPE_CHECKING:
     pass
@@ -46,4 +46,4 @@ class Backend(ABC):
             if cap is None and h.above_count:
                 h = self.histogram_chunk(c, auto_cap(h.above_max))
             total = merge([total, h])
-        return total
+        return wrapped(total)

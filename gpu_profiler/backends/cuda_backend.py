@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.backends.base import Backend
-from gpu_profiler.chunk import Chunk
+from gpu_profiler.chunk import Chunk, Documents
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, auto_cap, merge
 
@@ -304,15 +304,16 @@ class _Lane:
             yield dx, dv, hi - lo, slot.stream
 
     # ------------------------------------------------------------------ kernels
-    def _grid(self, compiled: Any, n: int, dynamic: int) -> int:
+    def _grid(self, compiled: Any, n: int, dynamic: int, threads: int, per_thread: int
+              ) -> int:
         """Blocks for a launch: enough to fill every SM at the occupancy that registers,
         threads and shared memory allow, and no more than the work needs."""
         b, info = self.b, self.info
-        work = -(-n // (b.threads * b.unroll))
+        work = -(-n // (threads * per_thread))
         if compiled is None:  # simulator
             return max(1, min(b.blocks or 4, work))
         per_sm = self.k.blocks_per_sm(compiled.regs_per_thread, compiled.shared_mem_per_block,
-                                      dynamic, b.threads, info.threads_per_sm,
+                                      dynamic, threads, info.threads_per_sm,
                                       info.registers_per_sm, info.shared_per_sm)
         grid = b.blocks or info.multiprocessors * max(1, per_sm)
         return max(1, min(grid, work))
@@ -331,15 +332,20 @@ class _Lane:
 
     def _launch(self, name: str, args: tuple, n: int, dynamic: int, stream: Any) -> None:
         """Launch kernel ``name``: compiled (or loaded from numba's disk cache) for these
-        argument types, sized by its real register and shared memory use."""
+        argument types, sized by its real register and shared memory use. The document
+        kernels take at most ``THREADS`` threads a block, each scanning ``DOC_TOKENS`` ids."""
         kernel = getattr(self.k, name)
+        threads, per_thread = self.b.threads, self.b.unroll
+        if name.startswith("docs_"):
+            threads, per_thread = min(threads, self.k.THREADS), self.k.DOC_TOKENS
         self.b.launches[name] += 1
         compiled = None
         if not self.info.simulated:
             compiled = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
             if dynamic > _DEFAULT_DYNAMIC_LIMIT:
                 self._allow_dynamic_shared(compiled)
-        kernel[self._grid(compiled, n, dynamic), self.b.threads, stream, dynamic](*args)
+        grid = self._grid(compiled, n, dynamic, threads, per_thread)
+        kernel[grid, threads, stream, dynamic](*args)
 
     def _acc(self, cap: int) -> _Acc:
         if not self.accs or self.accs[-1].cap != cap:
@@ -359,6 +365,9 @@ class _Lane:
 
     def add(self, chunk: Chunk, cap: int | None) -> None:
         """Histogram ``chunk`` into this GPU's accumulator (asynchronously)."""
+        if chunk.docs is not None:
+            self.add_documents(chunk, cap)
+            return
         with self.context():
             for x, valid, n, stream in self.pieces(chunk):
                 if cap is None:
@@ -371,6 +380,64 @@ class _Lane:
                 args = (x, self._no_mask if valid is None else valid, valid is not None,
                         chunk.offsets, n, acc.cap, acc.counts, acc.stats)
                 self._launch(kernel, args, n, dynamic, stream)
+
+    def document_pieces(self, chunk: Chunk) -> Iterator[tuple[Any, int, Any, Documents]]:
+        """``(device ids, count, stream, their documents)`` for each piece of a chunk of
+        token ids; each piece's ``carry`` is found on the host, by a search back from its
+        start (about a document's ids), so that pieces are histogrammed independently."""
+        x = chunk.data
+        if not isinstance(x, np.ndarray):
+            raise TypeError("token ids must be a host (numpy) array")
+        x = np.ascontiguousarray(x)
+        if x.dtype == np.int32:
+            x = x.view(np.uint32)  # the same ids, as an .npy of int32 holds them
+        if x.dtype not in (np.uint16, np.uint32):
+            raise TypeError(f"uint16 or uint32 token ids expected, got {x.dtype}")
+        docs = chunk.docs
+        assert docs is not None
+        step = max(1, min(self.b.chunk_bytes // x.itemsize, self.b.max_launch))
+        for lo in range(0, x.size, step):
+            hi = min(x.size, lo + step)
+            here = docs
+            if hi < x.size:
+                here, docs = docs.split(x[lo:], hi - lo)
+            slot = self._slot()
+            dx, _ = self._stage(slot, x[lo:hi], None)
+            yield dx, hi - lo, slot.stream, here
+
+    def add_documents(self, chunk: Chunk, cap: int | None) -> None:
+        """Histogram the documents of a chunk of token ids (asynchronously, unless
+        ``cap=None``: the longest document is found first, as `max_length` does)."""
+        docs = chunk.docs
+        assert docs is not None
+        if chunk.data.size == 0:  # no ids: at most the document its stream ends with
+            if docs.last and docs.carry > 0:
+                self.add(Chunk(np.array([docs.carry], np.int64)), cap)
+            return
+        with self.context():
+            for x, n, stream, d in self.document_pieces(chunk):
+                if cap is None:
+                    m = auto_cap(self.longest_document(x, n, d, stream))
+                    top = self.accs[-1].cap if self.accs else -1
+                    acc = self._acc(max(m, top))
+                else:
+                    acc = self._acc(cap)
+                kernel, dynamic = self.k.plan(acc.cap, self.b.shared_limit(self.info),
+                                              documents=True)
+                args = (x, d.eot, d.start, d.carry, d.last, n, acc.cap, acc.counts, acc.stats)
+                self._launch(kernel, args, n, dynamic, stream)
+
+    def longest_document(self, x: Any, n: int, docs: Documents, stream: Any) -> int:
+        """Length of the longest document that ends in one piece (-1: none does;
+        synchronizes its stream): the global kernel with ``cap=-1`` counts every one in
+        its statistics."""
+        stats = self.cuda.to_device(self.k.new_stats(), stream=stream)
+        counts = self.cuda.to_device(np.zeros(1, np.int64), stream=stream)
+        args = (x, docs.eot, docs.start, docs.carry, docs.last, n, -1, counts, stats)
+        self._launch("docs_global", args, n, 0, stream)
+        host = stats.copy_to_host(stream=stream)
+        stream.synchronize()
+        return int(host[3])
 
     def result(self) -> list[LengthHistogram]:
         """Wait for the GPU and read every accumulator back."""
@@ -485,7 +552,7 @@ class CudaBackend(Backend):
         """Wait for the GPUs and return the histogram of everything accumulated since the
         last call (bins ``0..cap``; ``cap=None``: up to the largest length seen)."""
         hists = [h for lane in self._lanes for h in lane.result()]
-        return merge(hists) if hists else LengthHistogram.empty(cap or 0)
+        return wrapped(merge(hists)) if hists else LengthHistogram.empty(cap or 0)
 
     def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
         """Histogram of every chunk, pipelined over the GPUs."""

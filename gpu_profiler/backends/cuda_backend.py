@@ -31,7 +31,7 @@ import numpy as np
 from gpu_profiler.backends.base import Backend
 from gpu_profiler.chunk import Chunk, Documents
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram, auto_cap, merge
+from gpu_profiler.histogram import LengthHistogram, auto_cap, merge, wrapped
 
 #: Shared memory per block assumed under the simulator (it has no device attributes).
 SIM_SHARED_BUDGET = 48 << 10

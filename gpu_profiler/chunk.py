@@ -1,11 +1,69 @@
-"""`Chunk`: the unit readers hand to backends: one run of a length column, or list offsets."""
+"""`Chunk`: the unit readers hand to backends: one run of a length column, list offsets, or
+token ids that `Documents` splits into documents."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+
+#: Tokens the reverse search for a stream's last end-of-text token looks at first.
+_TAIL = 1 << 16
+
+
+@dataclass(frozen=True)
+class Documents:
+    """How a chunk of token ids (a flat token stream: nanoGPT's, llm.c's) splits into
+    documents, so that every chunk is histogrammed on its own, in any order, on any backend.
+
+    A document counts its tokens and its one end-of-text token (``eot``). Every EOT *cuts*
+    the stream: after itself (``start`` false, nanoGPT: it closes the document before it)
+    or before itself (``start`` true, llm.c: it opens the document after it). The
+    documents are the non-empty pieces between consecutive cuts and the stream's ends.
+
+    Attributes:
+        eot: the end-of-text token id.
+        start: each EOT opens the document after it (else it closes the one before it).
+        carry: tokens of the document still open where the chunk starts (the stream
+            before it has them, after its last cut).
+        last: the stream ends with this chunk, so the document open at its end is one too.
+    """
+
+    eot: int
+    start: bool = False
+    carry: int = 0
+    last: bool = True
+
+    def lengths(self, x: np.ndarray) -> np.ndarray:
+        """The lengths (int64) of the documents that end in the token chunk ``x``, in
+        order: the reference every backend's kernel matches."""
+        cuts = np.flatnonzero(x == self.eot) + (0 if self.start else 1)
+        edges = np.concatenate([[-self.carry], cuts, [x.size] if self.last else []])
+        lengths = np.diff(edges.astype(np.int64))
+        return lengths[lengths > 0]
+
+    def last_cut(self, x: np.ndarray) -> int:
+        """Where in ``x`` its last cut is (-1: it has none), searched from its end, so that
+        a chunk costs about a document's tokens, not its own."""
+        hi, width = x.size, _TAIL
+        while hi > 0:
+            lo = max(0, hi - width)
+            hits = np.flatnonzero(x[lo:hi] == self.eot)
+            if hits.size:
+                return lo + int(hits[-1]) + (0 if self.start else 1)
+            hi, width = lo, width * 2
+        return -1
+
+    def split(self, x: np.ndarray, at: int) -> tuple[Documents, Documents]:
+        """The documents of ``x[:at]`` and of ``x[at:]`` (pieces histogrammed apart)."""
+        cut = self.last_cut(x[:at])
+        carry = at - cut if cut >= 0 else self.carry + at
+        return replace(self, last=False), replace(self, carry=carry)
+
+    def following(self, x: np.ndarray) -> Documents:
+        """The documents of the chunk that follows token chunk ``x`` in the stream."""
+        return self.split(x, x.size)[1]
 
 
 @dataclass(frozen=True)
@@ -24,16 +82,22 @@ class Chunk:
             batches histogrammed where they were read, with no copy); then ``valid`` is
             None and ``offsets`` false. Readers make them only for backends that ask
             (`Backend.segmented`); :meth:`gathered` turns one into a plain chunk.
+        docs: when set, ``data`` holds token ids (host uint16 or uint32, no mask, no
+            segments) and the samples are the documents `Documents` finds in them.
     """
 
     data: Any
     valid: Any | None = None
     offsets: bool = False
     segments: tuple[np.ndarray, np.ndarray] | None = None
+    docs: Documents | None = None
 
     @property
     def samples(self) -> int:
-        """Number of samples (lengths) in the chunk."""
+        """Number of samples (lengths) in the chunk; 0 for token ids, whose documents are
+        only known once a backend has found them."""
+        if self.docs is not None:
+            return 0
         if self.segments is not None:
             return int(self.segments[1].sum())
         n = int(self.data.shape[0])

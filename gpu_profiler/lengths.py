@@ -47,9 +47,12 @@ def _no_run(chunk: Chunk | Run, label: str) -> Chunk:
 
 
 def lengths_of(chunk: Chunk) -> np.ndarray:
-    """One chunk's lengths as int64, nulls as :data:`NULL`."""
+    """One chunk's lengths as int64 (its documents', for token ids), nulls as
+    :data:`NULL`."""
     chunk = chunk.gathered()
     data = chunk.data
+    if chunk.docs is not None:
+        return chunk.docs.lengths(np.asarray(data))
     if not isinstance(data, np.ndarray):  # a device array (cupy): bring it to the host
         data = data.get()
     v = data.astype(np.int64)  # a copy: chunks may be views of buffers reused later

@@ -81,6 +81,9 @@ EXPORTS: dict[str, Export] = {
     **{f"offset_lengths_{t}": Export("ipc", "offset_lengths",
                                      (Arr(t), _I8, _I8, _OUT_I8, _I8), 0)
        for t in ("int32", "int64")},
+    **{f"documents_{t}": Export("documents", "documents_block",
+                                (Arr(t), Arr(t), I, I, I, I, Arr("int32", out=True), _OUT_I8), 2)
+       for t in ("uint16", "uint32")},
     "interleave": Export("plan", "interleave", (_I8, I, Arr("int32", out=True), _OUT_I8), 1),
     **{f"clip_counts_{t}": Export("plan", "clip_counts", (Arr(t), I, _OUT_I8), 0)
        for t in ("int32", "int64")},

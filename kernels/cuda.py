@@ -12,6 +12,11 @@ loads in flight; lengths read as int64; ``offsets=True`` reads ``x[i+1] - x[i]``
 - :func:`hist_global`: int64 bins updated with global atomics, for caps whose bins do not
   fit the device's shared memory.
 - :func:`max_length`: largest valid length (sizes ``cap=None``).
+- :func:`docs_shared` / :func:`docs_global`: the same two histograms of the documents of
+  a flat token stream (`gpu_profiler.chunk.Documents`): each block scans a tile of
+  :data:`DOC_TOKENS` ids per thread, a block-wide scan finds the cut before each thread's
+  first one, and the cut before the tile is searched backwards, a block's width at a time
+  (usually within the previous tile), bounded by the piece's start and its ``carry``.
 
 Both histogram kernels fuse the above-cap count / token sum / min / max and the null and
 invalid (negative) counts into the same pass: per-thread registers, reduced per block with
@@ -39,6 +44,11 @@ UNROLL = 4
 MAX_LAUNCH = 1 << 31
 #: Bytes of static shared memory the histogram kernels declare (the block's stats).
 STATIC_SHARED = 6 * 8
+#: Token ids each thread of the document kernels scans per tile.
+DOC_TOKENS = 16
+#: Static shared memory of the document kernels: the stats, every thread's last cut, the
+#: cut found before the tile (16 bytes, so the dynamic bins stay 16-byte aligned).
+DOC_STATIC_SHARED = STATIC_SHARED + THREADS * 8 + 16
 
 _I64_MAX = 2**63 - 1
 
@@ -53,13 +63,15 @@ def shared_bytes(cap: int) -> int:
     return (cap + 1) * 4
 
 
-def plan(cap: int, shared_per_block: int) -> tuple[str, int]:
+def plan(cap: int, shared_per_block: int, documents: bool = False) -> tuple[str, int]:
     """``(kernel name, dynamic shared bytes)`` for bins ``0..cap`` on a device that allows
-    ``shared_per_block`` bytes of shared memory per block (static + dynamic, opt-in max)."""
+    ``shared_per_block`` bytes of shared memory per block (static + dynamic, opt-in max);
+    ``documents``: the kernels for token ids."""
     dynamic = shared_bytes(cap)
-    if dynamic + STATIC_SHARED <= shared_per_block:
-        return "hist_shared", dynamic
-    return "hist_global", 0
+    prefix, static = ("docs", DOC_STATIC_SHARED) if documents else ("hist", STATIC_SHARED)
+    if dynamic + static <= shared_per_block:
+        return f"{prefix}_shared", dynamic
+    return f"{prefix}_global", 0
 
 
 def blocks_per_sm(regs: int, static: int, dynamic: int, threads: int, threads_per_sm: int,
@@ -213,13 +225,142 @@ def _max_length(x, valid, has_mask, offsets, n, out):
         cuda.atomic.max(out, 0, bmax[0])
 
 
+@register_jitable
+def _before_tile(x, eot, shift, carry, t0, found):
+    """The last cut found by the ids before ``t0`` (``-carry`` when none is: the piece
+    starts inside a document that long), searched backwards by the whole block, one id
+    per thread per step. Every thread of the block must call it."""
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    if tid == 0:
+        found[0] = -1
+    cuda.syncthreads()
+    q0 = t0 - 1  # the step looks at ids q0 - nt + 1 .. q0
+    while True:
+        q = q0 - tid
+        if q >= 0 and x[q] == eot:
+            cuda.atomic.max(found, 0, q + shift)
+        cuda.syncthreads()
+        f = found[0]
+        if f >= 0 or q0 - nt < 0:  # the same for every thread: the loop ends together
+            break
+        q0 -= nt
+        cuda.syncthreads()  # every thread has read found[0] before the next step writes it
+    cuda.syncthreads()
+    return f if f >= 0 else -carry
+
+
+@register_jitable
+def _docs(bins, one, x, eot, start, carry, last, n, cap):
+    """This block's tiles of the ``n`` token ids: count every document that ends in them
+    (and, when ``last``, the one open at the end); returns the thread's running stats."""
+    ac = int64(0)
+    at = int64(0)
+    amin = int64(_I64_MAX)
+    amax = int64(-1)
+    nn = int64(0)
+    ni = int64(0)
+    lasts = cuda.shared.array(THREADS, int64)
+    found = cuda.shared.array(2, int64)  # [0] used: 16 bytes keep what follows aligned
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    shift = int64(0) if start else int64(1)
+    tile = int64(nt) * DOC_TOKENS
+    t0 = int64(cuda.blockIdx.x) * tile
+    while t0 < n:  # the same for every thread of the block
+        lo = t0 + int64(tid) * DOC_TOKENS
+        hi = min(lo + DOC_TOKENS, n)
+        first = int64(-1)
+        prev = int64(-1)
+        for i in range(lo, hi):
+            if x[i] == eot:
+                p = i + shift
+                if prev >= 0:
+                    ac, at, amin, amax, nn, ni = _count(bins, one, cap, p - prev, True, ac,
+                                                        at, amin, amax, nn, ni)
+                else:
+                    first = p
+                prev = p
+        lasts[tid] = prev
+        cuda.syncthreads()
+        d = 1
+        while d < nt:  # inclusive max-scan: lasts[t] = the last cut up to thread t's ids
+            v = lasts[tid - d] if tid >= d else int64(-1)
+            cuda.syncthreads()
+            if v > lasts[tid]:
+                lasts[tid] = v
+            cuda.syncthreads()
+            d *= 2
+        before = lasts[tid - 1] if tid > 0 else int64(-1)
+        if first >= 0 and before >= 0:
+            ac, at, amin, amax, nn, ni = _count(bins, one, cap, first - before, True, ac, at,
+                                                amin, amax, nn, ni)
+        tile_last = lasts[nt - 1]
+        ends = last and t0 + tile >= n
+        if tile_last >= 0 or ends:  # the same for every thread of the block
+            b = _before_tile(x, eot, shift, carry, t0, found)
+            if first >= 0 and before < 0 and first - b > 0:  # the tile's first cut
+                ac, at, amin, amax, nn, ni = _count(bins, one, cap, first - b, True, ac, at,
+                                                    amin, amax, nn, ni)
+            if ends and tid == 0:
+                open_from = tile_last if tile_last >= 0 else b
+                if n - open_from > 0:
+                    ac, at, amin, amax, nn, ni = _count(bins, one, cap, n - open_from, True,
+                                                        ac, at, amin, amax, nn, ni)
+        cuda.syncthreads()  # lasts is rewritten by the next tile
+        t0 += int64(cuda.gridDim.x) * tile
+    return ac, at, amin, amax, nn, ni
+
+
+def _docs_shared(x, eot, start, carry, last, n, cap, counts, stats):
+    """Histogram of the documents of ``n`` token ids (`gpu_profiler.chunk.Documents`: end
+    of text ``eot``, ``start``, ``carry``, ``last``) into ``counts`` and ``stats``, as
+    :func:`hist_shared` does for lengths. Launch with ``shared_bytes(cap)`` bytes of
+    dynamic shared memory and at most :data:`THREADS` threads per block."""
+    bins = cuda.shared.array(0, uint32)
+    bst = cuda.shared.array(6, int64)
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    for b in range(tid, cap + 1, nt):
+        bins[b] = 0
+    if tid == 0:
+        _init_block_stats(bst)
+    cuda.syncthreads()
+    ac, at, amin, amax, nn, ni = _docs(bins, uint32(1), x, eot, start, carry, last, n, cap)
+    _add_stats(bst, ac, at, amin, amax, nn, ni)
+    cuda.syncthreads()
+    for b in range(tid, cap + 1, nt):
+        c = bins[b]
+        if c != 0:
+            cuda.atomic.add(counts, b, int64(c))
+    if tid == 0:
+        _add_stats(stats, bst[0], bst[1], bst[2], bst[3], bst[4], bst[5])
+
+
+def _docs_global(x, eot, start, carry, last, n, cap, counts, stats):
+    """Like :func:`docs_shared`, with bins updated by global atomics (any cap; ``cap=-1``
+    sends every document to ``stats``, whose maximum then sizes ``cap=None``)."""
+    bst = cuda.shared.array(6, int64)
+    if cuda.threadIdx.x == 0:
+        _init_block_stats(bst)
+    cuda.syncthreads()
+    ac, at, amin, amax, nn, ni = _docs(counts, int64(1), x, eot, start, carry, last, n, cap)
+    _add_stats(bst, ac, at, amin, amax, nn, ni)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        _add_stats(stats, bst[0], bst[1], bst[2], bst[3], bst[4], bst[5])
+
+
 #: The kernels' Python functions by name (for ``numba.cuda.compile_ptx``).
 PY_FUNCS = {"hist_shared": _hist_shared, "hist_global": _hist_global,
-            "max_length": _max_length}
+            "max_length": _max_length, "docs_shared": _docs_shared,
+            "docs_global": _docs_global}
 
 hist_shared = cuda.jit(cache=True)(_hist_shared)
 hist_global = cuda.jit(cache=True)(_hist_global)
 max_length = cuda.jit(cache=True)(_max_length)
+docs_shared = cuda.jit(cache=True)(_docs_shared)
+docs_global = cuda.jit(cache=True)(_docs_global)
 
 
 def signature(name: str, dtype: np.dtype | str, layout: str = "C") -> tuple:
@@ -229,6 +370,9 @@ def signature(name: str, dtype: np.dtype | str, layout: str = "C") -> tuple:
     arr = types.Array(from_dtype(np.dtype(dtype)), 1, layout)  # type: ignore[call-overload]
     mask = types.Array(types.boolean, 1, "C")
     i64 = types.Array(types.int64, 1, "C")
+    if name.startswith("docs_"):
+        return (arr, types.int64, types.boolean, types.int64, types.boolean, types.int64,
+                types.int64, i64, i64)
     head = (arr, mask, types.boolean, types.boolean, types.int64)
     if name == "max_length":
         return (*head, i64)

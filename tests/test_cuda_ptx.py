@@ -111,12 +111,13 @@ def test_kernel_fits_target(ptx, ptxas, tmp_path, target, name):
         if name == "max_length":
             assert info["smem"] == 8
             caps = [0]
-        else:  # the budget arithmetic uses STATIC_SHARED: it must be the real number
-            assert info["smem"] == k.STATIC_SHARED, info
-            biggest = (spec["shared_per_block"] - k.STATIC_SHARED) // 4 - 1
-            caps = [8193, biggest] if name == "hist_shared" else [131072]
+        else:  # the budget arithmetic uses (DOC_)STATIC_SHARED: it must be the real number
+            static = k.DOC_STATIC_SHARED if name.startswith("docs_") else k.STATIC_SHARED
+            assert info["smem"] == static, info
+            biggest = (spec["shared_per_block"] - static) // 4 - 1
+            caps = [8193, biggest] if name.endswith("_shared") else [131072]
         for cap in caps:
-            dynamic = k.shared_bytes(cap) if name == "hist_shared" else 0
+            dynamic = k.shared_bytes(cap) if name.endswith("_shared") else 0
             assert info["smem"] + dynamic <= spec["shared_per_block"]
             blocks = k.blocks_per_sm(info["regs"], info["smem"], dynamic, k.THREADS,
                                      spec["threads_per_sm"], spec["regs_per_sm"],
@@ -135,6 +136,9 @@ def test_shared_or_global_plan(target):
     assert k.plan(biggest, limit) == ("hist_shared", (biggest + 1) * 4)
     assert k.plan(biggest + 1, limit)[0] == "hist_global"
     assert k.STATIC_SHARED + k.shared_bytes(biggest) <= limit
+    docs = (limit - k.DOC_STATIC_SHARED) // 4 - 1  # the document kernels' own boundary
+    assert k.plan(docs, limit, documents=True) == ("docs_shared", (docs + 1) * 4)
+    assert k.plan(docs + 1, limit, documents=True)[0] == "docs_global"
 
 
 def test_signatures_match_lazy_dispatch():

@@ -104,6 +104,9 @@ class _Tally:
 
     def add(self, chunk: Chunk) -> None:
         """Tally one chunk: one block per thread (fewer for a small chunk)."""
+        if chunk.docs is not None:
+            self._add_documents(chunk)
+            return
         x, starts, counts, ends, valid = _args(chunk)
         n = int(ends[-1]) if ends.size else 0
         kernel = native.kernel(f"histogram_{x.dtype}")
@@ -125,6 +128,48 @@ class _Tally:
             block(0)
             for f in futures:
                 f.result()
+
+    def _add_documents(self, chunk: Chunk) -> None:
+        """Tally the documents of a chunk of token ids: each block tallies those between
+        its own cuts and returns its first and last; the documents that span blocks (and
+        the chunk's ends) are measured from those and tallied as a chunk of lengths."""
+        docs = chunk.docs
+        assert docs is not None
+        x = np.ascontiguousarray(chunk.data)
+        if x.dtype == np.int32:
+            x = x.view(np.uint32)  # the same ids, as an .npy of int32 holds them
+        if x.dtype not in (np.uint16, np.uint32):
+            raise TypeError(f"uint16 or uint32 token ids expected, got {x.dtype}")
+        kernel = native.kernel(f"documents_{x.dtype}")
+        eot = np.array([docs.eot], x.dtype)
+        n = x.size
+        nb = max(1, min(len(self.rows), -(-n // _MIN_BLOCK)))
+        step = max(1, min(-(-n // nb), _MAX_BLOCK))
+        cuts = []
+        for lo in range(0, n, step * nb):  # one round unless a block would pass 2**30
+            blocks = range(lo, min(n, lo + step * nb), step)
+            if self.taken + step > _INT32_MAX:  # a block tallies at most step documents
+                self._fold()
+            self.taken += step
+
+            def block(b: int, lo: int = lo) -> tuple[int, ...]:
+                return kernel(x, eot, lo, min(n, lo + step), int(docs.start), self.cap,
+                              self.rows[b, :self.cap + 2], self.stats[b, :6])
+
+            futures = [_pool().submit(block, b, s) for b, s in enumerate(blocks) if b]
+            cuts.append(block(0, blocks[0]))
+            cuts += [f.result() for f in futures]
+        spans = [-docs.carry]  # each document's first cut, then its last: lengths between
+        for first, last in cuts:
+            if first >= 0:
+                spans += [first, last]
+        if docs.last:
+            spans.append(n)
+        edges = np.array(spans, np.int64)
+        lengths = edges[1::2] - edges[0:-1:2] if edges.size > 1 else edges[:0]
+        lengths = lengths[lengths > 0]
+        if lengths.size:
+            self.add(Chunk(lengths))
 
     def above_count(self) -> int:
         return int(self.stats[:, col.ABOVE_COUNT].sum())

@@ -11,9 +11,12 @@ from gpu_profiler.histogram import LengthHistogram
 
 
 def lengths_of(chunk: Chunk) -> tuple[np.ndarray, int]:
-    """The chunk's non-null lengths as int64, and its null count."""
+    """The chunk's non-null lengths as int64 (of its documents, for token ids), and its
+    null count."""
     chunk = chunk.gathered()
     x = np.asarray(chunk.data)
+    if chunk.docs is not None:
+        return chunk.docs.lengths(x), 0
     v = x.astype(np.int64, copy=False)
     if chunk.offsets:
         v = np.diff(v)

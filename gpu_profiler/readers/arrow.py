@@ -109,14 +109,15 @@ def coalesce(chunks: Iterable[Chunk], rows: int | None = None) -> Iterator[Chunk
 
     Offsets are rebased so the concatenation is itself a valid offsets array; chunks of at
     least ``rows / 4`` samples already amortize a kernel launch and pass through untouched
-    (no copy), as do chunks in GPU memory and segmented ones.
+    (no copy), as do chunks in GPU memory, segmented ones and token ids (each carries its
+    place in its stream).
     """
     rows = CHUNK_ROWS if rows is None else rows
     pending: list[Chunk] = []
     count = 0
     for c in chunks:
         if (c.samples >= rows // 4 or not isinstance(c.data, np.ndarray)
-                or c.segments is not None):
+                or c.segments is not None or c.docs is not None):
             if pending:
                 yield _concat(pending)
                 pending, count = [], 0

@@ -137,6 +137,16 @@ def kernels(request):
             yield request.param
 
 
+def run_cli(args, capsys) -> tuple[int, str, str]:
+    """``gpu-profiler ARGS`` in this process: (exit code, stdout, stderr)."""
+    from gpu_profiler.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
 def run_on_a_terminal(cmd: list[str], env: dict[str, str] | None = None,
                       timeout: float = 120) -> tuple[int, bytes, bytes]:
     """Run ``cmd`` with its stderr on a pty (a terminal) and stdout on a pipe; returns

@@ -7,16 +7,9 @@ import os
 
 import numpy as np
 import pytest
+from conftest import run_cli as run
 
 import gpu_profiler as gp
-from gpu_profiler.cli import main
-
-
-def run(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def test_writes_the_samplers_batches(hf_dir, tmp_path, capsys):

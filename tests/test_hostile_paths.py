@@ -10,15 +10,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from gpu_profiler.cli import main
-
-
-def run(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
+from conftest import run_cli as run
 
 
 def one_line_exit_2(args, capsys, says):

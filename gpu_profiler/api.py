@@ -13,7 +13,7 @@ from gpu_profiler.engine import scan
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
-from gpu_profiler.readers import open_source
+from gpu_profiler.readers import SourceOptions, open_source
 
 SCHEMA = "gpu-profiler/profile/v1"
 
@@ -21,12 +21,15 @@ SCHEMA = "gpu-profiler/profile/v1"
 def histogram(source: Any, *, column: str | None = None, offsets_of: str | None = None,
               format: str | None = None, split: str | None = None, backend: str = "auto",
               cap: int | None = None, progress: bool = False,
-              backend_options: Any = None) -> LengthHistogram:
+              backend_options: Any = None, unit: str | None = None, eot: int | None = None,
+              eot_position: str | None = None,
+              token_dtype: str | None = None) -> LengthHistogram:
     """Exact length histogram of ``source`` (all splits together).
 
     Args:
-        source: path (HF save_to_disk dir, Parquet/IPC file, directory or glob of shards)
-            or an in-memory numpy array, pyarrow Array/Table, or ``datasets.Dataset``.
+        source: path (HF save_to_disk dir, Parquet/IPC/JSONL file, Megatron-LM ``.idx``
+            or prefix, token stream ``.bin``/``.npy``, directory or glob of shards) or an
+            in-memory numpy array, pyarrow Array/Table, or ``datasets.Dataset``.
         column: integer length column (default: ``length``, else the only integer column).
         offsets_of: derive lengths from this list column's offsets instead.
         format: force ``hf``, ``parquet``, ``ipc`` or ``ipc-stream``.
@@ -40,18 +43,28 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
         backend_options: the backend's typed options, `CpuOptions` (numba) or `CudaOptions`
             (cuda), or a dict of their fields, e.g. ``{"devices": [0, 1]}`` (see
             `gpu_profiler.backends.options`).
+        unit: a Megatron-LM dataset's samples: ``sequence`` (default) or ``document``.
+        eot: the end-of-text token id of a flat token stream (required for those).
+        eot_position: ``end`` (default: each EOT closes its document, nanoGPT) or
+            ``start`` (each EOT opens the next one, llm.c).
+        token_dtype: a raw ``.bin`` token stream's ids, ``uint16`` (default) or ``uint32``.
+
+    An option the source's format does not take is a `ProfilerError` that says which
+    formats take it (`gpu_profiler.readers.SourceOptions`).
 
     A histogram file written by ``LengthHistogram.save`` (``--save-hist``) is read back
     instead of scanned (re-binned to ``cap`` when one is given).
     """
     if LengthHistogram.is_saved(source):
         no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
-                        split=split)
+                        split=split, unit=unit, eot=eot, eot_position=eot_position,
+                        token_dtype=token_dtype)
         saved = LengthHistogram.load(source)
         return saved if cap is None else saved.with_cap(cap)
     return scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
                 backend=backend, cap=cap, progress=progress,
-                backend_options=backend_options).total
+                backend_options=backend_options,
+                source_options=SourceOptions(unit, eot, eot_position, token_dtype)).total
 
 
 def no_scan_options(source: Any, **options: Any) -> None:
@@ -120,7 +133,9 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             split: str | None = None, backend: str = "auto",
             progress: bool = False,
             backend_options: Any = None,
-            policies: Sequence[str] | str = (), drop_last: bool = False) -> ProfileResult:
+            policies: Sequence[str] | str = (), drop_last: bool = False,
+            unit: str | None = None, eot: int | None = None, eot_position: str | None = None,
+            token_dtype: str | None = None) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
     source (see docs/design.md for the semantics).
 
@@ -135,9 +150,10 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
     params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget, max_batch_size,
                           grad_accum, world_size)
     names = parse_policies(policies)
+    source_options = SourceOptions(unit, eot, eot_position, token_dtype)
     chosen = analysed_split(source, format, split) if names else None
     result, hists = _profile(source, params, column, offsets_of, format, split, backend,
-                             progress, backend_options, drop_last)
+                             progress, backend_options, drop_last, source_options)
     if not names:
         return result
     pols = evaluate_policies(hists[chosen or ""], names, params, drop_last=drop_last)
@@ -146,7 +162,8 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
 
 def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: str | None,
              format: str | None, split: str | None, backend: str, progress: bool,
-             backend_options: Any, drop_last: bool
+             backend_options: Any, drop_last: bool,
+             source_options: SourceOptions | None = None
              ) -> tuple[ProfileResult, dict[str, LengthHistogram]]:
     """The profile, and the histogram of each split (``""``: an unsplit source)."""
     def table(hist: LengthHistogram) -> BucketTable:
@@ -154,7 +171,7 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
 
     if LengthHistogram.is_saved(source) or isinstance(source, LengthHistogram):
         no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
-                        split=split)
+                        split=split, **_given(source_options))
         hist = source if isinstance(source, LengthHistogram) else LengthHistogram.load(source)
         saved = not isinstance(source, LengthHistogram)
         return ProfileResult(str(source) if saved else "<histogram>", "none",
@@ -162,13 +179,18 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
                              {}, 0.0), {"": hist}
     s = scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
              backend=backend, cap=params.max_seq_len, progress=progress,
-             backend_options=backend_options)
+             backend_options=backend_options, source_options=source_options)
     total = s.total
     named = {k: table(h) for k, h in s.histograms.items() if k}
     # The total of several splits is a sum for reference: the advice is each split's.
     whole = bucket_table(total, params) if named else table(total)
     return ProfileResult(_label(source), s.backend, s.spec.describe(), whole, total, named,
                          s.seconds), {**s.histograms, "": total}
+
+
+def _given(options: SourceOptions | None) -> dict[str, Any]:
+    """The source options given, by name."""
+    return {n: getattr(options, n) for n in options.given()} if options else {}
 
 
 def _label(source: Any) -> str:

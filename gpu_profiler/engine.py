@@ -16,7 +16,16 @@ from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
-from gpu_profiler.readers import LengthSpec, Part, Reading, ipc, open_source, resolve_spec
+from gpu_profiler.readers import (
+    LengthSpec,
+    Part,
+    Reading,
+    SourceOptions,
+    given_options,
+    ipc,
+    open_source,
+    resolve_spec,
+)
 from gpu_profiler.readers.arrow import coalesce
 from gpu_profiler.runs import Run, RunTally
 
@@ -46,14 +55,17 @@ class Scan:
 def scan(source: Any, *, column: str | None = None, offsets_of: str | None = None,
          format: str | None = None, split: str | None = None, backend: str = "auto",
          cap: int | None = None, progress: bool = False,
-         backend_options: Any = None) -> Scan:
-    """Histogram every split of ``source``. See :func:`gpu_profiler.histogram` for arguments."""
+         backend_options: Any = None, source_options: SourceOptions | None = None) -> Scan:
+    """Histogram every split of ``source``. See :func:`gpu_profiler.histogram` for arguments;
+    ``source_options`` holds the options of the formats that take them."""
     t0 = time.perf_counter()
     if cap is not None and (isinstance(cap, bool) or cap < 0):
         raise ProfilerError(f"cap must be a non-negative integer, got {cap!r}")
     # A named backend is checked before the input is touched; auto is resolved after.
     engine = None if backend == "auto" else get_backend(backend, backend_options)
-    splits = open_source(source, format, split)
+    source_options = source_options or SourceOptions()
+    splits = open_source(source, format, split,
+                         given_options(column, offsets_of, source_options))
     parts = [p for ps in splits.values() for p in ps]
     small = backend in ("auto", "numpy") and not backend_options and _small(parts)
     light = small and (backend == "numpy" or not native.ready())
@@ -67,7 +79,7 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
                     time.perf_counter() - t0)
     first = parts[0].schema()
     reading = plan(parts, resolve_spec(first, column, offsets_of, parts[0].label), engine,
-                   light)
+                   light, source_options)
     hists = {}
     with ScanProgress(len(parts), progress) as bar:
         for name, ps in splits.items():
@@ -81,6 +93,7 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
                 hists[name] = merge([hists[name], runs.histogram(cap)])
             hists[name] = _exact(hists[name], ps, reading.spec)
     return Scan(hists, reading.spec, engine.name, time.perf_counter() - t0)
+
 
 def _exact(hist: LengthHistogram, parts: list[Part], spec: LengthSpec) -> LengthHistogram:
     """``hist`` with its above-cap token sum exact. Backends add those lengths in int64,
@@ -100,11 +113,13 @@ def _exact(hist: LengthHistogram, parts: list[Part], spec: LengthSpec) -> Length
     return replace(hist, above_tokens=n * lo + (hist.above_tokens - n * lo) % (1 << 64))
 
 
-def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool) -> Reading:
+def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool,
+         source: SourceOptions | None = None) -> Reading:
     """How this scan reads every part, decided once: the readers that start fastest for a
     light scan, segmented chunks for a backend that takes them, Parquet decoded on the GPU
-    for cuda (with cudf), an IPC reader forced by ``$GPU_PROFILER_IPC_READER``. Parts in
-    GPU memory need the cuda backend."""
+    for cuda (with cudf), an IPC reader forced by ``$GPU_PROFILER_IPC_READER``, the
+    options of the formats that take them (``source``). Parts in GPU memory need the cuda
+    backend."""
     on_gpu = backend.name == "cuda"
     device_part = next((p for p in parts if p.on_device), None)
     if device_part is not None and not on_gpu:
@@ -116,7 +131,7 @@ def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool) -> 
 
         gpu_parquet = device.cudf_available()
     return Reading(spec, light=light, segmented=backend.segmented, gpu_parquet=gpu_parquet,
-                   ipc_reader=ipc.forced_reader())
+                   ipc_reader=ipc.forced_reader(), source=source or SourceOptions())
 
 
 def _small(parts: list[Part]) -> bool:

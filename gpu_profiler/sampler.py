@@ -274,7 +274,9 @@ class BucketBatchSampler:
     Args:
         lengths: per-sample lengths (numpy or pyarrow integer array), or any source
             :func:`gpu_profiler.histogram` takes, read with :func:`gpu_profiler.lengths`
-            (``column``, ``offsets_of``, ``split``, ``format``).
+            (``column``, ``offsets_of``, ``split``, ``format``, and for Megatron-LM
+            datasets and token streams ``unit``, ``eot``, ``eot_position``,
+            ``token_dtype``; given with an array of lengths, they are an error).
         bounds, max_seq_len, token_budget, max_batch_size: the bucket table's parameters.
         policy: ``fixed`` (the bucket table's batch size per bucket) or ``sorted`` (filled
             under the token budget).
@@ -297,7 +299,8 @@ class BucketBatchSampler:
                  drop_last: bool = False, max_run: int | None = None,
                  align_ranks: bool = True, column: str | None = None,
                  offsets_of: str | None = None, split: str | None = None,
-                 format: str | None = None) -> None:
+                 format: str | None = None, unit: str | None = None, eot: int | None = None,
+                 eot_position: str | None = None, token_dtype: str | None = None) -> None:
         self.params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget,
                                    max_batch_size, world_size=world_size)
         if policy not in POLICIES:
@@ -308,13 +311,19 @@ class BucketBatchSampler:
             raise ProfilerError(f"rank must be in 0..{world_size - 1}, got {rank!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ProfilerError(f"seed must be an integer, got {seed!r}")
+        source: dict[str, Any] = {
+            "column": column, "offsets_of": offsets_of, "split": split, "format": format,
+            "unit": unit, "eot": eot, "eot_position": eot_position, "token_dtype": token_dtype}
         if isinstance(lengths, np.ndarray) or type(lengths).__module__.startswith("pyarrow"):
+            given = [name for name, value in source.items() if value is not None]
+            if given:
+                raise ProfilerError(f"{', '.join(given)}: options of a source to read; the "
+                                    "lengths were given as an array")
             self.lengths = _as_lengths(lengths)
         else:
             from gpu_profiler.lengths import lengths as read
 
-            self.lengths = _as_lengths(read(lengths, column=column, offsets_of=offsets_of,
-                                            split=split, format=format))
+            self.lengths = _as_lengths(read(lengths, **source))
         self.policy, self.order, self.seed, self.rank = policy, order, seed, rank
         self.drop_last, self.max_run, self.align_ranks = drop_last, max_run, align_ranks
         self.epoch, self._start, self._position = 0, 0, 0

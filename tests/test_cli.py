@@ -125,7 +125,8 @@ def _corrupt_files(tmp_path, hf_dir):
 
 BAD = [
     (["profile", "{tmp}/missing"], "no such file or directory"),
-    (["profile", "{tmp}/empty"], "no Parquet or Arrow IPC files"),
+    (["profile", "{tmp}/empty"],
+     "no Parquet, Arrow IPC, .*Megatron-LM indexed dataset or token stream files"),
     (["profile", "{hf}", "--column", "nope"], "no column 'nope'; columns: input_ids"),
     (["profile", "{hf}", "--column", "input_ids"], "lengths must be integers"),
     (["profile", "{tmp}/float.parquet"], "no 'length' column|type double"),

@@ -26,8 +26,9 @@ class OutputFormat(str, Enum):
 
 
 Path_ = Annotated[str, typer.Argument(
-    help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC file, a directory "
-         "or glob of shards.", show_default=False)]
+    help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC/JSONL file, "
+         "Megatron-LM .idx or prefix, token stream .bin/.npy, a directory or glob of shards.",
+    show_default=False)]
 Column = Annotated[str | None, typer.Option(
     "--column", "-c", help="Integer length column (default: 'length', else the only integer "
     "column).", rich_help_panel=_SRC, show_default=False)]
@@ -35,12 +36,26 @@ OffsetsOf = Annotated[str | None, typer.Option(
     "--offsets-of", help="Derive lengths from this list column's offsets (e.g. input_ids) "
     "without reading its values.", rich_help_panel=_SRC, show_default=False)]
 Format = Annotated[str | None, typer.Option(
-    "--format", help="Force the input format: hf, parquet, ipc (file), ipc-stream.",
+    "--format", help="Force the input format: hf, parquet, ipc (file), ipc-stream, jsonl, "
+    "megatron, tokens.",
     rich_help_panel=_SRC, show_default=False)]
 Split = Annotated[str | None, typer.Option(
     "--split", help="Only this split of a DatasetDict (default: profile's table has every "
     "split and the total; suggest, schedule and --policy analyse train, or the only split).",
     rich_help_panel=_SRC, show_default=False)]
+Unit = Annotated[str | None, typer.Option(
+    "--unit", help="Megatron-LM datasets: a sample is a sequence (default) or a document "
+    "(its sequences summed).", rich_help_panel=_SRC, show_default=False)]
+Eot = Annotated[int | None, typer.Option(
+    "--eot", help="Token streams (.bin, .npy): the end-of-text token id that separates "
+    "documents (required; e.g. 50256 for GPT-2).", rich_help_panel=_SRC, show_default=False)]
+EotPosition = Annotated[str | None, typer.Option(
+    "--eot-position", help="Token streams: end (default, nanoGPT: each EOT closes the "
+    "document before it) or start (llm.c: each EOT opens the document after it).",
+    rich_help_panel=_SRC, show_default=False)]
+TokenDtype = Annotated[str | None, typer.Option(
+    "--token-dtype", help="Raw .bin token streams: uint16 (default) or uint32 (llm.c and "
+    ".npy headers say it themselves).", rich_help_panel=_SRC, show_default=False)]
 Backend = Annotated[str, typer.Option(
     "--backend", "-b", help="auto | numpy | numba | cuda.", rich_help_panel=_SRC)]
 Device = Annotated[int | None, typer.Option(
@@ -109,6 +124,10 @@ class ScanOptions:
     offsets_of: OffsetsOf = None
     format: Format = None
     split: Split = None
+    unit: Unit = None
+    eot: Eot = None
+    eot_position: EotPosition = None
+    token_dtype: TokenDtype = None
     backend: Backend = "auto"
     device: Device = None
     devices: Devices = None
@@ -124,9 +143,14 @@ class ScanOptions:
 
     def scan(self) -> dict[str, Any]:
         """Keyword arguments of :func:`gpu_profiler.histogram` / ``profile`` for the source."""
-        return {"column": self.column, "offsets_of": self.offsets_of, "format": self.format,
-                "split": self.split, "backend": self.backend, "progress": not self.quiet,
+        return {**self.scan_source(), "backend": self.backend, "progress": not self.quiet,
                 "backend_options": gpu_options(self.backend, self.device, self.devices)}
+
+    def scan_source(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`gpu_profiler.lengths` (what to read, and how)."""
+        return {"column": self.column, "offsets_of": self.offsets_of, "format": self.format,
+                "split": self.split, "unit": self.unit, "eot": self.eot,
+                "eot_position": self.eot_position, "token_dtype": self.token_dtype}
 
     def bucketing(self) -> dict[str, Any]:
         """Keyword arguments of ``profile`` for the buckets and batches."""

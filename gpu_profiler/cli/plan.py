@@ -63,8 +63,7 @@ def plan(
         raise ProfilerError(f"{path}: a saved histogram has no per-sample lengths; plan "
                             "reads the corpus itself")
     split = analysed_split(path, opts.format, opts.split)
-    x = lengths(path, column=opts.column, offsets_of=opts.offsets_of, format=opts.format,
-                split=split)
+    x = lengths(path, **{**opts.scan_source(), "split": split})
     sampler = BucketBatchSampler(x, bounds=params.bounds, max_seq_len=params.max_seq_len,
                                  token_budget=params.token_budget,
                                  max_batch_size=params.max_batch_size, policy=policy,

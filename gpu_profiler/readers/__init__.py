@@ -1,28 +1,37 @@
 """Readers: turn a user's source into named splits of parts, each yielding `Chunk`s of the
-length column. One module per format (``hf``, ``ipc``, ``parquet``, ``memory``,
-``device``); a shard format is registered in :data:`FORMATS`."""
+length column. One module per format (``hf``, ``ipc``, ``parquet``, ``megatron``, ``tokens``,
+``memory``, ``device``); a shard format is registered in :data:`FORMATS`."""
 
 from __future__ import annotations
 
 import glob
 import stat
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import hf, ipc, parquet
+from gpu_profiler.readers import hf, ipc, megatron, parquet, tokens
 from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
-from gpu_profiler.readers.base import Part, Reading, ShardFormat
+from gpu_profiler.readers.base import (
+    COLUMN_OPTIONS,
+    FLAGS,
+    Part,
+    Reading,
+    ShardFormat,
+    SourceOptions,
+)
 
-__all__ = ["FORMATS", "LengthSpec", "Part", "Reading", "ShardFormat", "open_source",
-           "resolve_spec"]
+__all__ = ["FORMATS", "LengthSpec", "Part", "Reading", "ShardFormat", "SourceOptions",
+           "given_options", "open_source", "resolve_spec"]
 
 #: Every shard format, in the order files are sniffed: one line each.
 FORMATS: dict[str, ShardFormat] = {f.name: f for f in (
     parquet.FORMAT,
     ipc.FILE_FORMAT,
     ipc.STREAM_FORMAT,
+    megatron.FORMAT,  # claims a .bin beside its .idx before tokens sees it
+    tokens.FORMAT,
 )}
 #: ``--format`` values: ``hf`` (a save_to_disk dir) and the shard formats.
 FORMAT_NAMES = ("hf", *FORMATS)
@@ -47,24 +56,35 @@ def _titles() -> str:
     return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
 
 
-def open_source(source: Any, fmt: str | None = None,
-                split: str | None = None) -> dict[str, list[Part]]:
+def given_options(column: str | None, offsets_of: str | None,
+                  source: SourceOptions) -> list[str]:
+    """The names of the options given (``open_source``'s ``given``)."""
+    return [*(["column"] if column else []), *(["offsets_of"] if offsets_of else []),
+            *source.given()]
+
+
+def open_source(source: Any, fmt: str | None = None, split: str | None = None,
+                given: Collection[str] = ()) -> dict[str, list[Part]]:
     """Resolve a source into ``{split_name: [parts]}``; unsplit sources use the name ``""``.
 
     Args:
-        source: a path (file, directory, glob), or an in-memory object (numpy array, pyarrow
-            Array/ChunkedArray/Table/RecordBatch, ``datasets.Dataset``/``DatasetDict``).
+        source: a path (file, directory, glob, Megatron-LM prefix or glob of prefixes), or
+            an in-memory object (numpy array, pyarrow Array/ChunkedArray/Table/RecordBatch,
+            ``datasets.Dataset``/``DatasetDict``).
         fmt: force a format (one of :data:`FORMAT_NAMES`) instead of detecting it.
         split: keep only this split of a DatasetDict.
+        given: the options (names in `gpu_profiler.readers.base.FLAGS`) the user gave;
+            one that a part's format does not take is a `ProfilerError` saying so.
     """
     if fmt is not None and fmt not in FORMAT_NAMES:
         raise ProfilerError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMAT_NAMES)}")
     if not isinstance(source, (str, Path)):
         from gpu_profiler.readers import memory
 
+        _refuse(given, COLUMN_OPTIONS, f"{type(source).__name__} (in memory)")
         splits = memory.splits(source)
     else:
-        splits = _path_splits(str(source), fmt)
+        splits = _path_splits(str(source), fmt, given)
     if split is not None:
         if split not in splits:
             names = ", ".join(repr(s) for s in splits if s) or "none (not a DatasetDict)"
@@ -73,19 +93,26 @@ def open_source(source: Any, fmt: str | None = None,
     return splits
 
 
-def _path_splits(source: str, fmt: str | None) -> dict[str, list[Part]]:
+def _path_splits(source: str, fmt: str | None, given: Collection[str]
+                 ) -> dict[str, list[Part]]:
     if any(ch in source for ch in "*?["):
         paths = _once(Path(p) for p in glob.glob(source, recursive=True) if Path(p).is_file())
+        paths = paths or _expanded(source)
         if not paths:
             raise ProfilerError(f"{source}: the pattern matches no file")
-        return {"": [_file_part(p, fmt) for p in paths]}
+        return {"": _unique([_file_part(p, fmt, given) for p in paths])}
     path = Path(source)
     if not path.exists():
+        named = _expanded(source)
+        if named:
+            return {"": _unique([_file_part(p, fmt, given) for p in named])}
         raise ProfilerError(f"{path}: no such file or directory")
     if path.is_file():
-        return {"": [_file_part(path, fmt)]}
+        return {"": [_file_part(path, fmt, given)]}
     if not path.is_dir():  # opening a FIFO would wait for a writer
         raise ProfilerError(f"{path}: is {_node_kind(path)}, not a file or a directory")
+    if fmt in (None, "hf") and (hf.is_dataset_dict_dir(path) or hf.is_dataset_dir(path)):
+        _refuse(given, COLUMN_OPTIONS, f"{path} (Hugging Face dataset)")
     if fmt in (None, "hf") and hf.is_dataset_dict_dir(path):
         return {name: _hf_parts(d) for name, d in hf.dict_splits(path).items()}
     if fmt in (None, "hf") and hf.is_dataset_dir(path):
@@ -97,7 +124,34 @@ def _path_splits(source: str, fmt: str | None) -> dict[str, list[Part]]:
     files = _once(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
     if not files:
         raise ProfilerError(f"{path}: no {_titles()} files in this directory")
-    return {"": [_file_part(p, fmt) for p in files]}
+    return {"": _unique([_file_part(p, fmt, given) for p in files])}
+
+
+def _expanded(source: str) -> list[Path]:
+    """The files a path or glob that names none stands for (Megatron-LM prefixes)."""
+    return _once(p for f in FORMATS.values() if f.expand for p in f.expand(source))
+
+
+def _unique(parts: list[Part]) -> list[Part]:
+    """Each part once: two files may stand for one (a Megatron-LM .bin and its .idx)."""
+    seen: dict[str, Part] = {}
+    for p in parts:
+        seen.setdefault(p.label, p)
+    return list(seen.values())
+
+
+def _refuse(given: Collection[str], takes: Collection[str], what: str) -> None:
+    """A `ProfilerError` for the first option given that a source (``what``) does not
+    take, naming the sources that do."""
+    for name in given:
+        if name not in takes:
+            takers = list(dict.fromkeys(f.title for f in FORMATS.values() if name in f.takes))
+            if name in COLUMN_OPTIONS:
+                takers += ["Hugging Face dataset", "in-memory"]
+            listed = ", ".join(takers[:-1]) + " and " + takers[-1] if len(takers) > 1 \
+                else takers[0]
+            raise ProfilerError(f"{FLAGS[name]} does not apply to {what}: it is for "
+                                f"{listed} sources")
 
 
 def _once(paths: Iterable[Path]) -> list[Path]:
@@ -121,7 +175,9 @@ def _hf_parts(path: Path) -> list[Part]:
     return [ipc.STREAM_FORMAT.part(p) for p in hf.dataset_shards(path)]
 
 
-def _file_part(path: Path, fmt: str | None) -> Part:
+def _file_part(path: Path, fmt: str | None, given: Collection[str]) -> Part:
     if fmt == "hf":
         raise ProfilerError(f"{path}: --format hf needs a save_to_disk directory")
-    return (FORMATS[fmt] if fmt else sniff(path)).part(path)
+    f = FORMATS[fmt] if fmt else sniff(path)
+    _refuse(given, f.takes, f"{path} ({f.title})")
+    return f.part(path)

@@ -1,6 +1,7 @@
 """The reader interface: a `Part` describes one shard (or in-memory object), a `Reading`
-says how one scan reads every part (decided once, by the engine), and a `ShardFormat`
-registers a file format (`gpu_profiler.readers.FORMATS`)."""
+says how one scan reads every part (decided once, by the engine, with the user's
+`SourceOptions`), and a `ShardFormat` registers a file format
+(`gpu_profiler.readers.FORMATS`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,57 @@ from typing import Protocol
 import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers.arrow import LengthSpec
 from gpu_profiler.runs import Run
+
+#: How each option that only some sources take is named in messages (the CLI's flags).
+FLAGS = {"column": "--column", "offsets_of": "--offsets-of", "unit": "--unit",
+         "eot": "--eot", "eot_position": "--eot-position", "token_dtype": "--token-dtype"}
+#: The options a column-oriented source takes (Parquet, Arrow IPC, HF dirs, in memory).
+COLUMN_OPTIONS = frozenset({"column", "offsets_of"})
+UNITS = ("sequence", "document")
+EOT_POSITIONS = ("end", "start")
+TOKEN_DTYPES = ("uint16", "uint32")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The options of the formats that take them (None: not given, the format's default).
+
+    Attributes:
+        unit: ``sequence`` (default) or ``document``: what a Megatron-LM dataset's samples
+            are (a document sums its sequences).
+        eot: the end-of-text token id that splits a flat token stream into documents
+            (required for those).
+        eot_position: ``end`` (default; nanoGPT: each EOT closes the document before it)
+            or ``start`` (llm.c: each EOT opens the document after it).
+        token_dtype: ``uint16`` (default) or ``uint32``: the ids of a raw ``.bin`` token
+            stream (llm.c headers and ``.npy`` headers say it themselves).
+    """
+
+    unit: str | None = None
+    eot: int | None = None
+    eot_position: str | None = None
+    token_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("unit", UNITS), ("eot_position", EOT_POSITIONS),
+                              ("token_dtype", TOKEN_DTYPES)):
+            value = getattr(self, name)
+            if value is not None and value not in allowed:
+                raise ProfilerError(f"{FLAGS[name]} must be {' or '.join(allowed)}, got "
+                                    f"{value!r}")
+        eot = self.eot
+        if eot is not None and (isinstance(eot, bool) or not isinstance(eot, int)
+                                or not 0 <= eot < 1 << 32):
+            raise ProfilerError(f"--eot must be a token id from 0 to {(1 << 32) - 1}, got "
+                                f"{eot!r}")
+
+    def given(self) -> list[str]:
+        """The names of the options given."""
+        return [n for n in ("unit", "eot", "eot_position", "token_dtype")
+                if getattr(self, n) is not None]
 
 
 @dataclass(frozen=True)
@@ -31,6 +81,8 @@ class Reading:
             take its best one.
         ordered: every part yields its samples in row order, each one read (no `Run` from
             statistics): what a per-sample array (`gpu_profiler.lengths`) needs.
+        source: the options of the formats that take them (checked against each part's
+            format when the source is opened: `gpu_profiler.readers.open_source`).
     """
 
     spec: LengthSpec
@@ -39,6 +91,11 @@ class Reading:
     gpu_parquet: bool = False
     ipc_reader: str | None = None
     ordered: bool = False
+    source: SourceOptions = SourceOptions()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, SourceOptions):
+            raise TypeError(f"Reading.source must be SourceOptions, got {self.source!r}")
 
 
 class Part(Protocol):
@@ -96,6 +153,10 @@ class ShardFormat:
         suffixes: file name endings a directory walk picks up.
         sniff: whether a file with these first 16 bytes (and this path) has the format.
         part: the `Part` of such a file.
+        takes: the options (names in `FLAGS`) its parts read; any other one given is a
+            usage error that says which formats take it.
+        expand: the files of this format that a path or glob naming no file stands for
+            (a Megatron-LM prefix stands for ``PREFIX.idx``), or None.
     """
 
     name: str
@@ -103,3 +164,5 @@ class ShardFormat:
     suffixes: tuple[str, ...]
     sniff: Callable[[bytes, Path], bool]
     part: Callable[[Path], Part]
+    takes: frozenset[str] = COLUMN_OPTIONS
+    expand: Callable[[str], list[Path]] | None = None

@@ -1,0 +1,239 @@
+"""Megatron-LM / NeMo indexed datasets: ``PREFIX.idx`` (the index) beside ``PREFIX.bin``
+(the tokens). The lengths are the index's sequence sizes, read from the .idx alone: the
+.bin is never opened.
+
+The index, as Megatron-LM's ``_IndexWriter`` writes it (little-endian)::
+
+    b"MMIDIDX\\x00\\x00"               9 bytes
+    version        <Q  (1)         offset 9
+    dtype code     <B              offset 17 (the .bin's token dtype)
+    sequence count <Q  S           offset 18
+    document count <Q  D           offset 26
+    sizes          int32[S]        offset 34
+    pointers       int64[S]        (byte offsets into the .bin; not needed)
+    document index int64[D]        starts at 0; document j is sequences idx[j]:idx[j+1]
+    modes          int8[S]         optional (multimodal datasets)
+
+``--unit document`` sums each document's sequences. Every count and offset is checked
+against the file size before anything is allocated, and the document index against the
+sequence count as it streams; sizes and the document index are read in bounded windows.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
+
+MAGIC = b"MMIDIDX\x00\x00"
+HEADER = 34  # magic, version, dtype code, sequence and document counts
+#: Megatron-LM's ``DType`` codes (the .bin's token dtype; named in messages only).
+DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float64",
+          7: "float32", 8: "uint16"}
+#: Sizes (or document boundaries) per chunk.
+WINDOW = 1 << 22
+
+
+def read_at(f: BinaryIO, dtype: str, count: int, offset: int, path: Path) -> np.ndarray:
+    """``count`` items of ``dtype`` at byte ``offset`` of the open file ``f``, read with
+    positioned reads into a new array (never mapped: mapped pages would count toward the
+    resident set; never a view of a buffer the next read reuses)."""
+    out = np.empty(count, dtype)
+    view = out.view(np.uint8).data
+    done = 0
+    while done < out.nbytes:
+        got = os.preadv(f.fileno(), [view[done:]], offset + done)
+        if got <= 0:
+            raise ProfilerError(f"{path}: ends at offset {offset + done}, before the "
+                                f"{out.nbytes - done} bytes its header promises there "
+                                "(truncated while it was read?)")
+        done += got
+    return out
+
+
+@dataclass(frozen=True)
+class Index:
+    """A validated index header: where its arrays lie."""
+
+    path: Path
+    sequences: int
+    documents: int  # entries of the document index (one more than documents)
+
+    @property
+    def sizes_at(self) -> int:
+        return HEADER
+
+    @property
+    def documents_at(self) -> int:
+        return HEADER + 12 * self.sequences
+
+
+def _corrupt(path: Path, offset: int, what: str) -> ProfilerError:
+    return ProfilerError(f"{path}: corrupt Megatron-LM index at offset {offset}: {what}")
+
+
+def read_index(path: Path) -> Index:
+    """The header of the index at ``path``, checked against its size."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as exc:
+        raise ProfilerError(f"{path}: cannot read ({exc.strerror})") from None
+    if not head.startswith(MAGIC):
+        raise ProfilerError(f"{path}: not a Megatron-LM index (no {MAGIC!r} header at "
+                            "offset 0)")
+    if len(head) < HEADER:
+        raise _corrupt(path, len(head), f"the file ends inside the {HEADER}-byte header")
+    version, code, sequences, documents = struct.unpack("<QBQQ", head[9:])
+    if version != 1:
+        raise _corrupt(path, 9, f"version {version} (only version 1 exists)")
+    if code not in DTYPES:
+        raise _corrupt(path, 17, f"unknown token dtype code {code} (known: 1..8)")
+    need = HEADER + 12 * sequences + 8 * documents
+    if size not in (need, need + sequences):  # with or without the int8 modes
+        raise _corrupt(path, 18, f"{sequences:,} sequences and {documents:,} document index "
+                       f"entries need {need:,} bytes (or {need + sequences:,} with modes), "
+                       f"the file has {size:,}")
+    return Index(path, sequences, documents)
+
+
+def is_index(path: Path) -> bool:
+    """Whether ``path`` is a file that starts like a Megatron-LM index."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def companion(path: Path) -> Path | None:
+    """The index of the Megatron dataset whose data file ``path`` is (``PREFIX.bin`` beside
+    a ``PREFIX.idx``), else None."""
+    if path.suffix != ".bin":
+        return None
+    idx = path.with_suffix(".idx")
+    return idx if is_index(idx) else None
+
+
+@dataclass(frozen=True)
+class MegatronPart(FileShard):
+    """A Megatron-LM indexed dataset, named by its ``.idx``."""
+
+    on_device = False
+    read_ahead = True  # positioned reads in the scan's thread: reading ahead overlaps them
+
+    def schema(self) -> pa.Schema:
+        return pa.schema([pa.field("length", pa.int64(), nullable=False)])  # as tokens.py
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
+        if (reading.source.unit or "sequence") == "document":
+            return _documents(self.path)
+        return _sequences(self.path)
+
+
+def _sequences(path: Path) -> Iterator[Chunk]:
+    """The sizes, a window at a time (int32: negative ones are counted as invalid)."""
+    index = read_index(path)
+    with open(path, "rb") as f:
+        for lo in range(0, index.sequences, WINDOW):
+            count = min(WINDOW, index.sequences - lo)
+            yield Chunk(read_at(f, "<i4", count, index.sizes_at + 4 * lo, path))
+
+
+def _documents(path: Path) -> Iterator[Chunk]:
+    """Each document's tokens, as list offsets: the running sum of the sizes at every
+    document boundary, a window of boundaries at a time (consecutive windows share one)."""
+    index = read_index(path)
+    if index.documents == 0:
+        raise _corrupt(path, 26, "no document index (document count 0): --unit document "
+                       "needs one")
+    with open(path, "rb") as f:
+        sums = _RunningSum(f, index)
+        for lo in range(0, max(index.documents - 1, 1), WINDOW):
+            hi = min(index.documents, lo + WINDOW + 1)
+            bounds = read_at(f, "<i8", hi - lo, index.documents_at + 8 * lo, path)
+            _check_bounds(index, bounds, lo)
+            yield Chunk(sums.at(bounds), offsets=True)
+
+
+def _check_bounds(index: Index, bounds: np.ndarray, lo: int) -> None:
+    """Document index entries ``lo..`` start at 0, never decrease, and end at the sequence
+    count (as Megatron-LM asserts when it opens a dataset)."""
+    at = index.documents_at + 8 * lo
+    if lo == 0 and bounds[0] != 0:
+        raise _corrupt(index.path, at, f"the document index starts at {bounds[0]}, not 0")
+    bad = np.flatnonzero((bounds < 0) | (bounds > index.sequences))
+    if bad.size:
+        j = int(bad[0])
+        raise _corrupt(index.path, at + 8 * j, f"document boundary {bounds[j]} lies outside "
+                       f"the {index.sequences:,} sequences")
+    down = np.flatnonzero(np.diff(bounds) < 0)
+    if down.size:
+        j = int(down[0]) + 1
+        raise _corrupt(index.path, at + 8 * j, f"document boundary {bounds[j]} comes after "
+                       f"{bounds[j - 1]} (the document index must not decrease)")
+    if lo + bounds.size == index.documents and bounds[-1] != index.sequences:
+        raise _corrupt(index.path, at + 8 * (bounds.size - 1),
+                       f"the document index ends at {bounds[-1]}, not at the sequence count "
+                       f"{index.sequences:,}")
+
+
+class _RunningSum:
+    """Sums of the sizes before given sequence numbers, for non-decreasing numbers: the
+    sizes are read once, in order, a window at a time."""
+
+    def __init__(self, f: BinaryIO, index: Index) -> None:
+        self.f, self.index = f, index
+        self.pos = 0  # sizes before this sequence are summed ...
+        self.total = 0  # ... to this
+
+    def at(self, bounds: np.ndarray) -> np.ndarray:
+        out = np.empty(bounds.size, np.int64)
+        i = 0
+        while i < bounds.size:
+            k = int(np.searchsorted(bounds, self.pos, side="right"))
+            out[i:k] = self.total  # boundaries at the current position
+            i = k
+            if i == bounds.size:
+                break
+            count = min(WINDOW, int(bounds[-1]) - self.pos)
+            sizes = read_at(self.f, "<i4", count, self.index.sizes_at + 4 * self.pos,
+                            self.index.path)
+            sums = self.total + np.cumsum(sizes, dtype=np.int64)
+            k = int(np.searchsorted(bounds, self.pos + count, side="right"))
+            out[i:k] = sums[bounds[i:k] - self.pos - 1]
+            i, self.pos, self.total = k, self.pos + count, int(sums[-1])
+        return out
+
+
+def expand(source: str) -> list[Path]:
+    """The indexes a path or glob that names no file stands for: Megatron prefixes
+    (``data/books_text_document`` names ``data/books_text_document.idx``)."""
+    return sorted(Path(p) for p in glob.glob(source + ".idx", recursive=True)
+                  if Path(p).is_file() and is_index(Path(p)))
+
+
+def _sniff(head: bytes, path: Path) -> bool:
+    """An index by its magic bytes; a ``.bin`` beside an index of the same prefix is that
+    dataset's data file (never a token stream)."""
+    return head.startswith(MAGIC) or companion(path) is not None
+
+
+def _part(path: Path) -> MegatronPart:
+    return MegatronPart(companion(path) or path)
+
+
+FORMAT = ShardFormat("megatron", "Megatron-LM indexed dataset", (".idx",), _sniff, _part,
+                     takes=frozenset({"unit"}), expand=expand)

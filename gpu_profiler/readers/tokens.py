@@ -1,0 +1,185 @@
+"""Flat token streams: a corpus stored as one long run of token ids, its documents separated
+by an end-of-text token (``--eot ID``):
+
+- nanoGPT's ``.bin``: raw token ids, uint16 (``--token-dtype uint32`` for larger vocabularies);
+- llm.c's ``.bin``: a 256-int32 header (magic 20240520, version 1 = uint16 or 2 = uint32,
+  token count), then the ids;
+- ``.npy``: a numpy array of ids (uint16, uint32, or int32), its header says which.
+
+A document counts its tokens and its one EOT (`gpu_profiler.chunk.Documents`). The file is
+read in chunks of `CHUNK_BYTES` with positioned reads; each chunk carries the length of the
+document still open where it starts (found by a search back from the previous chunk's end,
+which costs about one document's tokens), so the backends find every document, on any
+backend, with no chunk boundary splitting, merging or dropping one. A ``.bin`` beside a
+Megatron-LM ``.idx`` of the same prefix is that dataset's (`gpu_profiler.readers.megatron`).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_profiler.chunk import Chunk, Documents
+from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.readers import megatron
+from gpu_profiler.readers.base import FileShard, Reading, ShardFormat, SourceOptions
+
+LLMC_MAGIC = 20240520
+LLMC_HEADER = 256 * 4
+LLMC_VERSIONS = {1: "uint16", 2: "uint32"}
+NPY_MAGIC = b"\x93NUMPY"
+#: Token bytes per chunk (read at call time: tests shrink it).
+CHUNK_BYTES = 32 << 20
+#: Token dtypes the kernels take; int32 ids (``.npy``) are read as uint32, the same bits.
+_KERNEL_DTYPES = {"uint16": "uint16", "uint32": "uint32", "int32": "uint32"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a token stream's ids lie in its file."""
+
+    kind: str  # "nanoGPT .bin", "llm.c .bin", ".npy"
+    dtype: str  # as stored (little-endian): uint16, uint32 or int32
+    offset: int
+    tokens: int
+
+
+def layout(path: Path, token_dtype: str | None) -> Layout:
+    """The layout of the token file at ``path``, checked against its size; ``token_dtype``
+    is the ``--token-dtype`` given (None: not given), which a header must agree with."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(LLMC_HEADER)
+            size = os.fstat(f.fileno()).st_size
+            if head.startswith(NPY_MAGIC):
+                f.seek(0)
+                return _npy(path, f, size, token_dtype)
+    except OSError as exc:
+        raise ProfilerError(f"{path}: cannot read ({exc.strerror})") from None
+    if head[:4] == struct.pack("<i", LLMC_MAGIC):
+        return _llmc(path, head, size, token_dtype)
+    dtype = token_dtype or "uint16"
+    item = np.dtype(dtype).itemsize
+    if size % item:
+        raise ProfilerError(f"{path}: {size:,} bytes is not a whole number of {dtype} tokens "
+                            f"({item} bytes each): is --token-dtype right?")
+    return Layout("nanoGPT .bin", dtype, 0, size // item)
+
+
+def _llmc(path: Path, head: bytes, size: int, token_dtype: str | None) -> Layout:
+    if len(head) < LLMC_HEADER:
+        raise ProfilerError(f"{path}: truncated llm.c token file: {size} bytes, its header "
+                            f"alone has {LLMC_HEADER}")
+    version, tokens = struct.unpack_from("<ii", head, 4)
+    if version not in LLMC_VERSIONS:
+        raise ProfilerError(f"{path}: llm.c header version {version} at offset 4 (known: 1 "
+                            "for uint16 tokens, 2 for uint32)")
+    dtype = LLMC_VERSIONS[version]
+    _agree(path, f"its llm.c header (version {version})", dtype, token_dtype)
+    need = LLMC_HEADER + tokens * np.dtype(dtype).itemsize
+    if tokens < 0 or size != need:
+        raise ProfilerError(f"{path}: llm.c header says {tokens:,} {dtype} tokens at offset 8 "
+                            f"({need:,} bytes with the header), the file has {size:,}")
+    return Layout("llm.c .bin", dtype, LLMC_HEADER, tokens)
+
+
+def _npy(path: Path, f: BinaryIO, size: int, token_dtype: str | None) -> Layout:
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(
+            version)
+        if read is None:
+            raise ValueError(f"format version {version[0]}.{version[1]} is not supported")
+        shape, fortran, dtype = read(f)
+        offset = f.tell()
+    except (ValueError, SyntaxError, TypeError, OverflowError, EOFError) as exc:
+        raise ProfilerError(f"{path}: corrupt .npy header: {first_line(exc)}") from None
+    big = dtype.byteorder == ">" or (dtype.byteorder == "=" and not np.little_endian)
+    name = dtype.name
+    if name not in _KERNEL_DTYPES or big:
+        raise ProfilerError(f"{path}: token ids must be little-endian uint16, uint32 or "
+                            f"int32; the .npy holds {dtype.str}")
+    if fortran and len(shape) > 1:
+        raise ProfilerError(f"{path}: a Fortran-order {shape} array is no token stream (save "
+                            "it in C order)")
+    if token_dtype is not None and _KERNEL_DTYPES[name] != token_dtype:
+        _agree(path, "its .npy header", name, token_dtype)
+    tokens = int(np.prod(shape, dtype=object)) if shape else 1
+    need = offset + tokens * dtype.itemsize
+    if size != need:
+        raise ProfilerError(f"{path}: its .npy header says shape {shape} of {name} "
+                            f"({need:,} bytes with the header), the file has {size:,}")
+    return Layout(".npy", name, offset, tokens)
+
+
+def _agree(path: Path, where: str, dtype: str, token_dtype: str | None) -> None:
+    if token_dtype is not None and token_dtype != dtype:
+        raise ProfilerError(f"{path}: --token-dtype {token_dtype} does not apply: {where} "
+                            f"says {dtype}")
+
+
+@dataclass(frozen=True)
+class TokenPart(FileShard):
+    """A flat token stream file; its samples are its documents."""
+
+    on_device = False
+    read_ahead = True  # positioned reads in the scan's thread: reading ahead overlaps them
+
+    def schema(self) -> pa.Schema:
+        return pa.schema([pa.field("length", pa.int64(), nullable=False)])
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
+        return _chunks(self.path, reading.source)
+
+
+def _chunks(path: Path, options: SourceOptions) -> Iterator[Chunk]:
+    """The stream in chunks of token ids, each with its `Documents`."""
+    if options.eot is None:
+        raise ProfilerError(f"{path}: a flat token stream needs --eot ID (eot= in Python), "
+                            "the end-of-text token id that separates its documents (50256 "
+                            "for GPT-2's tokenizer)")
+    lay = layout(path, options.token_dtype)
+    top = int(np.iinfo(lay.dtype).max)
+    if options.eot > top:
+        raise ProfilerError(f"{path}: --eot {options.eot} cannot occur in {lay.dtype} token "
+                            f"ids (at most {top})")
+    item = np.dtype(lay.dtype).itemsize
+    step = max(1, CHUNK_BYTES // item)
+    docs = Documents(options.eot, start=options.eot_position == "start", last=False)
+    with open(path, "rb") as f:
+        for lo in range(0, lay.tokens, step):
+            hi = min(lay.tokens, lo + step)
+            x = megatron.read_at(f, "<" + np.dtype(lay.dtype).str[1:], hi - lo,
+                                 lay.offset + lo * item, path)
+            x = x.view(_KERNEL_DTYPES[lay.dtype])
+            here = replace(docs, last=hi == lay.tokens)
+            yield Chunk(x, docs=here)
+            docs = here.following(x)
+
+
+def _sniff(head: bytes, path: Path) -> bool:
+    """llm.c's and numpy's headers by their magic bytes; a raw ``.bin`` (no magic) by its
+    name (a Megatron-LM data file is claimed before this is asked)."""
+    return (head.startswith(NPY_MAGIC) or head[:4] == struct.pack("<i", LLMC_MAGIC)
+            or path.suffix == ".bin")
+
+
+def _part(path: Path) -> TokenPart:
+    idx = megatron.companion(path)
+    if idx is not None:
+        raise ProfilerError(f"{path}: the data file of the Megatron-LM indexed dataset "
+                            f"{idx}, not a token stream: profile {idx.with_suffix('')} "
+                            "(its lengths are in the index)")
+    return TokenPart(path)
+
+
+FORMAT = ShardFormat("tokens", "token stream", (".bin", ".npy"), _sniff, _part,
+                     takes=frozenset({"eot", "eot_position", "token_dtype"}))

@@ -36,7 +36,7 @@ LLMC_HEADER = 256 * 4
 LLMC_VERSIONS = {1: "uint16", 2: "uint32"}
 NPY_MAGIC = b"\x93NUMPY"
 #: Token bytes per chunk (read at call time: tests shrink it).
-CHUNK_BYTES = 32 << 20
+CHUNK_BYTES = 8 << 20
 #: Token dtypes the kernels take; int32 ids (``.npy``) are read as uint32, the same bits.
 _KERNEL_DTYPES = {"uint16": "uint16", "uint32": "uint32", "int32": "uint32"}
 

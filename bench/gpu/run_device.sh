@@ -24,6 +24,9 @@ if $PY -c "import pytest" 2>/dev/null; then
     if $PY -c "import hypothesis" 2>/dev/null; then
         timeout 300 $PY -m pytest -q -p no:cacheprovider -k cuda tests/test_backends.py \
             || status=$?
+        # the token-stream document kernels, the same bodies too (and on files)
+        timeout 300 $PY -m pytest -q -p no:cacheprovider -k "cuda and not simulator" \
+            tests/test_documents.py tests/test_tokens.py tests/test_megatron.py || status=$?
     else
         echo "run_device: hypothesis not installed; skipping tests/test_backends.py" >&2
     fi

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.analysis.interleave import interleave, min_run
+from gpu_profiler.analysis.interleave import early_buckets, interleave, min_run
 from gpu_profiler.analysis.policies import batch_size_for
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
@@ -436,11 +436,15 @@ class PlanSummary:
     padding_pct: float
     dropped_samples: int
     split_batches: int
+    #: Buckets whose last batch runs before the epoch's final 2% (rank 0's batches): the
+    #: counts leave no room there for every bucket (`gpu_profiler.analysis.interleave`).
+    early_buckets: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "params"}
         return {"schema": "gpu-profiler/plan/v1", "params": self.params.to_dict(), **d,
-                "bucket_batches": list(self.bucket_batches)}
+                "bucket_batches": list(self.bucket_batches),
+                "early_buckets": list(self.early_buckets)}
 
 
 def summarize(sampler: BucketBatchSampler, split: str | None = None) -> PlanSummary:
@@ -459,7 +463,8 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None) -> PlanSumm
                        int(index.size), plan.batches, plan.steps, tuple(int(b) for b in per),
                        runs, plan.min_run, tokens, padded,
                        (padded - tokens) / padded * 100 if padded else 0.0,
-                       plan.dropped_samples, plan.split_batches)
+                       plan.dropped_samples, plan.split_batches,
+                       tuple(early_buckets(plan.bucket[::plan.world_size], per.size)))
 
 
 def _longest_run(seq: np.ndarray) -> int:

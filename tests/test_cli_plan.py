@@ -67,3 +67,20 @@ def test_refusals_write_nothing(hf_dir, tmp_path, capsys):
         rc, _, err = run(args, capsys)
         assert rc == 2 and says in err and len(err.strip().splitlines()) == 1
         assert os.listdir(out) == []
+
+
+def test_says_which_buckets_cannot_end_in_the_last_2_percent(tmp_path, capsys):
+    # 1 batch of bucket 0 and 99 of bucket 1: runs of 50 at least, so bucket 0's batch sits
+    # between them, mid-epoch, in any order with the least runs
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"length": [50] * 64 + [8000] * 594}), path)
+    rc, out, err = run(["plan", path, "-o", tmp_path / "p.npz", "--bounds", "0,100,8193",
+                        "-f", "json"], capsys)
+    got = json.loads(out)
+    assert rc == 0 and got["early_buckets"] == [0] and got["longest_run"] == 50, err
+    rc, out, _ = run(["plan", path, "-o", tmp_path / "p.npz", "--bounds", "0,100,8193"],
+                     capsys)
+    assert "the counts leave no room" in out

@@ -20,7 +20,9 @@ def _lines(s: Any) -> list[tuple[str, str]]:
             ("padding", f"{s.padding_pct:.2f}% ({s.padded_tokens - s.tokens:,} of "
                         f"{s.padded_tokens:,} computed tokens)"),
             ("dropped samples", f"{s.dropped_samples:,}"),
-            ("batches split to fill the last step", f"{s.split_batches:,}")]
+            ("batches split to fill the last step", f"{s.split_batches:,}"),
+            ("buckets ending before the last 2%", ", ".join(map(str, s.early_buckets))
+             + " (the counts leave no room)" if s.early_buckets else "none")]
 
 
 def print_plan(s: Any, console: Any) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import hf, ipc, megatron, parquet, tokens
+from gpu_profiler.readers import hf, ipc, jsonl, megatron, parquet, tokens
 from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
 from gpu_profiler.readers.base import (
     COLUMN_OPTIONS,
@@ -29,6 +29,7 @@ __all__ = ["FORMATS", "LengthSpec", "Part", "Reading", "ShardFormat", "SourceOpt
 FORMATS: dict[str, ShardFormat] = {f.name: f for f in (
     parquet.FORMAT,
     ipc.FILE_FORMAT,
+    jsonl.FORMAT,  # by name, before ipc-stream's test of the first bytes
     ipc.STREAM_FORMAT,
     megatron.FORMAT,  # claims a .bin beside its .idx before tokens sees it
     tokens.FORMAT,

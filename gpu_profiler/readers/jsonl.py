@@ -1,0 +1,381 @@
+"""JSON Lines shards (``.jsonl``, and zstd-compressed ``.jsonl.zst``): one JSON object per
+line, the length an integer field (``--column``).
+
+The text is streamed in blocks cut at newlines, so memory stays bounded whatever the file
+size (no line may exceed :data:`MAX_LINE`). Each block is checked (UTF-8; every non-blank
+line opens an object) and parsed by pyarrow's JSON reader for the one field, on pyarrow's
+threads (every other value is skipped, never built); a block that fails is bisected by
+lines to name its first bad line. Stricter than pyarrow, a line must hold exactly one
+object: pyarrow also takes ``{..}{..}`` on one line, an object spread over lines, and a
+``null`` line (as a row of nulls; as the first value of a buffer, it crashes pyarrow 26, so
+such a line never reaches it). Blank lines are skipped; a missing field or ``null`` is a
+null length; a float, string, bool, object or array is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.prefetch import prefetched
+from gpu_profiler.readers.arrow import LengthSpec, arrays_to_chunks
+from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+BOM = b"\xef\xbb\xbf"  # pyarrow takes one at the start of a file, and so do we
+#: Bytes of text read and parsed at a time (the buffer grows only for a longer line).
+BLOCK = 16 << 20
+#: pyarrow's own block: the unit its threads parse in parallel.
+PARSE_BLOCK = 1 << 20
+#: A line running over this many bytes without a newline is taken for a corrupt file (or
+#: not JSON Lines) rather than buffered without bound.
+MAX_LINE = 256 << 20
+#: Bytes at the head of a file whose objects give its schema (more for a longer first line).
+SCHEMA_BYTES = 64 << 10
+
+_WS = b" \t\r\n"  # JSON's whitespace
+_IN_ROW = re.compile(r"\.? in row \d+$")
+_TWO = "holds {} JSON values, not one object (a missing newline?)"
+#: Parse options that check JSON and build nothing (no field is kept).
+_CHECK = pj.ParseOptions(explicit_schema=pa.schema([]), unexpected_field_behavior="ignore")
+
+
+@dataclass(frozen=True)
+class JsonlPart(FileShard):
+    """A JSON Lines shard, plain or zstd-compressed (told by its magic bytes, not its name)."""
+
+    on_device = False
+    read_ahead = True  # parsing works in the scan's thread: a read-ahead thread pays
+
+    def schema(self) -> pa.Schema:
+        return schema(self.path)
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
+        if reading.spec.offsets:  # refused when the source is opened (FORMAT.takes)
+            raise ProfilerError(f"{self.path}: JSON Lines lengths come from an integer field "
+                                "(--column), not --offsets-of")
+        return chunks(self.path, reading.spec)
+
+
+def _sniff(head: bytes, path: Path) -> bool:
+    """By name (text has no magic bytes); a ``.jsonl.zst`` must also be a zstd stream."""
+    return path.name.endswith(".jsonl") or (path.name.endswith(".jsonl.zst")
+                                            and head.startswith(ZSTD_MAGIC))
+
+
+FORMAT = ShardFormat("jsonl", "JSON Lines", (".jsonl", ".jsonl.zst"), _sniff, JsonlPart,
+                     takes=frozenset({"column"}))
+
+
+def schema(path: Path) -> pa.Schema:
+    """The top-level fields of the objects in the first :data:`SCHEMA_BYTES` (at least the
+    first object), in the order they first appear, typed coarsely (int64, double, bool,
+    string, ``struct<>``, ``list<null>``) so that shards whose nested values differ still
+    agree. A field seen only as null is int64: it may be the length field (what it holds
+    is checked when read). A file without objects has no fields."""
+    fields: dict[str, pa.DataType | None] = {}
+    objects = 0
+    for block, line, _ in _blocks(path, SCHEMA_BYTES):
+        for k, text in enumerate(block.tobytes().split(b"\n")):
+            text = text.removeprefix(BOM if line + k == 1 else b"").strip(_WS)
+            if not text:
+                continue
+            try:
+                obj = json.loads(text) if text[:1] == b"{" else None
+            except (ValueError, RecursionError):  # RecursionError: nested over ~1000 deep
+                obj = None
+            if not isinstance(obj, dict):  # a bad line: reading names it, unless it is first
+                if not objects:
+                    raise ProfilerError(f"{path}: line {line + k}: {_line_reason(text)}")
+                break
+            objects += 1
+            for key, value in obj.items():
+                if fields.get(key) is None:
+                    fields[key] = _coarse(value)
+        if objects:
+            break
+    return pa.schema([(k, pa.int64() if t is None else t) for k, t in fields.items()])
+
+
+def _coarse(value: object) -> pa.DataType | None:
+    if isinstance(value, bool):
+        return pa.bool_()
+    if isinstance(value, int):
+        return pa.int64()
+    if isinstance(value, float):
+        return pa.float64()
+    if isinstance(value, str):
+        return pa.string()
+    if isinstance(value, dict):
+        return pa.struct([])
+    if isinstance(value, list):
+        return pa.list_(pa.null())
+    return None
+
+
+def chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
+    """Chunks of the integer field ``spec.name``, in line order (null where it is absent)."""
+    parse = pj.ParseOptions(explicit_schema=pa.schema([(spec.name, pa.int64())]),
+                            unexpected_field_behavior="ignore")
+    # blocks are read (and checked) ahead in a thread while pyarrow parses the last one:
+    # three buffers, one being read, one queued, one parsed
+    for block, line, newlines in prefetched(_blocks(path, BLOCK, buffers=3), depth=1):
+        table = _parse(block, line, newlines, parse, path)
+        yield from arrays_to_chunks(table.column(0).chunks, spec)
+
+
+def _blocks(path: Path, size: int, buffers: int = 1) -> Iterator[tuple[memoryview, int,
+                                                                        np.ndarray]]:
+    """The file's text in blocks of whole lines (the last may lack its newline), each
+    checked to be UTF-8, read ``size`` bytes at a time: ``(block, number of its first line,
+    offsets of its newlines)``. A block is a view of one of ``buffers`` buffers, taken in
+    turn: the caller may still hold ``buffers - 1`` blocks when it asks for the next."""
+    with _open(path) as f:
+        ring: list[bytearray | None] = [bytearray(size), *[None] * (buffers - 1)]
+        k, buf = 0, ring[0]
+        assert buf is not None
+        view = memoryview(buf)
+        have, line = 0, 1  # buf[:have]: the start of a line whose newline is still unread
+        while True:
+            if have == len(buf):  # no newline in the whole buffer: a longer one
+                if have > MAX_LINE:
+                    raise ProfilerError(f"{path}: line {line} runs over {_mib(MAX_LINE)} "
+                                        "without a newline: not JSON Lines")
+                buf = ring[k] = bytearray(min(2 * len(buf), MAX_LINE + 1))
+                buf[:have] = view[:have]
+                view = memoryview(buf)
+            try:
+                n = f.readinto(view[have:])
+            except (OSError, pa.ArrowException) as exc:
+                what = "corrupt or truncated zstd stream" if _zstd(path) else "read error"
+                raise ProfilerError(f"{path}: {what} at line {line}: {first_line(exc)}") \
+                    from None
+            if not n:
+                if have:
+                    _check_utf8(view[:have], line, path)
+                    yield view[:have], line, _newlines(buf, have)
+                return
+            end = have + n
+            cut = buf.rfind(b"\n", have, end) + 1
+            if not cut:
+                have = end
+                continue
+            _check_utf8(view[:cut], line, path)
+            newlines = _newlines(buf, cut)
+            yield view[:cut], line, newlines
+            line += len(newlines)
+            # the unfinished line moves to the start of the next buffer (one that fits it,
+            # dropping one grown far beyond what it holds)
+            have = end - cut
+            want = max(size, min(2 * have, MAX_LINE + 1), have + 1)
+            k = (k + 1) % buffers
+            nxt = ring[k]
+            if nxt is None or not want <= len(nxt) <= 4 * want:
+                nxt = ring[k] = bytearray(want)
+            nxt_view = view if nxt is buf else memoryview(nxt)
+            nxt_view[:have] = view[cut:end]
+            buf, view = nxt, nxt_view
+
+
+def _newlines(buf: bytearray, n: int) -> np.ndarray:
+    return np.flatnonzero(np.frombuffer(buf, np.uint8, n) == 10)
+
+
+def _open(path: Path) -> pa.NativeFile:
+    try:
+        return pa.input_stream(str(path), compression="zstd" if _zstd(path) else None)
+    except (OSError, pa.ArrowException) as exc:
+        raise ProfilerError(f"{path}: cannot read ({first_line(exc)})") from None
+
+
+def _zstd(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == ZSTD_MAGIC
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
+
+
+def _read_options(nbytes: int, threads: bool = False) -> pj.ReadOptions:
+    """Threads parse ``PARSE_BLOCK`` pieces; one thread takes the text as one block (so no
+    line straddles two)."""
+    return pj.ReadOptions(use_threads=threads,
+                          block_size=PARSE_BLOCK if threads else max(nbytes, PARSE_BLOCK))
+
+
+def _parse(block: memoryview, line: int, newlines: np.ndarray, parse: pj.ParseOptions,
+           path: Path) -> pa.Table:
+    """One block's field, checked (valid JSON, the field an integer, one object per
+    non-blank line), or the error of a bad line."""
+    objects, stray = _screen(block, line, newlines)
+    if stray is not None:
+        raise _bad_block(block, line, parse, path, stray)
+    data = pa.py_buffer(block)
+    try:
+        table = pj.read_json(data, read_options=_read_options(len(block), True),
+                             parse_options=parse)
+    except pa.ArrowInvalid as exc:
+        if "straddl" not in str(exc):  # straddling: a line longer than PARSE_BLOCK
+            raise _bad_block(block, line, parse, path) from None
+        try:
+            table = pj.read_json(data, read_options=_read_options(len(block)),
+                                 parse_options=parse)
+        except pa.ArrowInvalid:
+            raise _bad_block(block, line, parse, path) from None
+    if table.num_rows != objects:
+        raise _bad_block(block, line, parse, path)
+    return table
+
+
+def _screen(block: memoryview, line: int, newlines: np.ndarray) -> tuple[int, int | None]:
+    """``(non-blank lines, index of the first that does not open an object or None)``.
+    A line opens with ``{`` after whitespace (and a byte order mark on line 1)."""
+    a = np.frombuffer(block, np.uint8)
+    starts = np.concatenate([[0], newlines[newlines < len(a) - 1] + 1])
+    other = starts[a[starts] != 123]  # lines not opening with "{" at once: rare
+    ends = np.append(newlines, len(a))[np.searchsorted(newlines, other)]
+    blank = 0
+    for s, e in zip(other, ends, strict=True):
+        text = block[s:e].tobytes().removeprefix(BOM if line == 1 and s == 0 else b"")
+        text = text.strip(_WS)
+        if not text:
+            blank += 1
+        elif text[:1] != b"{":
+            return 0, int(np.searchsorted(starts, s))
+    return len(starts) - blank, None
+
+
+def _check_utf8(block: memoryview, line: int, path: Path) -> None:
+    """Raise, naming the line, unless the block is valid UTF-8 (as JSON must be; pyarrow
+    does not check the strings it skips)."""
+    offsets = pa.py_buffer(np.array([0, len(block)], np.int64))
+    text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(block)])
+    try:
+        text.validate(full=True)
+        return
+    except pa.ArrowInvalid:
+        pass
+    raw = block.tobytes()
+    try:
+        raw.decode()
+    except UnicodeDecodeError as exc:
+        before = raw[:exc.start]
+        at, column = line + before.count(b"\n"), exc.start - before.rfind(b"\n")
+        raise ProfilerError(f"{path}: line {at}: invalid UTF-8 (byte 0x{raw[exc.start]:02x} "
+                            f"at byte {column} of the line)") from None
+    raise ProfilerError(f"{path}: line {line} on: invalid UTF-8")
+
+
+def _line_starts(block: memoryview) -> np.ndarray:
+    """Where the block's lines start, and its end: line k is ``block[s[k]:s[k + 1]]``."""
+    a = np.frombuffer(block, np.uint8)
+    starts = np.flatnonzero(a == 10) + 1
+    if not len(starts) or starts[-1] != len(a):
+        starts = np.append(starts, len(a))
+    return np.concatenate([[0], starts])
+
+
+def _bad_block(block: memoryview, line: int, parse: pj.ParseOptions, path: Path,
+               stray: int | None = None) -> ProfilerError:
+    """The error of the first bad line of a block that failed as a whole, or of line
+    ``stray`` (one that opens no object) when no line before it is bad. Bisected: each step
+    parses half of what is left, never a stray line (see the module's docstring)."""
+    starts = _line_starts(block)
+    a = np.frombuffer(block, np.uint8)
+    solid = np.logical_or.reduceat(~((a == 32) | (a == 9) | (a == 13) | (a == 10)),
+                                   starts[:-1])
+
+    def fault(i: int, j: int) -> str | None:
+        data = pa.py_buffer(block[starts[i]:starts[j]])
+        try:
+            table = pj.read_json(data, read_options=_read_options(data.size),
+                                 parse_options=parse)
+        except pa.ArrowInvalid as exc:
+            return _reason(str(exc), parse)
+        want = int(np.count_nonzero(solid[i:j]))
+        if table.num_rows == want:
+            return None
+        if j - i == 1:
+            return _TWO.format(table.num_rows)
+        return f"{table.num_rows} JSON values in {want} lines"
+
+    lo, hi = 0, len(starts) - 1 if stray is None else stray
+    if stray is not None and (not stray or fault(0, stray) is None):
+        text = block[starts[stray]:starts[stray + 1]].tobytes().strip(_WS)
+        return ProfilerError(f"{path}: line {line + stray}: {_line_reason(text)}")
+    while hi - lo > 1:  # the first bad line is in [lo, hi)
+        mid = (lo + hi) // 2
+        if fault(lo, mid) is not None:
+            hi = mid
+        else:
+            lo = mid
+    reason = fault(lo, lo + 1) or "not one JSON object per line"  # e.g. one over two lines
+    if lo == len(starts) - 2 and block[-1] != 10 and reason.startswith("invalid JSON"):
+        reason += " (the file ends inside this line: truncated?)"
+    return ProfilerError(f"{path}: line {line + lo}: {reason}")
+
+
+def _reason(message: str, parse: pj.ParseOptions) -> str:
+    """pyarrow's message about one line, said in terms of the line and the field."""
+    message = _IN_ROW.sub("", message.splitlines()[0] if message else "")
+    name = parse.explicit_schema.names[0] if parse.explicit_schema.names else ""
+    if m := re.match(r"Failed to convert JSON to int64, couldn't parse:(.*)", message):
+        value = m.group(1)[:40]
+        what = "outside the int64 range" if re.fullmatch(r"-?\d+", value) else "not an integer"
+        return f"{name!r} is {value}: {what}"
+    if m := re.match(r"JSON parse error: Column\(/.*\) changed from number to (\w+)", message):
+        return f"{name!r} is {_a(m.group(1))}, not an integer"
+    if m := re.match(r"JSON parse error: Column\(\) changed from object to (\w+)", message):
+        return f"not a JSON object but {_a(m.group(1))}"
+    if "was specified twice" in message:
+        return f"{name!r} appears twice in the object"
+    return "invalid JSON: " + message.removeprefix("JSON parse error: ").rstrip(".")
+
+
+def _line_reason(text: bytes) -> str:
+    """Why one line (stripped) is not a JSON object; said without pyarrow when the line
+    does not open with ``{`` (a ``null`` first value crashes it)."""
+    if text[:1] == b"{":
+        try:
+            rows = pj.read_json(pa.py_buffer(text), read_options=_read_options(len(text)),
+                                parse_options=_CHECK).num_rows
+        except pa.ArrowInvalid as exc:
+            return _reason(str(exc), _CHECK)
+        # pyarrow reads one object where Python's json failed: nested beyond its recursion
+        return _TWO.format(rows) if rows > 1 else "nested too deeply to read its fields"
+    if text.startswith(BOM):
+        return "invalid JSON: a byte order mark (one may open only the file)"
+    if len(text) > 1 << 16:  # too long to parse for a message: its first byte says
+        kind = _KINDS.get(text[:1])
+        return f"not a JSON object but {kind}" if kind else "invalid JSON"
+    try:
+        value = json.loads(text.decode())
+    except ValueError as exc:
+        return "invalid JSON: " + (exc.msg if isinstance(exc, json.JSONDecodeError) else
+                                   first_line(exc))
+    except RecursionError:
+        return "nested too deeply to read its fields"
+    kinds: list[tuple[type | tuple[type, ...], str]] = [
+        (bool, "a boolean"), ((int, float), "a number"), (str, "a string"), (list, "an array"),
+        (dict, "an object")]
+    kind = next((k for t, k in kinds if isinstance(value, t)), "null")
+    return f"not a JSON object but {kind}"
+
+
+_KINDS = {b"n": "null", b"t": "a boolean", b"f": "a boolean", b'"': "a string",
+          b"[": "an array", b"{": "an object", **dict.fromkeys(
+              [b"-", *(str(d).encode() for d in range(10))], "a number")}
+
+
+def _a(kind: str) -> str:
+    return ("an " if kind[:1] in "aeiou" else "a ") + kind

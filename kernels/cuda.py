@@ -166,6 +166,28 @@ def _add_stats(dst, ac, at, amin, amax, nn, ni):
         cuda.atomic.add(dst, 5, ni)
 
 
+@register_jitable
+def _zero_shared(bins, bst, cap):
+    """Zero a block's shared bins ``0..cap`` and its stats (the caller then syncs)."""
+    tid = cuda.threadIdx.x
+    for b in range(tid, cap + 1, cuda.blockDim.x):
+        bins[b] = 0
+    if tid == 0:
+        _init_block_stats(bst)
+
+
+@register_jitable
+def _flush_shared(bins, bst, cap, counts, stats):
+    """Add a block's shared bins and stats to the global ones (after a sync)."""
+    tid = cuda.threadIdx.x
+    for b in range(tid, cap + 1, cuda.blockDim.x):
+        c = bins[b]
+        if c != 0:
+            cuda.atomic.add(counts, b, int64(c))
+    if tid == 0:
+        _add_stats(stats, bst[0], bst[1], bst[2], bst[3], bst[4], bst[5])
+
+
 def _hist_shared(x, valid, has_mask, offsets, n, cap, counts, stats):
     """Histogram of ``n`` samples into ``counts`` (int64[cap+1]) and ``stats`` (int64[6]).
 
@@ -173,22 +195,12 @@ def _hist_shared(x, valid, has_mask, offsets, n, cap, counts, stats):
     """
     bins = cuda.shared.array(0, uint32)
     bst = cuda.shared.array(6, int64)
-    tid = cuda.threadIdx.x
-    nt = cuda.blockDim.x
-    for b in range(tid, cap + 1, nt):
-        bins[b] = 0
-    if tid == 0:
-        _init_block_stats(bst)
+    _zero_shared(bins, bst, cap)
     cuda.syncthreads()
     ac, at, amin, amax, nn, ni = _scan(bins, uint32(1), x, valid, has_mask, offsets, n, cap)
     _add_stats(bst, ac, at, amin, amax, nn, ni)
     cuda.syncthreads()
-    for b in range(tid, cap + 1, nt):
-        c = bins[b]
-        if c != 0:
-            cuda.atomic.add(counts, b, int64(c))
-    if tid == 0:
-        _add_stats(stats, bst[0], bst[1], bst[2], bst[3], bst[4], bst[5])
+    _flush_shared(bins, bst, cap, counts, stats)
 
 
 def _hist_global(x, valid, has_mask, offsets, n, cap, counts, stats):
@@ -319,22 +331,12 @@ def _docs_shared(x, eot, start, carry, last, n, cap, counts, stats):
     dynamic shared memory and at most :data:`THREADS` threads per block."""
     bins = cuda.shared.array(0, uint32)
     bst = cuda.shared.array(6, int64)
-    tid = cuda.threadIdx.x
-    nt = cuda.blockDim.x
-    for b in range(tid, cap + 1, nt):
-        bins[b] = 0
-    if tid == 0:
-        _init_block_stats(bst)
+    _zero_shared(bins, bst, cap)
     cuda.syncthreads()
     ac, at, amin, amax, nn, ni = _docs(bins, uint32(1), x, eot, start, carry, last, n, cap)
     _add_stats(bst, ac, at, amin, amax, nn, ni)
     cuda.syncthreads()
-    for b in range(tid, cap + 1, nt):
-        c = bins[b]
-        if c != 0:
-            cuda.atomic.add(counts, b, int64(c))
-    if tid == 0:
-        _add_stats(stats, bst[0], bst[1], bst[2], bst[3], bst[4], bst[5])
+    _flush_shared(bins, bst, cap, counts, stats)
 
 
 def _docs_global(x, eot, start, carry, last, n, cap, counts, stats):

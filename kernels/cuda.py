@@ -115,14 +115,16 @@ def _count(bins, one, cap, v, ok, ac, at, amin, amax, nn, ni):
 
 
 @register_jitable
+def _fresh():
+    """A thread's running statistics before its first sample: above count, tokens, min,
+    max, nulls, invalid."""
+    return int64(0), int64(0), int64(_I64_MAX), int64(-1), int64(0), int64(0)
+
+
+@register_jitable
 def _scan(bins, one, x, valid, has_mask, offsets, n, cap):
     """This thread's grid-stride share of the samples; returns its running statistics."""
-    ac = int64(0)
-    at = int64(0)
-    amin = int64(_I64_MAX)
-    amax = int64(-1)
-    nn = int64(0)
-    ni = int64(0)
+    ac, at, amin, amax, nn, ni = _fresh()
     stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)
     i = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)
     while i + 3 * stride < n:  # UNROLL == 4: all loads first, then the updates
@@ -266,12 +268,7 @@ def _before_tile(x, eot, shift, carry, t0, found):
 def _docs(bins, one, x, eot, start, carry, last, n, cap):
     """This block's tiles of the ``n`` token ids: count every document that ends in them
     (and, when ``last``, the one open at the end); returns the thread's running stats."""
-    ac = int64(0)
-    at = int64(0)
-    amin = int64(_I64_MAX)
-    amax = int64(-1)
-    nn = int64(0)
-    ni = int64(0)
+    ac, at, amin, amax, nn, ni = _fresh()
     lasts = cuda.shared.array(THREADS, int64)
     found = cuda.shared.array(2, int64)  # [0] used: 16 bytes keep what follows aligned
     tid = cuda.threadIdx.x

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.analysis.interleave import early_buckets, interleave, min_run
+from gpu_profiler.analysis.interleave import early_buckets, interleave, longest_run, min_run
 from gpu_profiler.analysis.policies import batch_size_for
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
@@ -138,16 +138,15 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
 
     # Each bucket's batches as (start, end) in the layout, then shuffled within the bucket.
     clipped = counts[:cap + 1]
-    starts, ends, owner, dropped = [], [], [], int(x.size - layout.size)
+    starts, ends, dropped = [], [], int(x.size - layout.size)
     base = 0
-    for b, (blo, bhi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+    for blo, bhi in zip(edges[:-1], edges[1:], strict=True):
         values = np.flatnonzero(clipped[blo:bhi]) + blo
         n = int(clipped[blo:bhi].sum())
         cuts, lost = _cuts(values, clipped[values], n, p, policy, drop_last)
         dropped += lost
         starts.append(base + cuts[:, 0])
         ends.append(base + cuts[:, 1])
-        owner.append(np.full(len(cuts), b, np.int32))
         base += n
     per_bucket = np.array([s.size for s in starts], np.int64)
     order = np.arange(int(per_bucket.sum()), dtype=np.int64)
@@ -240,17 +239,13 @@ def _fill_last_step(s: np.ndarray, e: np.ndarray, bk: np.ndarray, world: int
 
 
 def _as_lengths(lengths: Any) -> np.ndarray:
+    import pyarrow as pa
+
     x = lengths
-    if not isinstance(x, np.ndarray):
-        try:
-            import pyarrow as pa
+    if isinstance(x, (pa.Array, pa.ChunkedArray)):
+        from gpu_profiler.lengths import lengths as read
 
-            if isinstance(x, (pa.Array, pa.ChunkedArray)):
-                from gpu_profiler.lengths import lengths as read
-
-                x = read(x)
-        except ImportError:
-            pass
+        x = read(x)
     x = np.asarray(x)
     if x.ndim != 1 or not (np.issubdtype(x.dtype, np.integer) or x.size == 0):
         raise ProfilerError(f"lengths must be a 1-D integer array, got {x.dtype}[{x.ndim}d]")
@@ -455,7 +450,7 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None) -> PlanSumm
     clipped = np.minimum(sampler.lengths[index], p.max_seq_len)
     rows = np.diff(offsets)
     longest = np.maximum.reduceat(clipped, offsets[:-1]) if rows.size else rows
-    runs = max((_longest_run(plan.bucket[r::plan.world_size])
+    runs = max((longest_run(plan.bucket[r::plan.world_size])[0]
                 for r in range(plan.world_size)), default=0)
     tokens, padded = int(clipped.sum()), int((rows * longest).sum())
     per = np.bincount(plan.bucket, minlength=len(p.bounds) - 1)
@@ -465,13 +460,6 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None) -> PlanSumm
                        (padded - tokens) / padded * 100 if padded else 0.0,
                        plan.dropped_samples, plan.split_batches,
                        tuple(early_buckets(plan.bucket[::plan.world_size], per.size)))
-
-
-def _longest_run(seq: np.ndarray) -> int:
-    if not seq.size:
-        return 0
-    change = np.flatnonzero(seq[1:] != seq[:-1])
-    return int(np.diff(np.concatenate(([-1], change, [seq.size - 1]))).max())
 
 
 def save_plan(path: str, plan: EpochPlan, summary: PlanSummary) -> None:

@@ -15,9 +15,9 @@ from gpu_profiler import BucketParams
 from gpu_profiler.analysis import advice as advice_mod
 from gpu_profiler.analysis.advice import ADVISED, advise, attach
 from gpu_profiler.analysis.bounds import suggest_bounds
-from gpu_profiler.analysis.interleave import interleave, min_run
+from gpu_profiler.analysis.interleave import interleave, longest_run, min_run
 from gpu_profiler.analysis.policies import evaluate_policy
-from gpu_profiler.analysis.schedule import _runs, simulate_schedule
+from gpu_profiler.analysis.schedule import simulate_schedule
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.cli import main
@@ -64,7 +64,7 @@ def test_picks_the_least_padding_with_every_share_under_40_percent(demo_hist):
 def test_the_order_fix_is_the_planner_s_least_possible_run(demo_hist):
     a = advise(demo_hist)
     counts = [int(b.batches) for b in evaluate_policy(demo_hist, "fixed").buckets]
-    assert a.longest_run == min_run(counts) == _runs(interleave(counts))[0] == 2
+    assert a.longest_run == min_run(counts) == longest_run(interleave(counts))[0] == 2
     assert "`gpu-profiler schedule --order stride` runs at most 2 batches of one bucket " \
            "back to back, the least possible" in a.text
     assert "gpu_profiler.BucketBatchSampler" in a.text and "gpu-profiler plan" in a.text

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 from gpu_profiler import ProfilerError
-from gpu_profiler.analysis.interleave import interleave, min_run
+from gpu_profiler.analysis.interleave import interleave, longest_run, min_run
 from gpu_profiler.analysis.schedule import (
     ORDERS,
-    _runs,
     batch_order,
     order_stats,
     parse_orders,
@@ -50,7 +49,7 @@ def test_sequential_is_bucket_after_bucket():
 def test_stride_is_the_interleaving_planner():
     # bucket 3 has 120 of 181 batches: runs of 2 at least, and they are all 2 or less
     o = batch_order(COUNTS, "stride")
-    assert np.array_equal(o, interleave(COUNTS)) and _runs(o)[0] == min_run(COUNTS) == 2
+    assert np.array_equal(o, interleave(COUNTS)) and longest_run(o)[0] == min_run(COUNTS) == 2
     assert np.array_equal(batch_order(COUNTS, "stride", max_run=5), interleave(COUNTS, 5))
 
 

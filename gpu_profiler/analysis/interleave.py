@@ -85,6 +85,17 @@ def interleave(batches: Sequence[int] | np.ndarray, max_run: int | None = None) 
     return out
 
 
+def longest_run(order: np.ndarray) -> tuple[int, int | None]:
+    """The longest run of equal consecutive values of ``order``, and its value (the first
+    such run; ``(0, None)`` when empty)."""
+    if not order.size:
+        return 0, None
+    ends = np.flatnonzero(order[1:] != order[:-1])  # a run ends at each change
+    lengths = np.diff(ends, prepend=-1, append=order.size - 1)
+    i = int(np.argmax(lengths))
+    return int(lengths[i]), int(order[ends[i] if i < ends.size else -1])
+
+
 def tail_size(n: int) -> int:
     """Batches in the final :data:`TAIL_PCT` percent of an ``n``-batch epoch (at least 1)."""
     return max(1, math.ceil(n * TAIL_PCT / 100)) if n else 0

@@ -28,8 +28,8 @@ import numpy as np
 from gpu_profiler.analysis.interleave import (
     TAIL_PCT,
     check_max_run,
-    early_buckets,
     interleave,
+    longest_run,
     min_run,
     tail_size,
 )
@@ -196,18 +196,8 @@ def write_order(path: str | Path, order: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------- statistics
-def _runs(order: np.ndarray) -> tuple[int, int | None]:
-    """The longest run of equal consecutive values, and its value (the first such run)."""
-    if not order.size:
-        return 0, None
-    ends = np.flatnonzero(order[1:] != order[:-1])  # a run ends at each change
-    lengths = np.diff(ends, prepend=-1, append=order.size - 1)
-    i = int(np.argmax(lengths))
-    return int(lengths[i]), int(order[ends[i] if i < ends.size else -1])
-
-
 def _longest_run(order: np.ndarray) -> int:
-    """``_runs(order)[0]``, faster when runs are short (as in random orders): ``alive[i]``
+    """``longest_run(order)[0]``, faster when runs are short (as in random orders): ``alive[i]``
     says that a run of the current length starts at ``i``; grow it until none is left."""
     if order.size < 2:
         return int(order.size)
@@ -216,7 +206,7 @@ def _longest_run(order: np.ndarray) -> int:
     while alive.any():
         length += 1
         if length > 32:
-            return _runs(order)[0]
+            return longest_run(order)[0]
         alive = alive[:-1] & same[length - 1:]
     return length
 
@@ -225,7 +215,7 @@ def order_stats(name: str, order: np.ndarray, mean_len: np.ndarray, log_window: 
                 ) -> OrderStats:
     """Statistics of one concrete order (bucket index per batch)."""
     n, k = order.size, mean_len.size
-    longest, bucket = _runs(order)
+    longest, bucket = longest_run(order)
     exhausted = []
     for b in range(k):
         hits = np.flatnonzero(order == b)
@@ -298,7 +288,7 @@ def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("ran
                             seed=seed, max_run=max_run) for n in names]
     msgs = _warnings(pol, stats)
     if "stride" in names:
-        msgs += _early_note(batches, max_run)
+        msgs += _early_note(stats[names.index("stride")], max_run, least)
     return ScheduleResult(p, policy, drop_last, log_window, seed, tuple(batches),
                           tuple(b.batch_pct for b in pol.buckets), tuple(mean_len),
                           tuple(stats), tuple(msgs), least, max_run)
@@ -321,18 +311,19 @@ def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _early_note(batches: Sequence[int], max_run: int | None) -> list[str]:
-    """Says which buckets the counts keep from ending in the epoch's final 2%."""
-    order = interleave(batches, max_run)
-    early = early_buckets(order, len(batches))
+def _early_note(stride: OrderStats, max_run: int | None, least: int) -> list[str]:
+    """Says which buckets the counts keep from ending in the epoch's final 2% (from the
+    stride order just simulated: its last batch of each bucket, ``exhausted_at * n``)."""
+    n, tail = stride.batches, tail_size(stride.batches)
+    early = [b for b, e in enumerate(stride.exhausted_at)
+             if e is not None and round(e * n) <= n - tail]
     if not early:
         return []
-    n, tail = order.size, tail_size(order.size)
     names = ", ".join(map(str, early))
     return [f"--order stride: {'buckets' if len(early) > 1 else 'bucket'} {names} "
             f"run{'' if len(early) > 1 else 's'} out before "
             f"the final {TAIL_PCT:g}% of the epoch (its last {tail} of {n:,} batches): no order "
-            f"with runs <= {max_run or min_run(batches)} fits every bucket's last batch there"]
+            f"with runs <= {max_run or least} fits every bucket's last batch there"]
 
 
 def _stride_line(stride: OrderStats) -> str:

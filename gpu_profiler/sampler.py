@@ -442,11 +442,13 @@ class PlanSummary:
                 "early_buckets": list(self.early_buckets)}
 
 
-def summarize(sampler: BucketBatchSampler, split: str | None = None) -> PlanSummary:
+def summarize(sampler: BucketBatchSampler, split: str | None = None,
+              indexed: tuple[np.ndarray, np.ndarray] | None = None) -> PlanSummary:
     """The plan of ``sampler``'s current epoch, in numbers: its padding (rows x longest
-    clipped row, summed over batches), and its longest same-bucket run, per rank."""
+    clipped row, summed over batches), and its longest same-bucket run, per rank
+    (``indexed``: the plan's `EpochPlan.indices`, when the caller has them already)."""
     plan, p = sampler.plan(), sampler.params
-    index, offsets = plan.indices()
+    index, offsets = indexed or plan.indices()
     clipped = np.minimum(sampler.lengths[index], p.max_seq_len)
     rows = np.diff(offsets)
     longest = np.maximum.reduceat(clipped, offsets[:-1]) if rows.size else rows
@@ -462,15 +464,17 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None) -> PlanSumm
                        tuple(early_buckets(plan.bucket[::plan.world_size], per.size)))
 
 
-def save_plan(path: str, plan: EpochPlan, summary: PlanSummary) -> None:
+def save_plan(path: str, plan: EpochPlan, summary: PlanSummary,
+              indexed: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """Write ``plan`` as ``.npz``: ``indices`` (int64, every sample index in batch order),
     ``offsets`` (batch ``j`` is ``indices[offsets[j]:offsets[j + 1]]``), ``bucket`` (per
-    batch) and ``params`` (the summary, as JSON text); atomically."""
+    batch) and ``params`` (the summary, as JSON text); atomically (``indexed`` as in
+    :func:`summarize`)."""
     import io
 
     from gpu_profiler.render.output import write_atomic
 
-    index, offsets = plan.indices()
+    index, offsets = indexed or plan.indices()
     buf = io.BytesIO()
     np.savez(buf, indices=index, offsets=offsets, bucket=plan.bucket,
              params=np.array(json.dumps(summary.to_dict())))

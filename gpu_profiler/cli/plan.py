@@ -71,8 +71,9 @@ def plan(
                                  drop_last=drop_last, max_run=max_run,
                                  align_ranks=not mixed_steps)
     sampler.set_epoch(epoch)
-    summary = summarize(sampler, split)
-    save_plan(opts.output, sampler.plan(), summary)
+    indexed = sampler.plan().indices()  # every sample index in batch order, gathered once
+    summary = summarize(sampler, split, indexed)
+    save_plan(opts.output, sampler.plan(), summary, indexed)
     if emit_order:
         write_order(emit_order, sampler.plan().bucket)
     show(summary, opts.output_format, None, r.print_plan, r.plan_markdown, r.plan_csv)

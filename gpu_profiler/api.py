@@ -9,11 +9,12 @@ from typing import Any
 from gpu_profiler.analysis.advice import advise, attach
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, parse_policies
-from gpu_profiler.engine import scan
+from gpu_profiler.engine import ShardReport
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.readers import SourceOptions, open_source
+from gpu_profiler.sharded import scan
 
 SCHEMA = "gpu-profiler/profile/v1"
 
@@ -22,8 +23,9 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
               format: str | None = None, split: str | None = None, backend: str = "auto",
               cap: int | None = None, progress: bool = False,
               backend_options: Any = None, unit: str | None = None, eot: int | None = None,
-              eot_position: str | None = None,
-              token_dtype: str | None = None) -> LengthHistogram:
+              eot_position: str | None = None, token_dtype: str | None = None,
+              client: Any = None, cache_dir: str | None = None,
+              part: str | None = None) -> LengthHistogram:
     """Exact length histogram of ``source`` (all splits together).
 
     Args:
@@ -48,6 +50,11 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
         eot_position: ``end`` (default: each EOT closes its document, nanoGPT) or
             ``start`` (each EOT opens the next one, llm.c).
         token_dtype: a raw ``.bin`` token stream's ids, ``uint16`` (default) or ``uint32``.
+        client: a ``distributed.Client``: the scan runs as tasks (groups of shards) on its
+            cluster (the ``[dask]`` extra; see `gpu_profiler.cluster`).
+        cache_dir: keep each finished shard's histogram here, and reuse the ones kept, so
+            a scan killed and rerun rescans only what it had not finished.
+        part: ``"I/N"``: only slice I of N of the shard list (`gpu_profiler.slices`).
 
     An option the source's format does not take is a `ProfilerError` that says which
     formats take it (`gpu_profiler.readers.SourceOptions`).
@@ -58,13 +65,14 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
     if LengthHistogram.is_saved(source):
         no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
                         split=split, unit=unit, eot=eot, eot_position=eot_position,
-                        token_dtype=token_dtype)
+                        token_dtype=token_dtype, cache_dir=cache_dir, part=part)
         saved = LengthHistogram.load(source)
         return saved if cap is None else saved.with_cap(cap)
     return scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
                 backend=backend, cap=cap, progress=progress,
                 backend_options=backend_options,
-                source_options=SourceOptions(unit, eot, eot_position, token_dtype)).total
+                source_options=SourceOptions(unit, eot, eot_position, token_dtype),
+                client=client, cache_dir=cache_dir, part=part).total
 
 
 def no_scan_options(source: Any, **options: Any) -> None:
@@ -80,7 +88,8 @@ def no_scan_options(source: Any, **options: Any) -> None:
 @dataclass(frozen=True)
 class ProfileResult:
     """A profile: the bucket table of the whole source, and of each split when it has them;
-    ``policies`` are of one split (see :func:`profile`)."""
+    ``policies`` are of one split (see :func:`profile`); ``report`` what a sharded scan
+    adds (cache use, skipped shards, a slice's provenance)."""
 
     source: str
     backend: str
@@ -90,6 +99,7 @@ class ProfileResult:
     splits: dict[str, BucketTable]
     seconds: float
     policies: tuple[PolicyResult, ...] = ()
+    report: ShardReport = ShardReport()
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON interface (``schema`` names its version)."""
@@ -100,6 +110,13 @@ class ProfileResult:
             d["splits"] = {name: t.to_dict() for name, t in self.splits.items()}
         if self.policies:
             d["policies"] = [p.to_dict() for p in self.policies]
+        if self.report.cache is not None:
+            d["cache"] = self.report.cache
+        if self.report.skipped:
+            d["skipped_shards"] = [{"shard": s, "error": e} for s, e in self.report.skipped]
+        if self.report.provenance is not None:
+            d["part"] = self.report.provenance["slices"][0]
+            d["parts"] = self.report.provenance["parts"]
         d["seconds"] = self.seconds
         return d
 
@@ -135,7 +152,8 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             backend_options: Any = None,
             policies: Sequence[str] | str = (), drop_last: bool = False,
             unit: str | None = None, eot: int | None = None, eot_position: str | None = None,
-            token_dtype: str | None = None) -> ProfileResult:
+            token_dtype: str | None = None, client: Any = None, cache_dir: str | None = None,
+            part: str | None = None, skip_bad_shards: bool = False) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
     source (see docs/design.md for the semantics).
 
@@ -145,15 +163,19 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
     names (``train`` by default); each policy's ``split`` says which. Every split's table
     (or the whole source's, when it has no splits) carries the
     `~gpu_profiler.analysis.advice.Advice` on a dominant bucket, scored with ``drop_last``.
-    Other arguments as in :func:`histogram` and :class:`~gpu_profiler.params.BucketParams`.
+    ``skip_bad_shards``: a shard that cannot be read is left out (named with its error in
+    ``report.skipped``) rather than stopping the scan. Other arguments as in
+    :func:`histogram` and :class:`~gpu_profiler.params.BucketParams`.
     """
     params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget, max_batch_size,
                           grad_accum, world_size)
     names = parse_policies(policies)
     source_options = SourceOptions(unit, eot, eot_position, token_dtype)
     chosen = analysed_split(source, format, split) if names else None
+    sharding = {"client": client, "cache_dir": cache_dir, "part": part,
+                "skip_bad_shards": skip_bad_shards}
     result, hists = _profile(source, params, column, offsets_of, format, split, backend,
-                             progress, backend_options, drop_last, source_options)
+                             progress, backend_options, drop_last, source_options, sharding)
     if not names:
         return result
     pols = evaluate_policies(hists[chosen or ""], names, params, drop_last=drop_last)
@@ -163,15 +185,18 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
 def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: str | None,
              format: str | None, split: str | None, backend: str, progress: bool,
              backend_options: Any, drop_last: bool,
-             source_options: SourceOptions | None = None
+             source_options: SourceOptions | None = None,
+             sharding: dict[str, Any] | None = None
              ) -> tuple[ProfileResult, dict[str, LengthHistogram]]:
-    """The profile, and the histogram of each split (``""``: an unsplit source)."""
+    """The profile, and the histogram of each split (``""``: an unsplit source);
+    ``sharding``: the arguments of `gpu_profiler.sharded.scan` that shard it."""
     def table(hist: LengthHistogram) -> BucketTable:
         return attach(bucket_table(hist, params), advise(hist, params, drop_last=drop_last))
 
     if LengthHistogram.is_saved(source) or isinstance(source, LengthHistogram):
         no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
-                        split=split, **_given(source_options))
+                        split=split, **_given(source_options),
+                        **{k: v for k, v in (sharding or {}).items() if v and k != "client"})
         hist = source if isinstance(source, LengthHistogram) else LengthHistogram.load(source)
         saved = not isinstance(source, LengthHistogram)
         return ProfileResult(str(source) if saved else "<histogram>", "none",
@@ -179,13 +204,14 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
                              {}, 0.0), {"": hist}
     s = scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
              backend=backend, cap=params.max_seq_len, progress=progress,
-             backend_options=backend_options, source_options=source_options)
+             backend_options=backend_options, source_options=source_options,
+             **(sharding or {}))
     total = s.total
     named = {k: table(h) for k, h in s.histograms.items() if k}
     # The total of several splits is a sum for reference: the advice is each split's.
     whole = bucket_table(total, params) if named else table(total)
     return ProfileResult(_label(source), s.backend, s.spec.describe(), whole, total, named,
-                         s.seconds), {**s.histograms, "": total}
+                         s.seconds, report=s.report), {**s.histograms, "": total}
 
 
 def _given(options: SourceOptions | None) -> dict[str, Any]:

@@ -38,6 +38,23 @@ LIGHT_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
+class ShardReport:
+    """What a sharded scan (`gpu_profiler.sharded`) says besides its histograms.
+
+    Attributes:
+        cache: with a cache directory, ``{"reused": R, "scanned": S, "rejected": [...]}``
+            (the entries found corrupt or foreign, and rescanned).
+        skipped: the shards ``skip_bad_shards`` left out, each with its error.
+        provenance: of a ``part`` slice: what `gpu_profiler.slices` checks when the
+            partial histograms are merged.
+    """
+
+    cache: dict[str, Any] | None = None
+    skipped: tuple[tuple[str, str], ...] = ()
+    provenance: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Scan:
     """What one scan produced."""
 
@@ -45,6 +62,7 @@ class Scan:
     spec: LengthSpec
     backend: str
     seconds: float
+    report: ShardReport = ShardReport()
 
     @property
     def total(self) -> LengthHistogram:
@@ -52,12 +70,36 @@ class Scan:
         return merge(self.histograms.values())
 
 
-def scan(source: Any, *, column: str | None = None, offsets_of: str | None = None,
-         format: str | None = None, split: str | None = None, backend: str = "auto",
-         cap: int | None = None, progress: bool = False,
-         backend_options: Any = None, source_options: SourceOptions | None = None) -> Scan:
-    """Histogram every split of ``source``. See :func:`gpu_profiler.histogram` for arguments;
-    ``source_options`` holds the options of the formats that take them."""
+@dataclass(frozen=True)
+class Planned:
+    """A source opened and its scan planned, before any part is read: its splits, the
+    backend, the reading plan (None when there are no parts) and the first part's label and
+    schema, which every other part must have."""
+
+    splits: dict[str, list[Part]]
+    backend: Backend
+    reading: Reading | None
+    like: tuple[str, Any]
+    started: float
+
+    @property
+    def parts(self) -> list[Part]:
+        """Every part of every split, in order."""
+        return [p for ps in self.splits.values() for p in ps]
+
+    def empty(self, cap: int | None, column: str | None, offsets_of: str | None) -> Scan:
+        """The scan of a source with no parts (e.g. an empty HF dataset): zeros."""
+        spec = LengthSpec(offsets_of or column or "length", offsets=bool(offsets_of))
+        empty = LengthHistogram.empty(cap or 0)
+        return Scan({name: empty for name in self.splits}, spec, self.backend.name,
+                    time.perf_counter() - self.started)
+
+
+def prepare(source: Any, *, column: str | None = None, offsets_of: str | None = None,
+            format: str | None = None, split: str | None = None, backend: str = "auto",
+            cap: int | None = None, backend_options: Any = None,
+            source_options: SourceOptions | None = None) -> Planned:
+    """Open ``source`` and plan its scan once (see :func:`scan`)."""
     t0 = time.perf_counter()
     if cap is not None and (isinstance(cap, bool) or cap < 0):
         raise ProfilerError(f"cap must be a non-negative integer, got {cap!r}")
@@ -72,27 +114,47 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     if engine is None:
         engine = get_backend("numpy" if light else "numba" if small else "auto",
                              backend_options)
-    if not parts:  # e.g. an empty HF dataset (no shards): zeros, not an error
-        spec = LengthSpec(offsets_of or column or "length", offsets=bool(offsets_of))
-        empty = LengthHistogram.empty(cap or 0)
-        return Scan({name: empty for name in splits}, spec, engine.name,
-                    time.perf_counter() - t0)
+    if not parts:
+        return Planned(splits, engine, None, ("", None), t0)
     first = parts[0].schema()
     reading = plan(parts, resolve_spec(first, column, offsets_of, parts[0].label), engine,
                    light, source_options)
-    hists = {}
-    with ScanProgress(len(parts), progress) as bar:
-        for name, ps in splits.items():
-            runs = RunTally()
-            chunks = coalesce(_chunks(ps, reading, first, bar, runs))
-            counter = engine
-            if any(p.read_ahead for p in ps):
-                chunks, counter = prefetched(chunks), engine.beside_reader()
-            hists[name] = counter.histogram(chunks, cap)
-            if runs:
-                hists[name] = merge([hists[name], runs.histogram(cap)])
-            hists[name] = _exact(hists[name], ps, reading.spec)
-    return Scan(hists, reading.spec, engine.name, time.perf_counter() - t0)
+    return Planned(splits, engine, reading, (parts[0].label, first), t0)
+
+
+def scan(source: Any, *, column: str | None = None, offsets_of: str | None = None,
+         format: str | None = None, split: str | None = None, backend: str = "auto",
+         cap: int | None = None, progress: bool = False,
+         backend_options: Any = None, source_options: SourceOptions | None = None) -> Scan:
+    """Histogram every split of ``source``. See :func:`gpu_profiler.histogram` for arguments;
+    ``source_options`` holds the options of the formats that take them."""
+    planned = prepare(source, column=column, offsets_of=offsets_of, format=format,
+                      split=split, backend=backend, cap=cap, backend_options=backend_options,
+                      source_options=source_options)
+    reading = planned.reading
+    if reading is None:
+        return planned.empty(cap, column, offsets_of)
+    with ScanProgress(len(planned.parts), progress) as bar:
+        hists = {name: count(ps, reading, planned.backend, cap, planned.like, bar)
+                 for name, ps in planned.splits.items()}
+    return Scan(hists, reading.spec, planned.backend.name,
+                time.perf_counter() - planned.started)
+
+
+def count(parts: list[Part], reading: Reading, engine: Backend, cap: int | None,
+          like: tuple[str, Any], bar: ScanProgress) -> LengthHistogram:
+    """The histogram of ``parts`` under one reading plan, each checked to have the schema
+    of ``like`` (a label and its schema): the seam a sharded scan runs on each group of
+    shards."""
+    runs = RunTally()
+    chunks = coalesce(_chunks(parts, reading, like, bar, runs))
+    counter = engine
+    if any(p.read_ahead for p in parts):
+        chunks, counter = prefetched(chunks), engine.beside_reader()
+    hist = counter.histogram(chunks, cap)
+    if runs:
+        hist = merge([hist, runs.histogram(cap)])
+    return _exact(hist, parts, reading.spec)
 
 
 def _exact(hist: LengthHistogram, parts: list[Part], spec: LengthSpec) -> LengthHistogram:
@@ -141,13 +203,15 @@ def _small(parts: list[Part]) -> bool:
     return sum(p.nbytes for p in parts) <= LIGHT_BYTES
 
 
-def _chunks(parts: list[Part], reading: Reading, schema: Any, bar: ScanProgress,
+def _chunks(parts: list[Part], reading: Reading, like: tuple[str, Any], bar: ScanProgress,
             runs: RunTally) -> Iterator[Chunk]:
-    """Every chunk of every part, checking each part's schema against the first one;
+    """Every chunk of every part, checking each part's schema against ``like`` (the label
+    and schema of the scan's first part);
     `Run` s (lengths known from metadata) go to ``runs``."""
-    for i, part in enumerate(parts):
-        if i and not part.schema().equals(schema, check_metadata=False):
-            raise ProfilerError(f"{part.label}: schema differs from {parts[0].label}: "
+    label, schema = like
+    for part in parts:
+        if part.label != label and not part.schema().equals(schema, check_metadata=False):
+            raise ProfilerError(f"{part.label}: schema differs from {label}: "
                                 f"{_schema_diff(part.schema(), schema)}")
         for chunk in part.chunks(reading):
             bar.update(samples=chunk.samples)

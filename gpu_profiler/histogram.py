@@ -187,11 +187,19 @@ class LengthHistogram:
         return cls(counts, d["above_count"], d["above_tokens"], d["above_min"], d["above_max"],
                    d["null_count"], d["invalid_count"])
 
-    def save(self, path: str | Path) -> None:
-        """Write the histogram as JSON (atomically)."""
+    def to_json(self, provenance: dict[str, Any] | None = None) -> str:
+        """The saved form: :meth:`to_dict` as one JSON line. ``provenance`` says which
+        slice of which scan it counts (`gpu_profiler.slices`); loaders that do not ask
+        ignore it."""
+        d = self.to_dict() if provenance is None else {**self.to_dict(),
+                                                       "provenance": provenance}
+        return json.dumps(d) + "\n"
+
+    def save(self, path: str | Path, provenance: dict[str, Any] | None = None) -> None:
+        """Write :meth:`to_json` to ``path`` (atomically)."""
         from gpu_profiler.render.output import write_atomic
 
-        write_atomic(path, json.dumps(self.to_dict()) + "\n")
+        write_atomic(path, self.to_json(provenance))
 
     @staticmethod
     def is_saved(path: Any) -> bool:

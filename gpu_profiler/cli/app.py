@@ -8,6 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as analysis_opts
 from gpu_profiler.cli import options as o
+from gpu_profiler.cli import sharding
 from gpu_profiler.cli.output import show
 
 app = typer.Typer(
@@ -48,6 +49,11 @@ def profile(
         show_default=False)] = None,
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
+    workers: sharding.Workers = None,
+    dask: sharding.Dask = None,
+    part: sharding.PartOf = None,
+    cache_dir: sharding.CacheDir = None,
+    skip_bad_shards: sharding.SkipBad = False,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -58,11 +64,14 @@ def profile(
     for target in (opts.output, save_hist):
         if target:
             check_writable(target)
-    result = run_profile(path, **opts.bucketing(), **opts.scan(), policies=policy or (),
-                         drop_last=drop_last)
+    with sharding.client(workers, dask, opts.backend) as client:
+        result = run_profile(path, **opts.bucketing(), **opts.scan(), policies=policy or (),
+                             drop_last=drop_last, client=client, cache_dir=cache_dir,
+                             part=part, skip_bad_shards=skip_bad_shards)
     if save_hist:
-        result.histogram.save(save_hist)
+        result.histogram.save(save_hist, result.report.provenance)
     render(result, opts.output_format, opts.output)
+    sharding.report_skipped(result.report)
 
 
 @app.command()
@@ -102,6 +111,7 @@ def backends() -> None:
             typer.echo(f"       kernels: {native.status(build=False)}")
 
 
+from gpu_profiler.cli.merge import merge  # noqa: E402
 from gpu_profiler.cli.plan import plan  # noqa: E402
 from gpu_profiler.cli.schedule import schedule  # noqa: E402
 from gpu_profiler.cli.suggest import suggest  # noqa: E402
@@ -109,3 +119,4 @@ from gpu_profiler.cli.suggest import suggest  # noqa: E402
 app.command()(suggest)
 app.command()(schedule)
 app.command()(plan)
+app.command()(merge)

@@ -1,0 +1,28 @@
+"""``gpu-profiler merge``: sum the partial histograms of a ``--part I/N`` scan."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gpu_profiler.cli import options as o
+
+
+def merge(
+    parts: Annotated[list[str], typer.Argument(
+        help="The partial histograms (profile --part I/N --save-hist FILE), every slice "
+        "once.", show_default=False)],
+    output: o.Output = None,
+) -> None:
+    """Sum the slices of one scan into one histogram, after checking that they come from
+    the same source listing, length column, cap and slicing, and that every slice is there
+    once. Every command takes the result as PATH."""
+    from gpu_profiler.cli.output import emit
+    from gpu_profiler.render.output import check_writable
+    from gpu_profiler.slices import merge_partials
+
+    if output:
+        check_writable(output)
+    hist, provenance = merge_partials(parts)
+    emit(hist.to_json(provenance), output)

@@ -1,0 +1,53 @@
+"""``profile``'s options for scans beyond one process: a Dask cluster, a slice of the
+shard list, a resumable cache, bad shards skipped (exit code 3 when any was)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+_RUN = "Beyond one process"
+
+Workers = Annotated[int | None, typer.Option(
+    "--workers", help="Start a local Dask cluster of N worker processes for the run (with "
+    "--backend cuda: dask-cuda, one worker per GPU).", rich_help_panel=_RUN,
+    show_default=False)]
+Dask = Annotated[str | None, typer.Option(
+    "--dask", help="Run the scan's tasks on this running Dask scheduler (e.g. "
+    "tcp://host:8786).", rich_help_panel=_RUN, show_default=False)]
+PartOf = Annotated[str | None, typer.Option(
+    "--part", help="Scan only slice I of N (I/N, 0 <= I < N) of the shard list, balanced by "
+    "bytes; save it with --save-hist and sum the slices with `gpu-profiler merge`.",
+    rich_help_panel=_RUN, show_default=False)]
+CacheDir = Annotated[str | None, typer.Option(
+    "--cache-dir", help="Keep each finished shard's histogram here: a rerun of a killed "
+    "scan rescans only the unfinished shards.", rich_help_panel=_RUN, show_default=False)]
+SkipBad = Annotated[bool, typer.Option(
+    "--skip-bad-shards", help="Count every other shard when one cannot be read; name the "
+    "skipped ones and exit with code 3.", rich_help_panel=_RUN)]
+
+
+@contextmanager
+def client(workers: int | None, address: str | None, backend: str) -> Iterator[Any]:
+    """The Dask client ``--workers`` / ``--dask`` ask for, or None (dask not imported)."""
+    if workers is None and address is None:
+        yield None
+        return
+    from gpu_profiler.cluster import client_for
+
+    with client_for(workers, address, backend) as c:
+        yield c
+
+
+def report_skipped(report: Any) -> None:
+    """Name each shard ``--skip-bad-shards`` left out on stderr, then exit with code 3."""
+    if not report.skipped:
+        return
+    for shard, error in report.skipped:
+        named = error if shard in error else f"{shard}: {error}"
+        print(f"gpu-profiler: skipped {named}", file=sys.stderr)
+    raise typer.Exit(3)

@@ -51,11 +51,11 @@ def client_for(workers: int | None, address: str | None, backend: str) -> Iterat
         except ImportError:
             raise ProfilerError("--workers with --backend cuda needs dask-cuda (one worker "
                                 "per GPU): pip install 'gpu-profiler[dask-cuda]'") from None
-        cluster = LocalCUDACluster(n_workers=workers, dashboard_address=None,
+        cluster = LocalCUDACluster(n_workers=workers, dashboard_address=":0",
                                    silence_logs=logging.ERROR)
     else:
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
-                                           processes=True, dashboard_address=None,
+                                           processes=True, dashboard_address=":0",
                                            silence_logs=logging.ERROR)
     with cluster, distributed.Client(cluster) as client:
         yield client

@@ -1,0 +1,185 @@
+"""Scans shard by shard without an engine: ``--part I/N`` slices merged back equal the
+whole and merge refuses duplicates and gaps; a scan SIGKILLed partway and rerun with
+``--cache-dir`` gives the identical result, rescanning only the unfinished shards; corrupt
+cache entries are rejected; ``--skip-bad-shards``; and the single-process path imports no
+dask."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import run_cli
+
+import gpu_profiler as gp
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.readers import open_source
+from gpu_profiler.slices import parse_part, select
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """Nine Parquet shards of uneven sizes, with nulls and negative lengths."""
+    d = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(4)
+    for i in range(9):
+        n = 200 + 150 * (i % 4)
+        x = pa.array(rng.integers(-2, 10000, n), mask=rng.random(n) < 0.05)
+        pq.write_table(pa.table({"length": x}), d / f"s{i}.parquet")
+    return d
+
+
+def _profile(args, capsys, code=0):
+    got, out, err = run_cli(["profile", *args, "-q", "-f", "json"], capsys)
+    assert got == code, err
+    return json.loads(out), err
+
+
+def test_slices_are_a_balanced_partition_of_the_shards(shards):
+    items = [("", p) for p in open_source(str(shards))[""]]
+    cut = [select(items, i, 4) for i in range(4)]
+    assert [it for c in cut for it in c] == items  # every shard once, in order
+    sizes = [sum(p.nbytes for _, p in c) for c in cut]
+    assert max(sizes) - min(sizes) <= 2 * max(p.nbytes for _, p in items)
+
+
+@pytest.mark.parametrize("text", ["4/4", "-1/4", "1", "a/b", "0/0"])
+def test_bad_part_is_one_line(text):
+    with pytest.raises(ProfilerError, match="--part must be I/N"):
+        parse_part(text)
+
+
+def test_merged_parts_equal_the_whole(shards, tmp_path, capsys):
+    whole, _ = _profile([shards, "--save-hist", tmp_path / "whole.json"], capsys)
+    for i in range(3):
+        part, _ = _profile([shards, "--part", f"{i}/3", "--save-hist", tmp_path / f"p{i}.json"],
+                           capsys)
+        assert (part["part"], part["parts"]) == (i, 3)
+        assert 0 < part["total_samples"] < whole["total_samples"]
+    code, _, err = run_cli(["merge", *(tmp_path / f"p{i}.json" for i in (2, 0, 1)),
+                            "-o", tmp_path / "total.json"], capsys)
+    assert code == 0, err
+    assert gp.histogram(tmp_path / "total.json") == gp.histogram(tmp_path / "whole.json")
+    merged, _ = _profile([tmp_path / "total.json"], capsys)  # every command takes it
+    assert merged["buckets"] == whole["buckets"]
+
+
+def test_merge_refuses_duplicates_gaps_and_other_scans(shards, tmp_path, capsys):
+    for i in range(3):
+        _profile([shards, "--part", f"{i}/3", "--save-hist", tmp_path / f"p{i}.json"], capsys)
+    _profile([shards, "--part", "0/3", "--max-seq-len", "4096",
+              "--save-hist", tmp_path / "cap.json"], capsys)
+    p = [str(tmp_path / f"p{i}.json") for i in range(3)]
+    for args, message in [([p[0], p[1], p[1], p[2]], f"slice 1/3 is counted twice: in {p[1]}"),
+                          ([p[0], p[2]], "slice 1 is missing"),
+                          ([p[0], p[1], p[2], str(tmp_path / "cap.json")], "the cap differs")]:
+        code, _, err = run_cli(["merge", *args, "-o", tmp_path / "out.json"], capsys)
+        assert code == 2 and message in err, err
+        assert not (tmp_path / "out.json").exists()
+
+
+KILLED = textwrap.dedent("""
+    import os, signal, sys
+    from gpu_profiler import cache
+    from gpu_profiler.cli import main
+    put, stored = cache.ShardCache.put, []
+    def put_then_die(self, key, hist):
+        put(self, key, hist)
+        stored.append(key)
+        if len(stored) == int(sys.argv[1]):
+            os.kill(os.getpid(), signal.SIGKILL)
+    cache.ShardCache.put = put_then_die
+    main(sys.argv[2:])
+""")
+
+
+def test_scan_killed_partway_resumes_from_the_cache(shards, tmp_path, capsys):
+    whole, _ = _profile([shards], capsys)
+    cache = tmp_path / "cache"
+    killed = subprocess.run([sys.executable, "-c", KILLED, "4", "profile", str(shards), "-q",
+                             "--cache-dir", str(cache)], capture_output=True)
+    assert killed.returncode == -9
+    resumed, _ = _profile([shards, "--cache-dir", cache], capsys)
+    assert resumed["cache"] == {"reused": 4, "scanned": 5, "rejected": []}
+    again, _ = _profile([shards, "--cache-dir", cache], capsys)
+    assert again["cache"] == {"reused": 9, "scanned": 0, "rejected": []}
+    for d in (whole, resumed, again):
+        d.pop("seconds"), d.pop("cache", None)
+    assert resumed == whole and again == whole
+
+
+def test_corrupt_and_foreign_entries_are_rejected_and_rescanned(shards, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    first, _ = _profile([shards, "--cache-dir", cache], capsys)
+    entries = sorted(cache.glob("*.json"))
+    assert len(entries) == 9
+    raw = bytearray(entries[0].read_bytes())
+    raw[raw.index(b'"counts"') + 12] ^= 1  # one digit of a count
+    entries[0].write_bytes(bytes(raw))
+    entries[1].write_bytes(entries[2].read_bytes())  # another shard's entry
+    second, _ = _profile([shards, "--cache-dir", cache], capsys)
+    assert (second["cache"]["reused"], second["cache"]["scanned"]) == (7, 2)
+    rejected = second["cache"]["rejected"]
+    assert any(str(entries[0]) in r and "corrupt" in r for r in rejected)
+    assert any(str(entries[1]) in r and "foreign" in r for r in rejected)
+    assert second["buckets"] == first["buckets"]
+    third, _ = _profile([shards, "--cache-dir", cache], capsys)
+    assert third["cache"]["reused"] == 9  # the rescanned entries were written again
+
+
+def test_cache_key_follows_cap_and_column(shards, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    _profile([shards, "--cache-dir", cache], capsys)
+    other, _ = _profile([shards, "--cache-dir", cache, "--max-seq-len", "4096"], capsys)
+    assert other["cache"]["reused"] == 0
+
+
+def test_bad_shard_stops_the_scan_or_is_skipped(shards, tmp_path, capsys):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for p in sorted(shards.glob("*.parquet")):
+        (bad / p.name).write_bytes(p.read_bytes())
+    broken = bad / "s5.parquet"
+    broken.write_bytes(broken.read_bytes()[:300])
+    code, _, err = run_cli(["profile", bad, "-q", "-f", "json"], capsys)
+    assert code == 2 and str(broken) in err and len(err.splitlines()) == 1
+    got, err = _profile([bad, "--skip-bad-shards"], capsys, code=3)
+    assert [s["shard"] for s in got["skipped_shards"]] == [str(broken)]
+    assert f"skipped {broken}" in err
+    (shards / "s5.parquet").rename(tmp_path / "s5.parquet")
+    try:
+        rest = gp.histogram(shards, cap=8192)
+    finally:
+        (tmp_path / "s5.parquet").rename(shards / "s5.parquet")
+    assert got["total_samples"] == rest.valid
+
+
+def test_single_process_path_imports_no_dask(shards, tmp_path):
+    code = textwrap.dedent(f"""
+        import sys
+        import gpu_profiler as gp
+        gp.profile({str(shards)!r}, cache_dir={str(tmp_path / "c")!r}, part="0/2",
+                   skip_bad_shards=True)
+        gp.histogram({str(shards)!r})
+        assert not {{"dask", "distributed"}} & set(sys.modules), "dask imported"
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_workers_without_dask_cuda_says_what_to_install(shards, capsys):
+    pytest.importorskip("distributed")
+    try:
+        import dask_cuda  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("dask-cuda is installed")
+    code, _, err = run_cli(["profile", shards, "-q", "--workers", "2", "--backend", "cuda"],
+                           capsys)
+    assert code == 2 and "gpu-profiler[dask-cuda]" in err

@@ -1,6 +1,7 @@
 """Resumable scans (``--cache-dir``): each finished shard's histogram, kept in a directory
 under a key that changes whenever the shard or what is counted of it could (path, size,
-mtime_ns, the length column or offsets, the source options, the cap, the reader version).
+mtime_ns, the row groups of a range, the length column or offsets, the source options,
+the cap, the reader version).
 Entries are written atomically and carry a checksum: one that is corrupt, or whose key is
 another's, is rejected (reported, then rescanned), never trusted."""
 
@@ -37,14 +38,17 @@ class ShardCache:
                         "cap": cap, "reader": READER_VERSION}
 
     def key(self, part: Part) -> dict[str, Any]:
-        """What an entry of ``part`` must have been computed from."""
+        """What an entry of ``part`` must have been computed from (as JSON reads it back:
+        lists, not tuples)."""
         path = getattr(part, "path", None)
         if path is None:
             raise ProfilerError(f"{part.label}: --cache-dir needs shards on disk, not an "
                                 "in-memory source")
         st = os.stat(path)
+        groups = getattr(part, "row_groups", None)
         return {"path": os.path.abspath(path), "size": st.st_size,
-                "mtime_ns": st.st_mtime_ns, **self._common}
+                "mtime_ns": st.st_mtime_ns, "row_groups": groups and list(groups),
+                **self._common}
 
     def get(self, key: dict[str, Any]) -> tuple[LengthHistogram | None, str | None]:
         """The histogram of the shard with this `key` when a valid entry has it; else

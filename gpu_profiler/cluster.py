@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import Part
+from gpu_profiler.readers import Part, Reading, parquet
 from gpu_profiler.tasks import Job, Outcome, run
 
 #: A task reads at most this many bytes (unless one shard is larger): 100k shards of 2 MB
@@ -61,12 +61,18 @@ def client_for(workers: int | None, address: str | None, backend: str) -> Iterat
         yield client
 
 
-def groups(items: Sequence[tuple[str, Part]], threads: int
+def groups(items: Sequence[tuple[str, Part]], threads: int, reading: Reading
            ) -> list[tuple[str, list[Part]]]:
     """``items`` (split name, part) cut into tasks: runs of consecutive shards of one split
-    of about ``min(TASK_BYTES, total / (TASKS_PER_THREAD x threads))`` bytes each."""
+    of about ``min(TASK_BYTES, total / (TASKS_PER_THREAD x threads))`` bytes each; a
+    Parquet shard larger than that is cut into runs of its row groups (read on the CPU:
+    not when the GPU decodes Parquet)."""
     total = sum(p.nbytes for _, p in items)
     target = max(1, min(TASK_BYTES, total // (TASKS_PER_THREAD * max(threads, 1))))
+    if not reading.gpu_parquet:
+        items = [(name, r) for name, p in items for r in (
+            parquet.row_group_ranges(p, target)
+            if isinstance(p, parquet.ParquetPart) and p.nbytes > target else [p])]
     out: list[tuple[str, list[Part]]] = []
     size = 0
     for name, part in items:

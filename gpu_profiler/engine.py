@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+import pyarrow as pa
+
 from gpu_profiler import native
 from gpu_profiler.backends import Backend, get_backend
 from gpu_profiler.chunk import Chunk
@@ -98,8 +100,9 @@ class Planned:
 def prepare(source: Any, *, column: str | None = None, offsets_of: str | None = None,
             format: str | None = None, split: str | None = None, backend: str = "auto",
             cap: int | None = None, backend_options: Any = None,
-            source_options: SourceOptions | None = None) -> Planned:
-    """Open ``source`` and plan its scan once (see :func:`scan`)."""
+            source_options: SourceOptions | None = None, skip_bad: bool = False) -> Planned:
+    """Open ``source`` and plan its scan once (see :func:`scan`); ``skip_bad``: the plan
+    follows the first shard that can be read, not the first one."""
     t0 = time.perf_counter()
     if cap is not None and (isinstance(cap, bool) or cap < 0):
         raise ProfilerError(f"cap must be a non-negative integer, got {cap!r}")
@@ -116,10 +119,26 @@ def prepare(source: Any, *, column: str | None = None, offsets_of: str | None = 
                              backend_options)
     if not parts:
         return Planned(splits, engine, None, ("", None), t0)
-    first = parts[0].schema()
-    reading = plan(parts, resolve_spec(first, column, offsets_of, parts[0].label), engine,
+    label, first = _reference(parts, skip_bad)
+    reading = plan(parts, resolve_spec(first, column, offsets_of, label), engine,
                    light, source_options)
-    return Planned(splits, engine, reading, (parts[0].label, first), t0)
+    return Planned(splits, engine, reading, (label, first), t0)
+
+
+#: What reading a bad shard raises (a sharded scan may skip it: `gpu_profiler.tasks`).
+SHARD_ERRORS = (ProfilerError, OSError, pa.ArrowException)
+
+
+def _reference(parts: list[Part], skip_bad: bool) -> tuple[str, Any]:
+    """The label and schema of the first part, which every other part must match (with
+    ``skip_bad``: of the first part whose schema can be read)."""
+    candidates = parts if skip_bad else parts[:1]
+    for part in candidates[:-1]:
+        try:
+            return part.label, part.schema()
+        except SHARD_ERRORS:
+            continue
+    return candidates[-1].label, candidates[-1].schema()
 
 
 def scan(source: Any, *, column: str | None = None, offsets_of: str | None = None,

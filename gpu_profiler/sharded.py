@@ -36,7 +36,7 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
         from gpu_profiler import slices
 
         slice_of = slices.parse_part(part)
-    planned = engine.prepare(source, **common)
+    planned = engine.prepare(source, skip_bad=skip_bad_shards, **common)
     reading = planned.reading
     if reading is None:
         return planned.empty(cap, column, offsets_of)
@@ -57,7 +57,7 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
         else:
             from gpu_profiler import cluster
 
-            tasks = cluster.groups(items, cluster.threads(client))
+            tasks = cluster.groups(items, cluster.threads(client), reading)
             for i, outcome in cluster.outcomes(client, [ps for _, ps in tasks], job):
                 name, ps = tasks[i]
                 done[name].append(outcome)

@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
 from gpu_profiler.backends import get_backend
-from gpu_profiler.engine import count
+from gpu_profiler.engine import SHARD_ERRORS, count
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.progress import ScanProgress
@@ -72,7 +70,7 @@ def run(parts: list[Part], job: Job, bar: ScanProgress | None = None) -> Outcome
                 continue
         try:
             hist = count([part], job.reading, engine, job.cap, job.like, bar)
-        except (ProfilerError, OSError, pa.ArrowException) as exc:
+        except SHARD_ERRORS as exc:
             if not job.skip_bad:
                 raise _named(part, exc) from None
             skipped.append((part.label, first_line(exc)))

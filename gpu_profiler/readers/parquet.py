@@ -8,6 +8,7 @@ pages would count toward the resident set)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
@@ -79,6 +80,54 @@ class ParquetPart(FileShard):
         return chunks(self.path, reading.spec)
 
 
+@dataclass(frozen=True)
+class RowGroups(ParquetPart):
+    """Row groups ``first`` to ``stop - 1`` of a Parquet shard (``size``: their bytes): a
+    task's share of a shard too large for one (`row_group_ranges`)."""
+
+    first: int = 0
+    stop: int = 0
+    size: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.path} (row groups {self.first}..{self.stop - 1})"
+
+    @property
+    def nbytes(self) -> int:
+        return self.size
+
+    @property
+    def row_groups(self) -> tuple[int, int]:
+        """The range, as a cache key holds it."""
+        return self.first, self.stop
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk | Run]:
+        if reading.gpu_parquet or reading.ordered:
+            raise ProfilerError(f"{self.label}: a row-group range is read on the CPU, in "
+                                "any order")
+        return chunks(self.path, reading.spec, range(self.first, self.stop))
+
+
+def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
+    """``part`` cut into runs of whole row groups of about ``target`` bytes each (itself
+    when it has one such run)."""
+    md = _open(part.path).metadata
+    sizes = [sum(rg.column(j).total_compressed_size for j in range(rg.num_columns))
+             for rg in map(md.row_group, range(md.num_row_groups))]
+    cuts, size = [0], 0
+    for i, n in enumerate(sizes):
+        if size >= target:
+            cuts.append(i)
+            size = 0
+        size += n
+    if len(cuts) == 1:
+        return [part]
+    cuts.append(len(sizes))
+    return [RowGroups(part.path, a, b, sum(sizes[a:b]))
+            for a, b in itertools.pairwise(cuts)]
+
+
 FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
                      lambda head, path: head.startswith(MAGIC), ParquetPart)
 
@@ -91,8 +140,10 @@ def schema(path: Path) -> pa.Schema:
         raise _corrupt(path, exc) from None
 
 
-def chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk | Run]:
-    """Chunks of the length column (and `Run` s for row groups counted from statistics).
+def chunks(path: Path, spec: LengthSpec, groups: range | None = None
+           ) -> Iterator[Chunk | Run]:
+    """Chunks of the length column (and `Run` s for row groups counted from statistics),
+    of every row group or of ``groups``.
 
     The file is opened on the first ``next()``; order follows completion, not row groups.
     """
@@ -102,7 +153,7 @@ def chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk | Run]:
         leaf = _leaf_index(md, spec)
         todo: list[tuple[list[int], int]] = []  # (row groups, rows per batch)
         rows = 0
-        for i in range(md.num_row_groups):
+        for i in groups if groups is not None else range(md.num_row_groups):
             rg = md.row_group(i)
             if not rg.num_rows:
                 continue

@@ -12,23 +12,26 @@ import typer
 
 _RUN = "Beyond one process"
 
-Workers = Annotated[int | None, typer.Option(
-    "--workers", help="Start a local Dask cluster of N worker processes for the run (with "
-    "--backend cuda: dask-cuda, one worker per GPU).", rich_help_panel=_RUN,
-    show_default=False)]
-Dask = Annotated[str | None, typer.Option(
-    "--dask", help="Run the scan's tasks on this running Dask scheduler (e.g. "
-    "tcp://host:8786).", rich_help_panel=_RUN, show_default=False)]
-PartOf = Annotated[str | None, typer.Option(
-    "--part", help="Scan only slice I of N (I/N, 0 <= I < N) of the shard list, balanced by "
-    "bytes; save it with --save-hist and sum the slices with `gpu-profiler merge`.",
-    rich_help_panel=_RUN, show_default=False)]
-CacheDir = Annotated[str | None, typer.Option(
-    "--cache-dir", help="Keep each finished shard's histogram here: a rerun of a killed "
-    "scan rescans only the unfinished shards.", rich_help_panel=_RUN, show_default=False)]
-SkipBad = Annotated[bool, typer.Option(
-    "--skip-bad-shards", help="Count every other shard when one cannot be read; name the "
-    "skipped ones and exit with code 3.", rich_help_panel=_RUN)]
+
+
+def _option(flag: str, help: str) -> Any:
+    return typer.Option(flag, help=help, rich_help_panel=_RUN, show_default=False)
+
+
+Workers = Annotated[int | None, _option(
+    "--workers", "Start a local Dask cluster of N worker processes for the run (with "
+    "--backend cuda: dask-cuda, one worker per GPU).")]
+Dask = Annotated[str | None, _option(
+    "--dask", "Run the scan's tasks on this running Dask scheduler (e.g. tcp://host:8786).")]
+PartOf = Annotated[str | None, _option(
+    "--part", "Scan only slice I of N (I/N, 0 <= I < N) of the shard list, balanced by "
+    "bytes; save it with --save-hist and sum the slices with `gpu-profiler merge`.")]
+CacheDir = Annotated[str | None, _option(
+    "--cache-dir", "Keep each finished shard's histogram here: a rerun of a killed scan "
+    "rescans only the unfinished shards.")]
+SkipBad = Annotated[bool, _option(
+    "--skip-bad-shards", "Count every other shard when one cannot be read; name the "
+    "skipped ones and exit with code 3.")]
 
 
 @contextmanager

@@ -1,9 +1,9 @@
 """Resumable scans (``--cache-dir``): each finished shard's histogram, kept in a directory
 under a key that changes whenever the shard or what is counted of it could (path, size,
 mtime_ns, the row groups of a range, the length column or offsets, the source options,
-the cap, the reader version).
-Entries are written atomically and carry a checksum: one that is corrupt, or whose key is
-another's, is rejected (reported, then rescanned), never trusted."""
+the cap, the reader version). Entries are written atomically; their first line holds a
+SHA-256 of the rest. One that is corrupt, or whose key is another's, is rejected
+(reported, then rescanned), never trusted."""
 
 from __future__ import annotations
 
@@ -60,10 +60,12 @@ class ShardCache:
             return None, None
         except OSError as exc:
             return None, f"{entry}: unreadable ({exc.strerror or exc})"
+        header, _, payload = raw.partition(b"\n")
         try:
-            d = json.loads(raw)
-            if d.get("checksum") != _checksum(d["key"], d["histogram"]):
+            if json.loads(header) != {"schema": SCHEMA,
+                                      "checksum": hashlib.sha256(payload).hexdigest()}:
                 return None, f"{entry}: checksum mismatch (corrupt)"
+            d = json.loads(payload)
             if d["key"] != key:
                 return None, f"{entry}: an entry of another shard or scan (foreign)"
             return LengthHistogram.from_dict(d["histogram"]), None
@@ -75,14 +77,10 @@ class ShardCache:
         while read is never stored under its new size and time)."""
         from gpu_profiler.render.output import write_atomic
 
-        h = hist.to_dict()
-        write_atomic(self._entry(key), json.dumps(
-            {"schema": SCHEMA, "key": key, "histogram": h, "checksum": _checksum(key, h)}))
+        payload = json.dumps({"key": key, "histogram": hist.to_dict()}).encode()
+        header = json.dumps({"schema": SCHEMA, "checksum": hashlib.sha256(payload).hexdigest()})
+        write_atomic(self._entry(key), header.encode() + b"\n" + payload)
 
     def _entry(self, key: dict[str, Any]) -> Path:
         name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
         return self.directory / f"{name}.json"
-
-
-def _checksum(key: Any, hist: Any) -> str:
-    return hashlib.sha256(json.dumps([key, hist], sort_keys=True).encode()).hexdigest()

@@ -182,8 +182,8 @@ class LengthHistogram:
         if d.get("schema", SCHEMA) != SCHEMA:
             raise ValueError(f"schema {d['schema']!r}, not {SCHEMA!r}")
         counts = np.zeros(int(d["cap"]) + 1, dtype=np.int64)
-        for i, c in d["counts"]:
-            counts[int(i)] = int(c)
+        pairs = np.array(d["counts"], dtype=np.int64).reshape(-1, 2)  # [[length, count]...]
+        counts[pairs[:, 0]] = pairs[:, 1]
         return cls(counts, d["above_count"], d["above_tokens"], d["above_min"], d["above_max"],
                    d["null_count"], d["invalid_count"])
 

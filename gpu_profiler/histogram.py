@@ -167,7 +167,7 @@ class LengthHistogram:
         return {
             "schema": SCHEMA,
             "cap": self.cap,
-            "counts": [[int(i), int(self.counts[i])] for i in nz],
+            "counts": np.column_stack([nz, self.counts[nz]]).tolist(),
             "above_count": self.above_count,
             "above_tokens": self.above_tokens,
             "above_min": self.above_min,

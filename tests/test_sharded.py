@@ -184,3 +184,9 @@ def test_workers_without_dask_cuda_says_what_to_install(shards, capsys):
     code, _, err = run_cli(["profile", shards, "-q", "--workers", "2", "--backend", "cuda"],
                            capsys)
     assert code == 2 and "gpu-profiler[dask-cuda]" in err
+
+
+def test_workers_refuse_one_process_gpu_choices(shards, capsys):
+    code, _, err = run_cli(["profile", shards, "-q", "--workers", "2", "--devices", "0,1"],
+                           capsys)
+    assert code == 2 and "--device/--devices pick GPUs for one process" in err

@@ -64,7 +64,7 @@ def profile(
     for target in (opts.output, save_hist):
         if target:
             check_writable(target)
-    with sharding.client(workers, dask, opts.backend) as client:
+    with sharding.client(workers, dask, opts) as client:
         result = run_profile(path, **opts.bucketing(), **opts.scan(), policies=policy or (),
                              drop_last=drop_last, client=client, cache_dir=cache_dir,
                              part=part, skip_bad_shards=skip_bad_shards)

@@ -35,14 +35,21 @@ SkipBad = Annotated[bool, _option(
 
 
 @contextmanager
-def client(workers: int | None, address: str | None, backend: str) -> Iterator[Any]:
-    """The Dask client ``--workers`` / ``--dask`` ask for, or None (dask not imported)."""
+def client(workers: int | None, address: str | None, opts: Any) -> Iterator[Any]:
+    """The Dask client ``--workers`` / ``--dask`` ask for, or None (dask not imported).
+    ``--device`` / ``--devices`` choose GPUs for one process: on a cluster each worker
+    has its own GPU, so they are refused there."""
     if workers is None and address is None:
         yield None
         return
+    if opts.device is not None or opts.devices is not None:
+        from gpu_profiler.errors import ProfilerError
+
+        raise ProfilerError("--device/--devices pick GPUs for one process; with --workers "
+                            "or --dask each worker uses its own GPU (dask-cuda)")
     from gpu_profiler.cluster import client_for
 
-    with client_for(workers, address, backend) as c:
+    with client_for(workers, address, opts.backend) as c:
         yield c
 
 

@@ -119,7 +119,7 @@ def main() -> None:
     rows = [{"case": k, "median_s": statistics.median(v), "min_s": min(v), "max_s": max(v),
              "samples_per_s": samples / statistics.median(v)} for k, v in times.items()]
     base = rows[0]["median_s"]
-    meta = {"git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+    meta = {"git": subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
                                   text=True).stdout.strip(),
             "python": platform.python_version(), "cpus": os.cpu_count(),
             "load": os.getloadavg()[0], "shards": args.shards, "rows": args.rows,

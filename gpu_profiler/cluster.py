@@ -15,9 +15,10 @@ from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import Part, Reading, parquet
 from gpu_profiler.tasks import Job, Outcome, run
 
-#: A task reads at most this many bytes (unless one shard is larger): 100k shards of 2 MB
-#: make ~800 tasks, so the scheduler's per-task cost (~1 ms) stays out of the way.
-TASK_BYTES = 256 << 20
+#: A task reads at most this many bytes (unless one shard is larger): 100k shards of 2 MiB
+#: make ~3,000 tasks, each ~0.1 s of reading, so the scheduler's per-task cost (~1 ms) stays
+#: out of the way while the tasks still balance (and a dead worker's are few to redo).
+TASK_BYTES = 64 << 20
 #: ... and a small corpus makes about this many tasks per worker thread, to balance them.
 TASKS_PER_THREAD = 4
 

@@ -91,7 +91,7 @@ def test_shards_are_opened_one_at_a_time(tmp_path, monkeypatch):
     open_at_start = []
     real = parquet.chunks
 
-    def spy(path, spec):
+    def spy(path, spec, *rest):
         fds = Path("/proc/self/fd")
         targets = {str(p) for p in tmp_path.iterdir()}
         held = set()
@@ -103,7 +103,7 @@ def test_shards_are_opened_one_at_a_time(tmp_path, monkeypatch):
             if link in targets:
                 held.add(link)
         open_at_start.append(held)
-        return real(path, spec)
+        return real(path, spec, *rest)
 
     monkeypatch.setattr(parquet, "chunks", spy)
     h = histogram(tmp_path, cap=2000, backend="numpy")

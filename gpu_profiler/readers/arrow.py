@@ -116,6 +116,9 @@ def coalesce(chunks: Iterable[Chunk], rows: int | None = None) -> Iterator[Chunk
     pending: list[Chunk] = []
     count = 0
     for c in chunks:
+        if pending and c.offsets != pending[0].offsets:  # lengths after offsets: a handover
+            yield _concat(pending)
+            pending, count = [], 0
         if (c.samples >= rows // 4 or not isinstance(c.data, np.ndarray)
                 or c.segments is not None or c.docs is not None):
             if pending:

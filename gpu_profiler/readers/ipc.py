@@ -9,6 +9,9 @@ Two readers give identical chunks:
   and the reader of *light* scans (inputs small enough that starting numba would
   cost more than the whole scan; see :data:`gpu_profiler.engine.LIGHT_BYTES`) for files
   whose rows are (almost) all length column, where reading selectively saves nothing.
+  It reads only the length column (``included_fields``), opens only files whose framing
+  `ipc_check` passed, and hands over to the selective reader where it fails, so both
+  readers give the same numbers or the same error.
 
 ``GPU_PROFILER_IPC_READER=selective|pyarrow`` (read by the engine's plan) or ``reader=``
 forces one. A schema costs two
@@ -28,6 +31,7 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.readers import ipc_check
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
 from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
 from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt, what
@@ -111,9 +115,9 @@ def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
     if reader is not None and reader not in READERS:
         raise ProfilerError(f"unknown IPC reader {reader!r}: choose one of: {', '.join(READERS)}")
     if reader is None and light and dense(schema(path, kind), spec):
-        return _light_chunks(path, kind, spec)
+        return _handed_over(path, kind, spec, inflate=False)
     if reader == "pyarrow":
-        return _pyarrow_chunks(path, kind, spec)
+        return _handed_over(path, kind, spec, inflate=True)
     return _selective_chunks(path, kind, spec, segmented)
 
 
@@ -124,10 +128,21 @@ def _selective_chunks(path: Path, kind: str, spec: LengthSpec,
     return ipc_selective.chunks(path, kind, spec, segmented)
 
 
-def _light_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
-    """pyarrow's reader of a dense file; should it fail, the selective reader takes over
-    where it stopped, so a damaged file gives the selective reader's result or error (which
-    names the byte offset) whichever reader started."""
+def _handed_over(path: Path, kind: str, spec: LengthSpec, inflate: bool) -> Iterator[Chunk]:
+    """pyarrow's reader; should it fail, the selective reader takes over where it stopped,
+    so a damaged file gives the selective reader's result or error (which names the byte
+    offset) whichever reader started, and damage outside the length column (which only
+    pyarrow reads) does not matter. A file that fails `ipc_check.check` is read
+    selectively from the start, and so is a compressed one unless ``inflate``: a light
+    scan leaves those to the selective reader, which inflates in bounded steps where
+    pyarrow inflates whole buffers."""
+    try:
+        walked = ipc_check.check(path, kind)
+    except ProfilerError:
+        walked = None
+    if walked is None or (walked.compressed and not inflate):
+        yield from _selective_chunks(path, kind, spec)
+        return
     done = 0
     try:
         for chunk in _pyarrow_chunks(path, kind, spec):
@@ -219,25 +234,33 @@ def _pyarrow_error(path: Path, kind: str, exc: Exception,
                          f"{first_line(exc)}")
 
 
-def _open(path: Path, kind: str):
-    """pyarrow's reader of an IPC file (positioned reads) or stream (1 MiB reads). Never a
-    memory map: its pages would count as the process's resident memory."""
+def _open(path: Path, kind: str, spec: LengthSpec):
+    """pyarrow's reader of the length column of an IPC file (positioned reads) or stream
+    (1 MiB reads). Never a memory map: its pages would count as the process's resident
+    memory."""
+    field = schema(path, kind).get_field_index(spec.name)
     try:
+        options = pa.ipc.IpcReadOptions(included_fields=[field])
         if kind == "file":
-            return pa.ipc.open_file(pa.OSFile(str(path)))
-        return pa.ipc.open_stream(pa.input_stream(str(path), buffer_size=1 << 20))
+            reader = pa.ipc.open_file(pa.OSFile(str(path)), options=options)
+            if not reader.schema.field(0).equals(schema(path, kind).field(field)):
+                raise corrupt(path, kind, 8, "the footer's schema differs from the schema "
+                                             "message's")
+            return reader
+        return pa.ipc.open_stream(pa.input_stream(str(path), buffer_size=1 << 20),
+                                  options=options)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _pyarrow_error(path, kind, exc) from None
 
 
 def _pyarrow_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
-    reader = _open(path, kind)
-    index = reader.schema.get_field_index(spec.name)
-    columns = _columns(reader, kind, index, path)
+    """pyarrow's reader of the length column (of a file `ipc_check.check` passed)."""
+    reader = _open(path, kind, spec)
+    columns = _columns(reader, kind, path)
     return arrays_to_chunks(columns if spec.offsets else _grouped(columns), spec)
 
 
-def _columns(reader, kind: str, index: int, path: Path) -> Iterator[pa.Array]:
+def _columns(reader, kind: str, path: Path) -> Iterator[pa.Array]:
     """The length column of every record batch, each checked against its buffers (pyarrow's
     reader does not: a null count of -1 makes it count a missing validity bitmap)."""
     batch = 0
@@ -245,8 +268,10 @@ def _columns(reader, kind: str, index: int, path: Path) -> Iterator[pa.Array]:
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches)) \
             if kind == "file" else reader
         for rb in batches:
-            column = rb.column(index)
-            column.validate()
+            column = rb.column(0)
+            # in full for lists: pyarrow's quick check lets decreasing offsets through
+            column.validate(full=pa.types.is_list(column.type)
+                            or pa.types.is_large_list(column.type))
             yield column
             batch += 1
     except (pa.ArrowException, OSError, ValueError) as exc:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -38,25 +38,34 @@ READERS = ("selective", "pyarrow")
 #: A file is "dense" when its other columns add at most this fraction of the length
 #: column's bytes per row: reading it whole costs no more than reading the column alone.
 DENSE_EXTRA = 1 / 8
+#: A file of at most this many bytes is read by pyarrow in one call, not batch by batch.
+WHOLE_BYTES = 16 << 20
 _MAX_SCHEMA = 64 << 20  # a larger schema message is taken for corruption
 
 
 @dataclass(frozen=True)
 class IpcPart(FileShard):
-    """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``)."""
+    """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``). Its schema,
+    once read (a scan checks every part's first), is kept until the part is read.
+
+    A light scan, or one that reads many parts inline (small shards, mostly), reads dense
+    files with pyarrow: it starts faster than the selective reader."""
 
     kind: str
+    _schema: dict[str, pa.Schema] = field(default_factory=dict, compare=False, repr=False)
 
     on_device = False
     read_ahead = True  # the readers work in the scan's thread: a read-ahead thread pays
 
     def schema(self) -> pa.Schema:
-        return schema(self.path, self.kind)
+        if "schema" not in self._schema:
+            self._schema["schema"] = schema(self.path, self.kind)
+        return self._schema["schema"]
 
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
-                      light=reading.light and not reading.ordered,
-                      segmented=reading.segmented)
+                      light=(reading.light or reading.inline) and not reading.ordered,
+                      segmented=reading.segmented, known=self._schema.pop("schema", None))
 
 
 def _is_stream(head: bytes, path: Path) -> bool:
@@ -104,13 +113,15 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
 
 
 def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
-           light: bool = False, segmented: bool = False) -> Iterator[Chunk]:
+           light: bool = False, segmented: bool = False,
+           known: pa.Schema | None = None) -> Iterator[Chunk]:
     """Chunks of the length column. ``reader`` forces ``selective`` or ``pyarrow``;
     otherwise a ``light`` scan reads dense files with pyarrow and everything else is read
-    selectively, in ``segmented`` chunks if asked."""
+    selectively, in ``segmented`` chunks if asked. ``known``: the file's schema, if
+    already read."""
     if reader is not None and reader not in READERS:
         raise ProfilerError(f"unknown IPC reader {reader!r}: choose one of: {', '.join(READERS)}")
-    if reader is None and light and dense(schema(path, kind), spec):
+    if reader is None and light and dense(known or schema(path, kind), spec):
         return _light_chunks(path, kind, spec)
     if reader == "pyarrow":
         return _pyarrow_chunks(path, kind, spec)
@@ -233,8 +244,25 @@ def _open(path: Path, kind: str):
 def _pyarrow_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
     reader = _open(path, kind)
     index = reader.schema.get_field_index(spec.name)
-    columns = _columns(reader, kind, index, path)
+    columns = None
+    if os.path.getsize(path) <= WHOLE_BYTES:
+        columns = _whole(reader, index)
+    if columns is None:
+        columns = _columns(_open(path, kind), kind, index, path)
     return arrays_to_chunks(columns if spec.offsets else _grouped(columns), spec)
+
+
+def _whole(reader, index: int) -> Iterator[pa.Array] | None:
+    """The length column of every record batch of a small file, read in one call (batch
+    by batch costs more than its bytes) and checked as `_columns` checks them; None when
+    that fails (the batch-by-batch read then says where)."""
+    try:
+        arrays = reader.read_all().column(index).chunks
+        for column in arrays:
+            column.validate()
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    return iter(arrays)
 
 
 def _columns(reader, kind: str, index: int, path: Path) -> Iterator[pa.Array]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
@@ -142,8 +143,10 @@ class FileShard:
     def label(self) -> str:
         return str(self.path)
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
+        """The size when first asked (planning asks: the scan, its tasks and its progress
+        then agree, and a shard costs one ``stat``)."""
         return self.path.stat().st_size
 
 

@@ -242,27 +242,29 @@ def _open(path: Path, kind: str):
 
 
 def _pyarrow_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
-    reader = _open(path, kind)
-    index = reader.schema.get_field_index(spec.name)
-    columns = None
-    if os.path.getsize(path) <= WHOLE_BYTES:
-        columns = _whole(reader, index)
+    columns = _whole(path, kind, spec) if os.path.getsize(path) <= WHOLE_BYTES else None
     if columns is None:
-        columns = _columns(_open(path, kind), kind, index, path)
+        reader = _open(path, kind)
+        index = reader.schema.get_field_index(spec.name)
+        columns = _columns(reader, kind, index, path)
     return arrays_to_chunks(columns if spec.offsets else _grouped(columns), spec)
 
 
-def _whole(reader, index: int) -> Iterator[pa.Array] | None:
+def _whole(path: Path, kind: str, spec: LengthSpec) -> Iterator[pa.Array] | None:
     """The length column of every record batch of a small file, read in one call (batch
-    by batch costs more than its bytes) and checked as `_columns` checks them; None when
-    that fails (the batch-by-batch read then says where)."""
+    by batch costs more than its bytes) and checked as `_columns` checks them, as one
+    array when it can be; None when that fails (the batch-by-batch read then says where)."""
     try:
-        arrays = reader.read_all().column(index).chunks
-        for column in arrays:
-            column.validate()
+        data = pa.memory_map(str(path))  # small: its pages are let go with the reader
+        reader = pa.ipc.open_file(data) if kind == "file" else pa.ipc.open_stream(data)
+        column = reader.read_all().column(spec.name)
+        for array in column.chunks:
+            array.validate()
+        if spec.offsets or pa.types.is_dictionary(column.type):
+            return iter(column.chunks)
+        return iter([column.combine_chunks()])
     except (pa.ArrowException, OSError, ValueError):
         return None
-    return iter(arrays)
 
 
 def _columns(reader, kind: str, index: int, path: Path) -> Iterator[pa.Array]:

@@ -157,3 +157,38 @@ def test_huge_batches_are_fetched_in_bounded_groups(tmp_path, monkeypatch):
     assert np.array_equal(h.counts, np.bincount(x, minlength=9001))
     column = [s for s in sizes if s >= 16_000]  # fetches of column bytes, not metadata
     assert column and max(column) <= 10_000 + 16_000, sizes  # one batch past the bound
+
+
+@pytest.mark.parametrize("kind", ["file", "stream"])
+def test_one_huge_batch_is_fetched_in_bounded_pieces(tmp_path, monkeypatch, kind):
+    """A record batch whose column alone exceeds FETCH_BYTES is fetched in pieces of rows:
+    its lengths (with nulls) and a list column's offsets read as from pyarrow."""
+    from gpu_profiler.readers import pread
+
+    monkeypatch.setattr(ipc_selective, "SPARSE_SKIP", 1000)
+    monkeypatch.setattr(ipc_selective, "FETCH_BYTES", 10_000)
+    rng = np.random.default_rng(5)
+    x = rng.integers(1, 900, 20_001).astype(np.int32)
+    mask = rng.random(x.size) < 0.1
+    ids = pa.ListArray.from_arrays(np.r_[0, np.cumsum(x)].astype(np.int32),
+                                   np.zeros(int(x.sum()), np.int16))
+    t = pa.table({"length": pa.array(x, mask=mask), "input_ids": ids})
+    path = tmp_path / ("one.arrow" if kind == "file" else "one.arrows")
+    with pa.OSFile(str(path), "wb") as f, (pa.ipc.new_file if kind == "file"
+                                           else pa.ipc.new_stream)(f, t.schema) as w:
+        w.write_table(t)  # one record batch
+    sizes = []
+    real = pread.PositionedFile.fetch
+
+    def spy(self, lo, hi, into=None):
+        sizes.append(int((hi - lo).sum()))
+        return real(self, lo, hi, into)
+
+    monkeypatch.setattr(pread.PositionedFile, "fetch", spy)
+    monkeypatch.setenv("GPU_PROFILER_IPC_READER", "selective")
+    h = gp.histogram(path, cap=900, backend="numpy")
+    assert np.array_equal(h.counts, np.bincount(x[~mask], minlength=901))
+    assert h.null_count == mask.sum()
+    offsets = gp.histogram(path, offsets_of="input_ids", cap=900, backend="numpy")
+    assert np.array_equal(offsets.counts, np.bincount(x, minlength=901))
+    assert sizes and max(sizes) <= 2 * 10_000 + 400, sizes  # a group: the bound + a piece

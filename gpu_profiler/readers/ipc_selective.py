@@ -247,6 +247,8 @@ class SelectiveReader:
     def _fetch(self, recs: np.ndarray, col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         """The column's buffers of ``recs``, fetched in groups of about
         :data:`FETCH_BYTES` (chunks read ahead hold a few groups, never the whole file)."""
+        self._checked(recs, col)  # the records as the file declares them, then their pieces
+        recs = _pieces(recs, col)
         vlo, vhi, dlo, dhi = self._checked(recs, col)
         size = (vhi - vlo) + (dhi - dlo)
         group = (np.cumsum(size) - size) // FETCH_BYTES
@@ -627,6 +629,35 @@ def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarr
         fmt.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
     else:
         fmt.gather(data, src, counts * w, out.view(np.uint8), dst * w)
+
+
+def _pieces(recs: np.ndarray, col: _Column) -> np.ndarray:
+    """``recs`` with every plain record batch whose column holds more than
+    :data:`FETCH_BYTES` cut into records of consecutive rows (a multiple of 8 each, so
+    that validity bitmaps stay byte-aligned): a huge batch is fetched in bounded pieces."""
+    w = col.item.itemsize
+    rows = recs[:, fmt.R_LEN]
+    huge = ((recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH) & (recs[:, fmt.R_CODEC] < 0)
+            & (rows * w > FETCH_BYTES))
+    if col.ordered or not huge.any():
+        return recs
+    step = max(8, FETCH_BYTES // w // 8 * 8)
+    out = []
+    for rec, cut in zip(recs, huge, strict=True):
+        if not cut:
+            out.append(rec[None])
+            continue
+        first = np.arange(0, rec[fmt.R_LEN], step, dtype=np.int64)
+        n = np.minimum(step, rec[fmt.R_LEN] - first)
+        piece = np.repeat(rec[None], len(first), axis=0)
+        piece[:, fmt.R_LEN] = piece[:, fmt.R_ROWS] = n
+        piece[:, fmt.R_NULLS] = np.minimum(rec[fmt.R_NULLS], n)  # > 0: the bitmap is read
+        piece[:, fmt.R_DOFF] += first * w
+        piece[:, fmt.R_DLEN] = (n + int(col.offsets)) * w
+        piece[:, fmt.R_VOFF] += first // 8
+        piece[:, fmt.R_VLEN] = (n + 7) // 8
+        out.append(piece)
+    return np.concatenate(out)
 
 
 def _subset(recs: np.ndarray, keep: np.ndarray) -> np.ndarray:

@@ -255,11 +255,11 @@ def _whole(path: Path, kind: str, spec: LengthSpec) -> Iterator[pa.Array] | None
     by batch costs more than its bytes) and checked as `_columns` checks them, as one
     array when it can be; None when that fails (the batch-by-batch read then says where)."""
     try:
-        data = pa.memory_map(str(path))  # small: its pages are let go with the reader
+        with open(path, "rb") as f:
+            data = pa.py_buffer(f.read())
         reader = pa.ipc.open_file(data) if kind == "file" else pa.ipc.open_stream(data)
         column = reader.read_all().column(spec.name)
-        for array in column.chunks:
-            array.validate()
+        column.validate()  # each batch's column, in one call
         if spec.offsets or pa.types.is_dictionary(column.type):
             return iter(column.chunks)
         return iter([column.combine_chunks()])

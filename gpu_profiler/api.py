@@ -22,8 +22,8 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
               format: str | None = None, split: str | None = None, backend: str = "auto",
               cap: int | None = None, progress: bool = False,
               backend_options: Any = None, unit: str | None = None, eot: int | None = None,
-              eot_position: str | None = None,
-              token_dtype: str | None = None) -> LengthHistogram:
+              eot_position: str | None = None, token_dtype: str | None = None,
+              trust_statistics: bool = False) -> LengthHistogram:
     """Exact length histogram of ``source`` (all splits together).
 
     Args:
@@ -48,6 +48,9 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
         eot_position: ``end`` (default: each EOT closes its document, nanoGPT) or
             ``start`` (each EOT opens the next one, llm.c).
         token_dtype: a raw ``.bin`` token stream's ids, ``uint16`` (default) or ``uint32``.
+        trust_statistics: Parquet: count a row group whose footer statistics say every
+            value is equal from those statistics, without reading it (a lying footer then
+            gives wrong numbers; off by default).
 
     An option the source's format does not take is a `ProfilerError` that says which
     formats take it (`gpu_profiler.readers.SourceOptions`).
@@ -58,19 +61,20 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
     if LengthHistogram.is_saved(source):
         no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
                         split=split, unit=unit, eot=eot, eot_position=eot_position,
-                        token_dtype=token_dtype)
+                        token_dtype=token_dtype, trust_statistics=trust_statistics)
         saved = LengthHistogram.load(source)
         return saved if cap is None else saved.with_cap(cap)
     return scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
                 backend=backend, cap=cap, progress=progress,
                 backend_options=backend_options,
-                source_options=SourceOptions(unit, eot, eot_position, token_dtype)).total
+                source_options=SourceOptions(unit, eot, eot_position, token_dtype,
+                                             trust_statistics)).total
 
 
 def no_scan_options(source: Any, **options: Any) -> None:
     """A histogram (saved, or in memory) was scanned already: an option that chooses what
     to scan cannot apply to it, and is an error rather than silently ignored."""
-    given = [name for name, value in options.items() if value is not None]
+    given = [name for name, value in options.items() if value not in (None, False)]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise ProfilerError(f"{_label(source)}: {flags} cannot apply to a histogram (its "
@@ -135,7 +139,7 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             backend_options: Any = None,
             policies: Sequence[str] | str = (), drop_last: bool = False,
             unit: str | None = None, eot: int | None = None, eot_position: str | None = None,
-            token_dtype: str | None = None) -> ProfileResult:
+            token_dtype: str | None = None, trust_statistics: bool = False) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
     source (see docs/design.md for the semantics).
 
@@ -150,7 +154,7 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
     params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget, max_batch_size,
                           grad_accum, world_size)
     names = parse_policies(policies)
-    source_options = SourceOptions(unit, eot, eot_position, token_dtype)
+    source_options = SourceOptions(unit, eot, eot_position, token_dtype, trust_statistics)
     chosen = analysed_split(source, format, split) if names else None
     result, hists = _profile(source, params, column, offsets_of, format, split, backend,
                              progress, backend_options, drop_last, source_options)

@@ -92,7 +92,7 @@ def test_shards_are_opened_at_most_one_per_worker(tmp_path, monkeypatch):
     open_at_start = []
     real = parquet.chunks
 
-    def spy(path, spec, **kw):
+    def spy(path, spec, *args, **kw):
         fds = Path("/proc/self/fd")
         targets = {str(p) for p in tmp_path.iterdir()}
         held = set()
@@ -104,7 +104,7 @@ def test_shards_are_opened_at_most_one_per_worker(tmp_path, monkeypatch):
             if link in targets:
                 held.add(link)
         open_at_start.append(held)
-        return real(path, spec, **kw)
+        return real(path, spec, *args, **kw)
 
     monkeypatch.setattr(parquet, "chunks", spy)
     h = histogram(tmp_path, cap=2000, backend="numpy")

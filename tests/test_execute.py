@@ -67,16 +67,17 @@ def _sequential(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
-@pytest.mark.parametrize("cap", [2000, None])
-def test_parquet_shards_at_once_match_the_reference(parquet_shards, backend, cap,
+@pytest.mark.parametrize(("cap", "trust"), [(2000, False), (None, False), (2000, True)])
+def test_parquet_shards_at_once_match_the_reference(parquet_shards, backend, cap, trust,
                                                     monkeypatch):
+    """Also with footer statistics trusted: their `Run` s are counted per task."""
     d, arrays = parquet_shards
-    at_once = gp.histogram(d, cap=cap, backend=backend)
+    at_once = gp.histogram(d, cap=cap, backend=backend, trust_statistics=trust)
     want = _reference(arrays, cap if cap is not None else max(a.max() for a in arrays))
     assert np.array_equal(at_once.counts, want)
     assert at_once.null_count == sum(_lengths(k).size - a.size for k, a in enumerate(arrays))
     _sequential(monkeypatch)
-    assert gp.histogram(d, cap=cap, backend=backend) == at_once
+    assert gp.histogram(d, cap=cap, backend=backend, trust_statistics=trust) == at_once
 
 
 @pytest.mark.parametrize("reader", [None, "selective", "pyarrow"])

@@ -56,6 +56,10 @@ EotPosition = Annotated[str | None, typer.Option(
 TokenDtype = Annotated[str | None, typer.Option(
     "--token-dtype", help="Raw .bin token streams: uint16 (default) or uint32 (llm.c and "
     ".npy headers say it themselves).", rich_help_panel=_SRC, show_default=False)]
+TrustStatistics = Annotated[bool, typer.Option(
+    "--trust-statistics", help="Parquet: count a row group whose footer statistics say "
+    "every length is equal from them, unread (fast; wrong if the footer lies).",
+    rich_help_panel=_SRC)]
 Backend = Annotated[str, typer.Option(
     "--backend", "-b", help="auto | numpy | numba | cuda.", rich_help_panel=_SRC)]
 Device = Annotated[int | None, typer.Option(
@@ -128,6 +132,7 @@ class ScanOptions:
     eot: Eot = None
     eot_position: EotPosition = None
     token_dtype: TokenDtype = None
+    trust_statistics: TrustStatistics = False
     backend: Backend = "auto"
     device: Device = None
     devices: Devices = None
@@ -143,7 +148,8 @@ class ScanOptions:
 
     def scan(self) -> dict[str, Any]:
         """Keyword arguments of :func:`gpu_profiler.histogram` / ``profile`` for the source."""
-        return {**self.scan_source(), "backend": self.backend, "progress": not self.quiet,
+        return {**self.scan_source(), "trust_statistics": self.trust_statistics,
+                "backend": self.backend, "progress": not self.quiet,
                 "backend_options": gpu_options(self.backend, self.device, self.devices)}
 
     def scan_source(self) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from gpu_profiler.runs import Run
 
 #: How each option that only some sources take is named in messages (the CLI's flags).
 FLAGS = {"column": "--column", "offsets_of": "--offsets-of", "unit": "--unit",
-         "eot": "--eot", "eot_position": "--eot-position", "token_dtype": "--token-dtype"}
+         "eot": "--eot", "eot_position": "--eot-position", "token_dtype": "--token-dtype",
+         "trust_statistics": "--trust-statistics"}
 #: The options a column-oriented source takes (Parquet, Arrow IPC, HF dirs, in memory).
 COLUMN_OPTIONS = frozenset({"column", "offsets_of"})
 UNITS = ("sequence", "document")
@@ -41,12 +42,16 @@ class SourceOptions:
             or ``start`` (llm.c: each EOT opens the document after it).
         token_dtype: ``uint16`` (default) or ``uint32``: the ids of a raw ``.bin`` token
             stream (llm.c headers and ``.npy`` headers say it themselves).
+        trust_statistics: count a Parquet row group whose footer statistics say every
+            value is equal (min == max) from those statistics, without reading it. Off by
+            default: a footer can lie, and only reading the column proves it.
     """
 
     unit: str | None = None
     eot: int | None = None
     eot_position: str | None = None
     token_dtype: str | None = None
+    trust_statistics: bool | None = None
 
     def __post_init__(self) -> None:
         for name, allowed in (("unit", UNITS), ("eot_position", EOT_POSITIONS),
@@ -63,8 +68,8 @@ class SourceOptions:
 
     def given(self) -> list[str]:
         """The names of the options given."""
-        return [n for n in ("unit", "eot", "eot_position", "token_dtype")
-                if getattr(self, n) is not None]
+        return [n for n in ("unit", "eot", "eot_position", "token_dtype", "trust_statistics")
+                if getattr(self, n) not in (None, False)]
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
 from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
-from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt
+from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt, what
 
 #: Environment variable forcing the IPC reader: ``selective`` or ``pyarrow``.
 READER_ENV = "GPU_PROFILER_IPC_READER"
@@ -226,7 +226,7 @@ def _big_endian(meta: bytes) -> bool:
 def _pyarrow_error(path: Path, kind: str, exc: Exception,
                    batch: int | None = None) -> ProfilerError:
     where = f" at record batch {batch}" if batch is not None else ""
-    return ProfilerError(f"{path}: corrupt or truncated Arrow IPC {kind} file{where}: "
+    return ProfilerError(f"{path}: corrupt or truncated {what(kind)}{where}: "
                          f"{first_line(exc)}")
 
 

@@ -16,8 +16,13 @@ FILE_MAGIC = b"ARROW1"
 
 def corrupt(path: Path, kind: str, offset: int, reason: str) -> ProfilerError:
     """The one-line error for a damaged IPC file: names the file and the byte offset."""
-    return ProfilerError(f"{path}: corrupt or truncated Arrow IPC {kind} file at byte "
-                         f"{offset}: {reason}")
+    return ProfilerError(f"{path}: corrupt or truncated {what(kind)} at byte {offset}: "
+                         f"{reason}")
+
+
+def what(kind: str) -> str:
+    """How errors name an IPC ``file`` or ``stream``."""
+    return "Arrow IPC file" if kind == "file" else "Arrow IPC stream"
 
 
 def big_endian_error(path: Path) -> ProfilerError:

@@ -2,8 +2,11 @@
 groups of a large file are decoded in parallel by a few worker threads that hand batches
 over a bounded queue, so memory stays bounded whatever the file size; a file of one batch,
 or any file of a scan that runs many shards at once (`Reading.inline`), is decoded in the
-calling thread, with no thread started; a row group whose statistics prove every value
-equal (min == max, null count known) is counted from the footer without reading it.
+calling thread, with no thread started. With ``--trust-statistics`` a row group whose
+statistics say every value is equal (min == max, null count known) is counted from the
+footer without reading it; by default every value is read, since nothing but reading proves
+a footer right, and the default path never asks pyarrow for a column chunk's metadata
+(pyarrow's accessor aborts the process on some malformed footers instead of raising).
 
 Files are read with positioned reads through a bounded buffer, never memory-mapped (mapped
 pages would count toward the resident set)."""
@@ -25,7 +28,7 @@ from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
-from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
+from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Reading, ShardFormat
 from gpu_profiler.runs import Run
 
 MAGIC = b"PAR1"
@@ -88,26 +91,21 @@ class ParquetPart(FileShard):
         footer = self._footer.pop("md", None)
         if reading.ordered:
             return ordered_chunks(self.path, reading.spec)
-        return chunks(self.path, reading.spec, inline=reading.inline, footer=footer)
+        return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
+                      inline=reading.inline, footer=footer)
 
 
 FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
-                     lambda head, path: head.startswith(MAGIC), ParquetPart)
+                     lambda head, path: head.startswith(MAGIC), ParquetPart,
+                     takes=COLUMN_OPTIONS | {"trust_statistics"})
 
 
-def schema(path: Path) -> pa.Schema:
-    """The Arrow schema of a Parquet file (from its footer)."""
-    try:
-        return _open(path).schema_arrow
-    except _ERRORS as exc:
-        raise _corrupt(path, exc) from None
-
-
-def chunks(path: Path, spec: LengthSpec, inline: bool = False,
-           footer: pq.FileMetaData | None = None) -> Iterator[Chunk | Run]:
-    """Chunks of the length column (and `Run` s for row groups counted from statistics),
-    decoded in the calling thread if ``inline`` or there is one batch to decode;
-    ``footer``: the file's metadata, if already read.
+def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
+           inline: bool = False, footer: pq.FileMetaData | None = None
+           ) -> Iterator[Chunk | Run]:
+    """Chunks of the length column (and, trusting statistics, `Run` s for row groups
+    counted from them), decoded in the calling thread if ``inline`` or there is one batch
+    to decode; ``footer``: the file's metadata, if already read.
 
     The file is opened on the first ``next()``; order follows completion, not row groups.
     """
@@ -121,11 +119,11 @@ def chunks(path: Path, spec: LengthSpec, inline: bool = False,
             rg = md.row_group(i)
             if not rg.num_rows:
                 continue
-            run = None if spec.offsets else _stats_run(rg, leaf)
+            run = _stats_run(rg, leaf) if trust_statistics and not spec.offsets else None
             if run is not None:
                 yield run
                 continue
-            batch = _batch_rows(rg, leaf)
+            batch = _batch_rows(rg, spec)
             joint = min(batch, todo[-1][1]) if todo else 0
             if rows + rg.num_rows <= joint:  # small row groups decode as one batch
                 todo[-1] = (todo[-1][0] + [i], joint)
@@ -187,10 +185,13 @@ def _stats_run(rg: pq.RowGroupMetaData, leaf: int) -> Run | None:
     return Run(lo, values, nulls)
 
 
-def _batch_rows(rg: pq.RowGroupMetaData, leaf: int) -> int:
+def _batch_rows(rg: pq.RowGroupMetaData, spec: LengthSpec) -> int:
     """Rows per decoded batch: ``CHUNK_ROWS`` for a length column, fewer for wide list
-    columns so a batch stays near ``BATCH_BYTES``."""
-    per_row = max(rg.column(leaf).total_uncompressed_size, 1) / rg.num_rows
+    columns so a batch stays near ``BATCH_BYTES`` (judged by the whole row group's bytes,
+    an upper bound on the column's, read without asking for the column chunk's metadata)."""
+    if not spec.offsets:
+        return arrow.CHUNK_ROWS
+    per_row = max(rg.total_byte_size, 1) / rg.num_rows
     return int(min(arrow.CHUNK_ROWS, max(1024, BATCH_BYTES // per_row)))
 
 

@@ -1,20 +1,19 @@
-"""The scan: source -> parts -> one reading plan (`plan`) -> chunks -> backend -> one
-histogram per split (file readers that do their work in the calling thread run a chunk or
-two ahead, in another)."""
+"""The scan, planned once, then executed: source -> parts -> schemas checked (in parallel)
+-> one reading plan (`plan`: readers, backend, parts at once or one after another) -> one
+histogram per part (`gpu_profiler.execute`) -> their sum per split."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpu_profiler import native
+from gpu_profiler import execute, native
 from gpu_profiler.backends import Backend, get_backend
-from gpu_profiler.chunk import Chunk
+from gpu_profiler.backends.numba_backend import cores
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
-from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import (
     LengthSpec,
@@ -26,8 +25,6 @@ from gpu_profiler.readers import (
     open_source,
     resolve_spec,
 )
-from gpu_profiler.readers.arrow import coalesce
-from gpu_profiler.runs import Run, RunTally
 
 #: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
 #: native kernels), not a GPU. Until those kernels are built on this machine (5-15 s, once;
@@ -35,6 +32,10 @@ from gpu_profiler.runs import Run, RunTally
 #: dense IPC files, so that a first small scan of those does not wait for the build;
 #: ``--backend numpy`` scans are light whenever small. Measured in bench/bench_core.py.
 LIGHT_BYTES = 256 << 20
+#: A scan with at least this many parts per worker thread runs them at once, each read
+#: inline (`gpu_profiler.execute`); fewer, larger parts are read one after another, each
+#: with its readers' own threads.
+PARTS_PER_WORKER = 2
 
 
 @dataclass(frozen=True)
@@ -78,20 +79,16 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
         return Scan({name: empty for name in splits}, spec, engine.name,
                     time.perf_counter() - t0)
     first = parts[0].schema()
+    _check_schemas(parts, first)
     reading = plan(parts, resolve_spec(first, column, offsets_of, parts[0].label), engine,
                    light, source_options)
     hists = {}
     with ScanProgress(len(parts), progress) as bar:
         for name, ps in splits.items():
-            runs = RunTally()
-            chunks = coalesce(_chunks(ps, reading, first, bar, runs))
-            counter = engine
-            if any(p.read_ahead for p in ps):
-                chunks, counter = prefetched(chunks), engine.beside_reader()
-            hists[name] = counter.histogram(chunks, cap)
-            if runs:
-                hists[name] = merge([hists[name], runs.histogram(cap)])
-            hists[name] = _exact(hists[name], ps, reading.spec)
+            total = LengthHistogram.empty(cap or 0)
+            for _, h in execute.histograms(ps, reading, engine, cap, bar):
+                total = merge([total, h])  # a running sum: memory stays O(cap)
+            hists[name] = _exact(total, ps, reading.spec)
     return Scan(hists, reading.spec, engine.name, time.perf_counter() - t0)
 
 
@@ -131,7 +128,16 @@ def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool,
 
         gpu_parquet = device.cudf_available()
     return Reading(spec, light=light, segmented=backend.segmented, gpu_parquet=gpu_parquet,
-                   ipc_reader=ipc.forced_reader(), source=source or SourceOptions())
+                   ipc_reader=ipc.forced_reader(), inline=_many(parts, backend),
+                   source=source or SourceOptions())
+
+
+def _many(parts: list[Part], backend: Backend) -> bool:
+    """Whether the scan runs its parts at once, each read inline by a worker: when the
+    backend can (`Backend.per_part`) and there are at least `PARTS_PER_WORKER` parts a
+    worker, so that the last ones leave few cores idle."""
+    split = backend.per_part()
+    return split is not None and len(parts) >= PARTS_PER_WORKER * split[0]
 
 
 def _small(parts: list[Part]) -> bool:
@@ -141,21 +147,17 @@ def _small(parts: list[Part]) -> bool:
     return sum(p.nbytes for p in parts) <= LIGHT_BYTES
 
 
-def _chunks(parts: list[Part], reading: Reading, schema: Any, bar: ScanProgress,
-            runs: RunTally) -> Iterator[Chunk]:
-    """Every chunk of every part, checking each part's schema against the first one;
-    `Run` s (lengths known from metadata) go to ``runs``."""
-    for i, part in enumerate(parts):
-        if i and not part.schema().equals(schema, check_metadata=False):
-            raise ProfilerError(f"{part.label}: schema differs from {parts[0].label}: "
-                                f"{_schema_diff(part.schema(), schema)}")
-        for chunk in part.chunks(reading):
-            bar.update(samples=chunk.samples)
-            if isinstance(chunk, Run):
-                runs.add(chunk)
-            else:
-                yield chunk
-        bar.update(nbytes=part.nbytes, parts=1)
+def _check_schemas(parts: list[Part], first: Any) -> None:
+    """Every part's schema is the first one's (read in parallel: a footer or schema
+    message each, before any part is read)."""
+    if len(parts) < 2:
+        return
+    with ThreadPoolExecutor(cores(), thread_name_prefix="gpu-profiler-plan") as pool:
+        schemas = pool.map(lambda p: p.schema(), parts[1:])
+        for part, schema in zip(parts[1:], schemas, strict=True):
+            if not schema.equals(first, check_metadata=False):
+                raise ProfilerError(f"{part.label}: schema differs from {parts[0].label}: "
+                                    f"{_schema_diff(schema, first)}")
 
 
 def _schema_diff(a: Any, b: Any) -> str:

@@ -36,6 +36,12 @@ class Backend(ABC):
         """This backend for chunks read ahead in another thread, which keeps a core busy."""
         return self
 
+    def per_part(self) -> tuple[int, Backend] | None:
+        """``(workers, backend)`` to histogram many parts at once, one part per worker
+        thread, each with ``backend``; None (the default) histograms parts one after
+        another (a GPU pipelines its chunks itself)."""
+        return None
+
     def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
         """Histogram of every chunk. ``cap=None`` bins up to the largest length seen: each
         chunk is binned up to the largest length so far, and again, wider, only when it

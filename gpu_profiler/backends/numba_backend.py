@@ -69,6 +69,10 @@ class NumbaBackend(Backend):
             return self
         return NumbaBackend(threads=self._threads - 1)
 
+    def per_part(self) -> tuple[int, Backend]:
+        """One worker per block thread, each histogramming its part in one block."""
+        return self._threads, NumbaBackend(threads=1)
+
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         tally = _Tally(self._threads, cap)
         tally.add(chunk)

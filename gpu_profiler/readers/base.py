@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
@@ -86,6 +87,9 @@ class Reading:
             take its best one.
         ordered: every part yields its samples in row order, each one read (no `Run` from
             statistics): what a per-sample array (`gpu_profiler.lengths`) needs.
+        inline: each part is read in the thread that asks for its chunks, with no thread
+            of its own (no decoding workers, no read-ahead): the scan runs many parts at
+            once, one per worker thread (`gpu_profiler.execute`).
         source: the options of the formats that take them (checked against each part's
             format when the source is opened: `gpu_profiler.readers.open_source`).
     """
@@ -96,6 +100,7 @@ class Reading:
     gpu_parquet: bool = False
     ipc_reader: str | None = None
     ordered: bool = False
+    inline: bool = False
     source: SourceOptions = SourceOptions()
 
     def __post_init__(self) -> None:
@@ -143,8 +148,10 @@ class FileShard:
     def label(self) -> str:
         return str(self.path)
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
+        """The size when first asked (planning asks: the scan, its tasks and its progress
+        then agree, and a shard costs one ``stat``)."""
         return self.path.stat().st_size
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -42,25 +42,34 @@ READERS = ("selective", "pyarrow")
 #: A file is "dense" when its other columns add at most this fraction of the length
 #: column's bytes per row: reading it whole costs no more than reading the column alone.
 DENSE_EXTRA = 1 / 8
+#: A file of at most this many bytes is read by pyarrow in one call, not batch by batch.
+WHOLE_BYTES = 16 << 20
 _MAX_SCHEMA = 64 << 20  # a larger schema message is taken for corruption
 
 
 @dataclass(frozen=True)
 class IpcPart(FileShard):
-    """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``)."""
+    """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``). Its schema,
+    once read (a scan checks every part's first), is kept until the part is read.
+
+    A light scan, or one that reads many parts inline (small shards, mostly), reads dense
+    files with pyarrow: it starts faster than the selective reader."""
 
     kind: str
+    _schema: dict[str, pa.Schema] = field(default_factory=dict, compare=False, repr=False)
 
     on_device = False
     read_ahead = True  # the readers work in the scan's thread: a read-ahead thread pays
 
     def schema(self) -> pa.Schema:
-        return schema(self.path, self.kind)
+        if "schema" not in self._schema:
+            self._schema["schema"] = schema(self.path, self.kind)
+        return self._schema["schema"]
 
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
-                      light=reading.light and not reading.ordered,
-                      segmented=reading.segmented)
+                      light=(reading.light or reading.inline) and not reading.ordered,
+                      segmented=reading.segmented, known=self._schema.pop("schema", None))
 
 
 def _is_stream(head: bytes, path: Path) -> bool:
@@ -108,13 +117,15 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
 
 
 def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
-           light: bool = False, segmented: bool = False) -> Iterator[Chunk]:
+           light: bool = False, segmented: bool = False,
+           known: pa.Schema | None = None) -> Iterator[Chunk]:
     """Chunks of the length column. ``reader`` forces ``selective`` or ``pyarrow``;
     otherwise a ``light`` scan reads dense files with pyarrow and everything else is read
-    selectively, in ``segmented`` chunks if asked."""
+    selectively, in ``segmented`` chunks if asked. ``known``: the file's schema, if
+    already read."""
     if reader is not None and reader not in READERS:
         raise ProfilerError(f"unknown IPC reader {reader!r}: choose one of: {', '.join(READERS)}")
-    if reader is None and light and dense(schema(path, kind), spec):
+    if reader is None and light and dense(known or schema(path, kind), spec):
         return _handed_over(path, kind, spec, inflate=False)
     if reader == "pyarrow":
         return _handed_over(path, kind, spec, inflate=True)
@@ -255,9 +266,36 @@ def _open(path: Path, kind: str, spec: LengthSpec):
 
 def _pyarrow_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
     """pyarrow's reader of the length column (of a file `ipc_check.check` passed)."""
-    reader = _open(path, kind, spec)
-    columns = _columns(reader, kind, path)
+    columns = _whole(path, kind, spec) if os.path.getsize(path) <= WHOLE_BYTES else None
+    if columns is None:
+        columns = _columns(_open(path, kind, spec), kind, path)
     return arrays_to_chunks(columns if spec.offsets else _grouped(columns), spec)
+
+
+def _whole(path: Path, kind: str, spec: LengthSpec) -> Iterator[pa.Array] | None:
+    """The length column of every record batch of a small file, read in one call (batch
+    by batch costs more than its bytes) and checked as `_columns` checks them, as one
+    array when it can be; None when that fails (the batch-by-batch read then says where)."""
+    try:
+        with open(path, "rb") as f:
+            data = pa.py_buffer(f.read())
+        index = schema(path, kind).get_field_index(spec.name)
+        options = pa.ipc.IpcReadOptions(included_fields=[index])
+        reader = pa.ipc.open_file(data, options=options) if kind == "file" else \
+            pa.ipc.open_stream(data, options=options)
+        column = reader.read_all().column(0)
+        _validate(column)  # each batch's column, in one call
+        if spec.offsets or pa.types.is_dictionary(column.type):
+            return iter(column.chunks)
+        return iter([column.combine_chunks()])
+    except (pa.ArrowException, OSError, ValueError, ProfilerError):
+        return None
+
+
+def _validate(column: pa.Array | pa.ChunkedArray) -> None:
+    """Check a column against its buffers, in full for lists (pyarrow's quick check lets
+    decreasing offsets through)."""
+    column.validate(full=pa.types.is_list(column.type) or pa.types.is_large_list(column.type))
 
 
 def _columns(reader, kind: str, path: Path) -> Iterator[pa.Array]:
@@ -269,9 +307,7 @@ def _columns(reader, kind: str, path: Path) -> Iterator[pa.Array]:
             if kind == "file" else reader
         for rb in batches:
             column = rb.column(0)
-            # in full for lists: pyarrow's quick check lets decreasing offsets through
-            column.validate(full=pa.types.is_list(column.type)
-                            or pa.types.is_large_list(column.type))
+            _validate(column)
             yield column
             batch += 1
     except (pa.ArrowException, OSError, ValueError) as exc:

@@ -38,6 +38,9 @@ WINDOW = 8 << 20
 SPARSE_SKIP = 64 << 10
 #: Sparsely read messages whose buffers are fetched together (concurrently).
 SPARSE_BATCH = 64
+#: Column bytes fetched at once from sparsely read messages (more only for one message
+#: whose column alone is larger): bounds the memory a file of huge batches holds.
+FETCH_BYTES = 64 << 20
 #: Decompressed bytes produced per step (bounds memory whatever a buffer declares).
 INFLATE_STEP = 4 << 20
 #: Fewest rows of plain batches handed over in place as one segmented chunk (fewer are
@@ -204,14 +207,14 @@ class SelectiveReader:
                     nxt, status = int(last[fmt.R_MSG]), fmt.NEED_MORE
             if len(recs):  # batches come out in file order
                 if pending:
-                    yield self._fetch(np.concatenate(pending), col)
+                    yield from self._fetch(np.concatenate(pending), col)
                     pending = []
                 yield recs, win
             if later is not None:
                 pending.append(later)
             if pending and (col.ordered or len(pending) >= SPARSE_BATCH
                             or status == fmt.END):
-                yield self._fetch(np.concatenate(pending), col)
+                yield from self._fetch(np.concatenate(pending), col)
                 pending = []
             if status == fmt.END:
                 break
@@ -222,7 +225,7 @@ class SelectiveReader:
                 want = max(WINDOW, total if nxt == int(last[fmt.R_MSG]) else 0)
             pos = nxt
         if pending:
-            yield self._fetch(np.concatenate(pending), col)
+            yield from self._fetch(np.concatenate(pending), col)
 
     def _walk(self, data: np.ndarray, pos: int, layout: np.ndarray,
               state: np.ndarray) -> tuple[np.ndarray, int, int]:
@@ -241,9 +244,18 @@ class SelectiveReader:
         recs[:, fmt.R_BODY] += pos
         return recs, pos + int(start), int(status)
 
-    def _fetch(self, recs: np.ndarray, col: _Column) -> tuple[np.ndarray, Fetched]:
+    def _fetch(self, recs: np.ndarray, col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+        """The column's buffers of ``recs``, fetched in groups of about
+        :data:`FETCH_BYTES` (chunks read ahead hold a few groups, never the whole file)."""
+        self._checked(recs, col)  # the records as the file declares them, then their pieces
+        recs = _pieces(recs, col)
         vlo, vhi, dlo, dhi = self._checked(recs, col)
-        return recs, self._file.fetch(np.concatenate([vlo, dlo]), np.concatenate([vhi, dhi]))
+        size = (vhi - vlo) + (dhi - dlo)
+        group = (np.cumsum(size) - size) // FETCH_BYTES
+        cuts = np.r_[0, np.flatnonzero(np.diff(group)) + 1, len(recs)]
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            yield recs[lo:hi], self._file.fetch(np.concatenate([vlo[lo:hi], dlo[lo:hi]]),
+                                                np.concatenate([vhi[lo:hi], dhi[lo:hi]]))
 
     # -- file format ---------------------------------------------------------------------
 
@@ -314,7 +326,7 @@ class SelectiveReader:
     def _big_blocks(self, blocks: np.ndarray, kind: int, layout: np.ndarray,
                     col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         metas = self._file.fetch(blocks[:, 0], blocks[:, 0] + blocks[:, 1])
-        yield self._fetch(self._parse_at(metas, blocks, kind, layout), col)
+        yield from self._fetch(self._parse_at(metas, blocks, kind, layout), col)
 
     def _parse_at(self, fetched: Fetched, blocks: np.ndarray, kind: int,
                   layout: np.ndarray) -> np.ndarray:
@@ -702,6 +714,35 @@ def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarr
         fmt.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
     else:
         fmt.gather(data, src, counts * w, out.view(np.uint8), dst * w)
+
+
+def _pieces(recs: np.ndarray, col: _Column) -> np.ndarray:
+    """``recs`` with every plain record batch whose column holds more than
+    :data:`FETCH_BYTES` cut into records of consecutive rows (a multiple of 8 each, so
+    that validity bitmaps stay byte-aligned): a huge batch is fetched in bounded pieces."""
+    w = col.item.itemsize
+    rows = recs[:, fmt.R_LEN]
+    huge = ((recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH) & (recs[:, fmt.R_CODEC] < 0)
+            & (rows * w > FETCH_BYTES))
+    if col.ordered or not huge.any():
+        return recs
+    step = max(8, FETCH_BYTES // w // 8 * 8)
+    out = []
+    for rec, cut in zip(recs, huge, strict=True):
+        if not cut:
+            out.append(rec[None])
+            continue
+        first = np.arange(0, rec[fmt.R_LEN], step, dtype=np.int64)
+        n = np.minimum(step, rec[fmt.R_LEN] - first)
+        piece = np.repeat(rec[None], len(first), axis=0)
+        piece[:, fmt.R_LEN] = piece[:, fmt.R_ROWS] = n
+        piece[:, fmt.R_NULLS] = np.minimum(rec[fmt.R_NULLS], n)  # > 0: the bitmap is read
+        piece[:, fmt.R_DOFF] += first * w
+        piece[:, fmt.R_DLEN] = (n + int(col.offsets)) * w
+        piece[:, fmt.R_VOFF] += first // 8
+        piece[:, fmt.R_VLEN] = (n + 7) // 8
+        out.append(piece)
+    return np.concatenate(out)
 
 
 def _subset(recs: np.ndarray, keep: np.ndarray) -> np.ndarray:

@@ -1,6 +1,8 @@
-"""Parquet reader: only the length column's pages are read (column projection); row groups
-are decoded in parallel by a few worker threads that hand batches over a bounded queue, so
-memory stays bounded whatever the file size. With ``--trust-statistics`` a row group whose
+"""Parquet reader: only the length column's pages are read (column projection); the row
+groups of a large file are decoded in parallel by a few worker threads that hand batches
+over a bounded queue, so memory stays bounded whatever the file size; a file of one batch,
+or any file of a scan that runs many shards at once (`Reading.inline`), is decoded in the
+calling thread, with no thread started. With ``--trust-statistics`` a row group whose
 statistics say every value is equal (min == max, null count known) is counted from the
 footer without reading it; by default every value is read, since nothing but reading proves
 a footer right, and the default path never asks pyarrow for a column chunk's metadata
@@ -14,8 +16,8 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -64,22 +66,33 @@ def _open(path: Path, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile
 
 @dataclass(frozen=True)
 class ParquetPart(FileShard):
-    """A Parquet shard."""
+    """A Parquet shard. The footer its schema was read from is kept until the part is
+    read, so that a scan (which checks every schema first) parses each footer once."""
+
+    _footer: dict[str, pq.FileMetaData] = field(default_factory=dict, compare=False,
+                                                repr=False)
 
     on_device = False
     read_ahead = False  # its row groups decode ahead in worker threads already
 
     def schema(self) -> pa.Schema:
-        return schema(self.path)
+        if "md" not in self._footer:
+            self._footer["md"] = _open(self.path).metadata
+        try:
+            return self._footer["md"].schema.to_arrow_schema()
+        except _ERRORS as exc:
+            raise _corrupt(self.path, exc) from None
 
     def chunks(self, reading: Reading) -> Iterator[Chunk | Run]:
         if reading.gpu_parquet:
             from gpu_profiler.readers import device
 
             return device.parquet_chunks(self.path, reading.spec)
+        footer = self._footer.pop("md", None)
         if reading.ordered:
             return ordered_chunks(self.path, reading.spec)
-        return chunks(self.path, reading.spec, bool(reading.source.trust_statistics))
+        return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
+                      inline=reading.inline, footer=footer)
 
 
 FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
@@ -87,22 +100,16 @@ FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
                      takes=COLUMN_OPTIONS | {"trust_statistics"})
 
 
-def schema(path: Path) -> pa.Schema:
-    """The Arrow schema of a Parquet file (from its footer)."""
-    try:
-        return _open(path).schema_arrow
-    except _ERRORS as exc:
-        raise _corrupt(path, exc) from None
-
-
-def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False
+def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
+           inline: bool = False, footer: pq.FileMetaData | None = None
            ) -> Iterator[Chunk | Run]:
     """Chunks of the length column (and, trusting statistics, `Run` s for row groups
-    counted from them).
+    counted from them), decoded in the calling thread if ``inline`` or there is one batch
+    to decode; ``footer``: the file's metadata, if already read.
 
     The file is opened on the first ``next()``; order follows completion, not row groups.
     """
-    pf = _open(path)
+    pf = _open(path, footer)
     md = pf.metadata
     try:
         leaf = _leaf_index(md, spec)
@@ -126,7 +133,13 @@ def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False
                 rows = rg.num_rows
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None
-    if todo:
+    if len(todo) == 1 or (todo and inline):
+        try:
+            for group, rows in todo:
+                yield from _decoded(pf, spec, group, rows)
+        except _ERRORS as exc:
+            raise _corrupt(path, exc, group) from None
+    elif todo:
         yield from _decode_parallel(path, md, spec, todo)
 
 
@@ -214,13 +227,26 @@ def _decode_parallel(path: Path, md: pq.FileMetaData, spec: LengthSpec,
                 raise exc
             else:
                 yield item
-    finally:
+    finally:  # a worker sees ``stop`` before its next put: joining never polls
         stop.set()
-        while any(w.is_alive() for w in workers):
-            try:
-                out.get(timeout=0.05)
-            except queue.Empty:
-                pass
+        for w in workers:
+            w.join()
+
+
+def _decoded(pf: pq.ParquetFile, spec: LengthSpec, group: list[int],
+             rows: int) -> Iterator[Chunk]:
+    """The chunks of some row groups, decoded in this thread, ``rows`` at a time (read
+    whole when they fit: a batch reader costs more to set up than a small file to read)."""
+    md = pf.metadata
+    if sum(md.row_group(i).num_rows for i in group) <= rows:
+        columns = pf.read_row_groups(group, columns=[spec.name], use_threads=False).column(0)
+        arrays: Iterable[pa.Array] = columns.chunks
+    else:
+        arrays = (rb.column(0) for rb in pf.iter_batches(
+            batch_size=rows, row_groups=group, columns=[spec.name], use_threads=False))
+    for column in arrays:
+        if len(column):
+            yield array_to_chunk(column, spec)
 
 
 def _worker(path: Path, md: pq.FileMetaData, spec: LengthSpec, jobs: queue.SimpleQueue,
@@ -233,10 +259,8 @@ def _worker(path: Path, md: pq.FileMetaData, spec: LengthSpec, jobs: queue.Simpl
                 group, rows = jobs.get_nowait()
             except queue.Empty:
                 break
-            for rb in pf.iter_batches(batch_size=rows, row_groups=group, columns=[spec.name],
-                                      use_threads=False):
-                column = rb.column(0)
-                if len(column) and not put_unless_stopped(out, array_to_chunk(column, spec), stop):
+            for chunk in _decoded(pf, spec, group, rows):
+                if not put_unless_stopped(out, chunk, stop):
                     return
     except BaseException as exc:  # handed to the consumer, which raises it
         put_unless_stopped(out, (group, exc), stop)

@@ -226,15 +226,24 @@ def order_stats(name: str, order: np.ndarray, mean_len: np.ndarray, log_window: 
     d = x - x.mean() if n else x
     denom = float(d @ d)
     autocorr = float(d[:-1] @ d[1:]) / denom if denom > 0 else None
-    windows = n // log_window
-    means = x[:windows * log_window].reshape(windows, log_window).mean(axis=1) if windows \
-        else x[:n].mean(keepdims=True) if n else np.zeros(0)
+    means = window_means(order, mean_len, log_window)
     return OrderStats(name=name, batches=n, longest_run=longest, longest_run_bucket=bucket,
                       exhausted_at=tuple(exhausted), tail_mix=tuple(float(m) for m in mix),
                       lag1_autocorr=autocorr,
                       window_spread=float(means.std()) if means.size else 0.0,
                       window_min=float(means.min()) if means.size else None,
                       window_max=float(means.max()) if means.size else None)
+
+
+def window_means(order: np.ndarray, mean_len: np.ndarray, log_window: int) -> np.ndarray:
+    """The mean batch length over each whole window of ``log_window`` consecutive batches
+    (what a logged loss curve averages); one window of all batches when the epoch is
+    shorter than a window."""
+    x = mean_len[order]
+    windows = x.size // log_window
+    if windows:
+        return x[:windows * log_window].reshape(windows, log_window).mean(axis=1)
+    return x.mean(keepdims=True) if x.size else np.zeros(0)
 
 
 def default_trials(batches: int) -> int:

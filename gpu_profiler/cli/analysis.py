@@ -25,6 +25,10 @@ MaxRun = Annotated[int | None, typer.Option(
     "(stride) order (default: the least possible; an infeasible cap names the minimum).",
     rich_help_panel=_ANA, show_default=False)]
 
+Plot = Annotated[str | None, typer.Option(
+    "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "
+    "(needs matplotlib: pip install 'gpu-profiler[plot]').", show_default=False)]
+
 
 def load_histogram(path: str, opts: o.ScanOptions) -> tuple[Any, str | None]:
     """The exact histogram to analyse and the split it is of: read back when ``path`` is

@@ -48,6 +48,7 @@ def profile(
         show_default=False)] = None,
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
+    plot: analysis_opts.Plot = None,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -58,10 +59,18 @@ def profile(
     for target in (opts.output, save_hist):
         if target:
             check_writable(target)
+    if plot:
+        from gpu_profiler.render import plots
+
+        plots.check_plot(plot)
     result = run_profile(path, **opts.bucketing(), **opts.scan(), policies=policy or (),
                          drop_last=drop_last)
     if save_hist:
         result.histogram.save(save_hist)
+    if plot:
+        t = result.table
+        plots.save_figure(plots.profile_figure(result.histogram, t, plots.titled(
+            result.source, f"{t.total_samples:,} samples, {t.total_tokens:,} tokens")), plot)
     render(result, opts.output_format, opts.output)
 
 

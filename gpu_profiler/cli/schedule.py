@@ -32,6 +32,7 @@ def schedule(
         rich_help_panel=a._ANA)] = "fixed",
     drop_last: a.DropLast = False,
     max_run: a.MaxRun = None,
+    plot: a.Plot = None,
     emit_order: Annotated[list[str] | None, typer.Option(
         "--emit-order", help="Write the bucket index of every batch to FILE (one per line, "
         "or numpy .npy): the interleaved (stride) order, or ORDER=FILE for another; "
@@ -56,6 +57,7 @@ def schedule(
         write_order,
     )
     from gpu_profiler.render import analysis as r
+    from gpu_profiler.render import plots
     from gpu_profiler.render.output import check_writable
 
     params = opts.params()
@@ -64,6 +66,8 @@ def schedule(
     for target in (opts.output, *(f for _, f in emits)):
         if target:
             check_writable(target)
+    if plot:
+        plots.check_plot(plot)
     hist, split = a.load_histogram(path, opts)
     result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
                                trials=trials, log_window=log_window, seed=seed,
@@ -71,6 +75,9 @@ def schedule(
     result = attach(replace(result, split=split), advise(hist, params, drop_last=drop_last))
     for name, target in emits:
         write_order(target, batch_order(result.batches, name, seed=seed, max_run=max_run))
+    if plot:
+        plots.save_figure(plots.schedule_figure(result, plots.titled(
+            path, "batch order over the epoch", split)), plot)
     show(result, opts.output_format, opts.output, r.print_schedule, r.schedule_markdown,
          r.schedule_csv)
 

@@ -8,6 +8,7 @@ import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ _SAVED = re.compile(rb'\s*\{\s*"schema"\s*:\s*"gpu-profiler/histogram/v1"'
 
 #: Largest cap sized automatically from the data (2**27 bins = 1 GiB of int64 counts).
 MAX_AUTO_CAP = 1 << 27
+
+
+#: The percentiles every report shows, by their JSON key (``"p99.9"``: the 99.9th).
+PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
 
 
 def auto_cap(longest: int) -> int:
@@ -108,6 +113,57 @@ class LengthHistogram:
             return self.above_max
         nz = np.flatnonzero(self.counts)
         return int(nz[-1]) if nz.size else None
+
+    @property
+    def mean(self) -> float | None:
+        """Mean valid length, or None when there is none."""
+        return self.tokens / self.valid if self.valid else None
+
+    def percentile_range(self, q: float | str) -> tuple[int, int] | None:
+        """Nearest-rank ``q``-th percentile (``q`` in 0..100): the smallest length L with at
+        least q% of the valid samples <= L, as ``(lo, hi)``; ``lo == hi`` when it is exact,
+        which it is whenever its rank falls in the bins ``0..cap``, or on the shortest or
+        longest length above cap. A rank among the other above-cap lengths (only their
+        count, sum, shortest and longest are kept) gives the bounds it lies in. None when
+        there are no valid samples. ``q`` is read as a decimal (``"99.9"`` exactly)."""
+        return self.percentile_ranges([q])[0]
+
+    def percentile_ranges(self, qs: Iterable[float | str]) -> list[tuple[int, int] | None]:
+        """`percentile_range` of each of ``qs``, with one cumulative sum of the bins."""
+        qs = [Fraction(str(q)) for q in qs]
+        if any(not 0 <= q <= 100 for q in qs):
+            raise ValueError(f"percentiles lie in 0..100, got {[float(q) for q in qs]}")
+        n = self.valid
+        if not n:
+            return [None for _ in qs]
+        cum = np.cumsum(self.counts)
+        binned = int(cum[-1])
+        out: list[tuple[int, int] | None] = []
+        for q in qs:
+            rank = max(1, -(-q.numerator * n // (q.denominator * 100)))  # ceil(q% of n)
+            if rank <= binned:
+                length = int(np.searchsorted(cum, rank))
+                out.append((length, length))
+            elif rank == binned + 1:
+                out.append((self.above_min, self.above_min))
+            elif rank == n:
+                out.append((self.above_max, self.above_max))
+            else:
+                out.append((self.above_min, self.above_max))
+        return out
+
+    def percentile(self, q: float | str) -> int | None:
+        """The exact `percentile_range` value, or None when there is no valid sample or the
+        rank falls among above-cap lengths that were not binned."""
+        r = self.percentile_range(q)
+        return r[0] if r and r[0] == r[1] else None
+
+    def percentiles(self) -> dict[str, int | None]:
+        """`PERCENTILES` by name, e.g. ``{"p50": 812, ..., "p99.9": 8190}`` (see
+        `percentile`; `percentile_range` gives the bounds of a None)."""
+        ranges = self.percentile_ranges(k[1:] for k in PERCENTILES)
+        return {k: r[0] if r and r[0] == r[1] else None
+                for k, r in zip(PERCENTILES, ranges, strict=True)}
 
     # ---------------------------------------------------------------- algebra
     def __add__(self, other: LengthHistogram) -> LengthHistogram:

@@ -130,16 +130,16 @@ class LengthHistogram:
 
     def percentile_ranges(self, qs: Iterable[float | str]) -> list[tuple[int, int] | None]:
         """`percentile_range` of each of ``qs``, with one cumulative sum of the bins."""
-        qs = [Fraction(str(q)) for q in qs]
-        if any(not 0 <= q <= 100 for q in qs):
-            raise ValueError(f"percentiles lie in 0..100, got {[float(q) for q in qs]}")
+        fs = [Fraction(str(q)) for q in qs]
+        if any(not 0 <= q <= 100 for q in fs):
+            raise ValueError(f"percentiles lie in 0..100, got {[float(q) for q in fs]}")
         n = self.valid
         if not n:
             return [None for _ in qs]
         cum = np.cumsum(self.counts)
         binned = int(cum[-1])
         out: list[tuple[int, int] | None] = []
-        for q in qs:
+        for q in fs:
             rank = max(1, -(-q.numerator * n // (q.denominator * 100)))  # ceil(q% of n)
             if rank <= binned:
                 length = int(np.searchsorted(cum, rank))

@@ -135,7 +135,7 @@ class LengthHistogram:
             raise ValueError(f"percentiles lie in 0..100, got {[float(q) for q in fs]}")
         n = self.valid
         if not n:
-            return [None for _ in qs]
+            return [None for _ in fs]
         cum = np.cumsum(self.counts)
         binned = int(cum[-1])
         out: list[tuple[int, int] | None] = []

@@ -21,8 +21,10 @@ SCHEMA = "gpu-profiler/histogram/v1"
 _SAVED = re.compile(rb'\s*\{\s*"schema"\s*:\s*"gpu-profiler/histogram/v1"'
                     rb'|\{"cap": \d+, "counts": \[')  # the second: untagged, before v1
 
-#: Largest cap sized automatically from the data (2**27 bins = 1 GiB of int64 counts).
-MAX_AUTO_CAP = 1 << 27
+#: Largest cap sized automatically from the data (2**24 bins: 128 MiB of int64 counts, and
+#: half that in int32 rows per CPU thread while counting): a corpus with rare huge lengths
+#: keeps bounded memory, its lengths above this summarized as above-cap statistics.
+MAX_AUTO_CAP = 1 << 24
 
 
 #: The percentiles every report shows, by their JSON key (``"p99.9"``: the 99.9th).
@@ -30,12 +32,11 @@ PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
 
 
 def auto_cap(longest: int) -> int:
-    """The cap that bins every length up to ``longest`` (``cap=None``), unless absurd."""
-    if longest > MAX_AUTO_CAP:
-        raise ProfilerError(
-            f"a length of {longest} was found; give an explicit cap (e.g. --max-seq-len) to "
-            f"histogram lengths above {MAX_AUTO_CAP}")
-    return max(longest, 0)
+    """The cap that bins every length up to ``longest`` (``cap=None``), at most
+    `MAX_AUTO_CAP` (longer lengths are summarized above it: their count, sum, shortest
+    and longest stay exact, and `LengthHistogram.percentile_range` bounds a percentile
+    among them)."""
+    return min(max(longest, 0), MAX_AUTO_CAP)
 
 
 @dataclass(frozen=True, eq=False)

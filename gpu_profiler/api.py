@@ -11,7 +11,7 @@ from gpu_profiler.analysis.buckets import BucketTable, bucket_table
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, parse_policies
 from gpu_profiler.engine import scan
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.readers import SourceOptions, open_source
 
@@ -177,8 +177,11 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
         return ProfileResult(str(source) if saved else "<histogram>", "none",
                              "saved histogram" if saved else "histogram", table(hist), hist,
                              {}, 0.0), {"": hist}
+    # The whole length range is binned (up to MAX_AUTO_CAP), so the percentiles are exact
+    # above max_seq_len too, and a saved histogram serves any later --max-seq-len.
     s = scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
-             backend=backend, cap=params.max_seq_len, progress=progress,
+             backend=backend, cap=None if params.max_seq_len <= MAX_AUTO_CAP
+             else params.max_seq_len, progress=progress,
              backend_options=backend_options, source_options=source_options)
     total = s.total
     named = {k: table(h) for k, h in s.histograms.items() if k}

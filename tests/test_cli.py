@@ -62,8 +62,12 @@ def test_csv_markdown_and_table(hf_dir, capsys):
     path, lengths = hf_dir
     ref = reference_table(lengths.tolist(), BOUNDS)
     rc, out, _ = run(["profile", path, "-f", "csv"], capsys)
-    rows = list(csv.DictReader(io.StringIO(out)))
+    *rows, total = list(csv.DictReader(io.StringIO(out)))
     assert rc == 0 and [int(r["samples"]) for r in rows] == [b["samples"] for b in ref["buckets"]]
+    assert total["bucket"] == "all" and int(total["samples"]) == ref["total_samples"]
+    assert float(total["steps_per_epoch"]) == pytest.approx(ref["steps_per_epoch"])
+    assert int(total["total_tokens"]) == lengths.sum() > int(total["tokens"])  # unclipped
+    assert int(total["p99"]) == np.percentile(lengths, 99, method="inverted_cdf")
     rc, out, _ = run(["profile", path, "-f", "markdown"], capsys)
     assert rc == 0 and f"| [3296, 8193) | {ref['buckets'][-1]['samples']:,} |" in out
     rc, out, _ = run(["profile", path], capsys)
@@ -79,7 +83,11 @@ def test_output_file_and_saved_histogram(hf_dir, tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["h.json", "p.json"]  # no temp files left
     from gpu_profiler import LengthHistogram, histogram
 
-    assert LengthHistogram.load(tmp_path / "h.json") == histogram(lengths, cap=8192)
+    saved = LengthHistogram.load(tmp_path / "h.json")
+    assert saved == histogram(lengths) and saved.cap == lengths.max() > 8192  # whole range
+    rc, out, _ = run(["profile", tmp_path / "h.json", "-f", "json", "--max-seq-len",
+                      str(lengths.max() + 100)], capsys)  # a longer context, no rescan
+    assert rc == 0 and json.loads(out)["truncated_samples"] == 0
 
 
 def test_demo_builds_a_real_hf_dir(tmp_path, capsys):

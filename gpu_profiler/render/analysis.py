@@ -141,26 +141,6 @@ def policies_markdown(pols: Sequence[PolicyResult]) -> str:
     return "\n".join(out) + "\n"
 
 
-POLICY_CSV = ("split", "policy", "bucket", "lo", "hi", "samples", "batches", "batch_size", "tokens",
-              "padded_tokens", "padding_pct", "sample_pct", "token_pct", "batch_pct")
-
-
-def policies_csv(pols: Sequence[PolicyResult]) -> str:
-    """One row per policy and bucket, plus an ``all`` row per policy."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(POLICY_CSV)
-    for p in pols:
-        for b in p.buckets:
-            w.writerow((p.split or "", p.name, b.index, b.lo, b.hi, b.samples, b.batches,
-                        b.batch_size, b.tokens, b.padded_tokens, b.padding_pct, b.sample_pct,
-                        b.token_pct, b.batch_pct))
-        w.writerow((p.split or "", p.name, "all", "", "", p.samples, p.total_batches,
-                    p.rows_per_batch or "", p.tokens, p.padded_tokens, p.padding_pct, 100.0,
-                    100.0, 100.0))
-    return out.getvalue()
-
-
 # ---------------------------------------------------------------- suggest
 def _bounds(b: Sequence[int]) -> str:
     return ",".join(map(str, b))

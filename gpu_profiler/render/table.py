@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable
-from gpu_profiler.render.formats import split_tables, summary_line
+from gpu_profiler.render.formats import distribution_line, split_tables, summary_line
 
 
 def print_profile(result: Any, console: Any) -> None:
@@ -13,6 +13,7 @@ def print_profile(result: Any, console: Any) -> None:
     for name, table in split_tables(result):
         console.print(bucket_table_view(table, _title(result, name if result.splits else "")))
         console.print(summary_line(table), highlight=False)
+        console.print(distribution_line(table), highlight=False)
         for w in table.warnings:
             console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
         console.print()

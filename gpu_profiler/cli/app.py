@@ -112,9 +112,11 @@ def backends() -> None:
 
 
 from gpu_profiler.cli.plan import plan  # noqa: E402
+from gpu_profiler.cli.report import report  # noqa: E402
 from gpu_profiler.cli.schedule import schedule  # noqa: E402
 from gpu_profiler.cli.suggest import suggest  # noqa: E402
 
 app.command()(suggest)
 app.command()(schedule)
 app.command()(plan)
+app.command()(report)

@@ -168,12 +168,24 @@ class ScanOptions:
 def scan_options(command: Callable[..., None]) -> Callable[..., None]:
     """Add every `ScanOptions` field to ``command``'s options; the command receives them
     as one keyword argument ``opts``."""
+    return _with_scan_options(command, ())
+
+
+def scan_options_except(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`scan_options` less the fields ``names`` (they keep their defaults), for a command
+    they mean nothing to (``report`` has no ``--output-format``)."""
+    return functools.partial(_with_scan_options, without=names)
+
+
+def _with_scan_options(command: Callable[..., None], without: tuple[str, ...]
+                       ) -> Callable[..., None]:
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
            if p.name != "opts"]
     hints = inspect.get_annotations(ScanOptions, eval_str=True)
+    names = [f.name for f in fields(ScanOptions) if f.name not in without]
     shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                annotation=hints[f.name]) for f in fields(ScanOptions)]
-    names = [f.name for f in fields(ScanOptions)]
+                                annotation=hints[f.name]) for f in fields(ScanOptions)
+              if f.name in names]
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:

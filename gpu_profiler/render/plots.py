@@ -47,15 +47,19 @@ def plot_format(path: str | Path) -> str:
 
 def check_plot(path: str | Path) -> None:
     """Fail early (before a long scan) on a plot file that cannot be written."""
-    from importlib.util import find_spec
-
     from gpu_profiler.render.output import check_writable
 
     plot_format(path)
-    if find_spec("matplotlib") is None:
-        raise ProfilerError(f"--plot {path}: needs matplotlib (pip install "
-                            "'gpu-profiler[plot]')")
+    require_matplotlib(f"--plot {path}")
     check_writable(path)
+
+
+def require_matplotlib(what: str) -> None:
+    """Fail early, saying what to install, when matplotlib is absent."""
+    from importlib.util import find_spec
+
+    if find_spec("matplotlib") is None:
+        raise ProfilerError(f"{what}: needs matplotlib (pip install 'gpu-profiler[plot]')")
 
 
 def figure_bytes(fig: Any, fmt: str) -> bytes:

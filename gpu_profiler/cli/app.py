@@ -8,7 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as analysis_opts
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import show
+from gpu_profiler.cli.output import enforce, gates, show
 
 app = typer.Typer(
     name="gpu-profiler", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -48,6 +48,7 @@ def profile(
         show_default=False)] = None,
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
+    fail_if: o.FailIf = None,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -55,6 +56,7 @@ def profile(
     from gpu_profiler.api import profile as run_profile
     from gpu_profiler.render.output import check_writable
 
+    conditions = gates("profile", fail_if)
     for target in (opts.output, save_hist):
         if target:
             check_writable(target)
@@ -63,6 +65,7 @@ def profile(
     if save_hist:
         result.histogram.save(save_hist)
     render(result, opts.output_format, opts.output)
+    enforce(conditions, result)
 
 
 @app.command()
@@ -102,6 +105,7 @@ def backends() -> None:
             typer.echo(f"       kernels: {native.status(build=False)}")
 
 
+from gpu_profiler.cli.compare import compare  # noqa: E402
 from gpu_profiler.cli.plan import plan  # noqa: E402
 from gpu_profiler.cli.schedule import schedule  # noqa: E402
 from gpu_profiler.cli.suggest import suggest  # noqa: E402
@@ -109,3 +113,4 @@ from gpu_profiler.cli.suggest import suggest  # noqa: E402
 app.command()(suggest)
 app.command()(schedule)
 app.command()(plan)
+app.command()(compare)

@@ -87,6 +87,11 @@ Output = Annotated[str | None, typer.Option(
     "--output", "-o", help="Write to this file (atomically) instead of stdout.",
     show_default=False)]
 
+FailIf = Annotated[list[str] | None, typer.Option(
+    "--fail-if", metavar="EXPR", help="Exit 1 when this condition on a number of the JSON "
+    "output holds, e.g. p99>8192 (repeatable; names: README, CI gates).",
+    show_default=False)]
+
 #: Every bucket default comes from `BucketParams`, the one source of them.
 DEFAULT_BOUNDS_TEXT = ",".join(map(str, BucketParams.bounds))
 

@@ -11,6 +11,26 @@ import typer
 from gpu_profiler.cli import options as o
 
 
+def gates(command: str, exprs: list[str] | None) -> list[Any]:
+    """The ``--fail-if`` conditions of ``command``, checked before any work is done."""
+    from gpu_profiler.gates import METRICS, parse_gates
+
+    return parse_gates(exprs or (), METRICS[command])
+
+
+def enforce(conditions: list[Any], result: Any) -> None:
+    """After the output is written: print each condition that holds, and exit 1 if any."""
+    if not conditions:
+        return
+    from gpu_profiler.gates import failures, metrics
+
+    failed = failures(conditions, metrics(result.to_dict()))
+    for line in failed:
+        typer.echo(line, err=True)
+    if failed:
+        raise typer.Exit(1)
+
+
 def emit(text: str, output: str | None) -> None:
     """Print ``text`` or write it atomically to ``output``."""
     if output:

@@ -8,7 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import show
+from gpu_profiler.cli.output import enforce, gates, show
 
 
 @o.scan_options
@@ -32,6 +32,7 @@ def schedule(
         rich_help_panel=a._ANA)] = "fixed",
     drop_last: a.DropLast = False,
     max_run: a.MaxRun = None,
+    fail_if: o.FailIf = None,
     emit_order: Annotated[list[str] | None, typer.Option(
         "--emit-order", help="Write the bucket index of every batch to FILE (one per line, "
         "or numpy .npy): the interleaved (stride) order, or ORDER=FILE for another; "
@@ -58,6 +59,7 @@ def schedule(
     from gpu_profiler.render import analysis as r
     from gpu_profiler.render.output import check_writable
 
+    conditions = gates("schedule", fail_if)
     params = opts.params()
     orders = parse_orders(order or ("random", "stride"))
     emits = [_emit_target(e, orders) for e in emit_order or ()]
@@ -73,6 +75,7 @@ def schedule(
         write_order(target, batch_order(result.batches, name, seed=seed, max_run=max_run))
     show(result, opts.output_format, opts.output, r.print_schedule, r.schedule_markdown,
          r.schedule_csv)
+    enforce(conditions, result)
 
 
 def _emit_target(spec: str, orders: tuple[str, ...]) -> tuple[str, str]:

@@ -31,12 +31,13 @@ def _main(version: Annotated[bool, typer.Option(
     """gpu-profiler: profile the length distribution of a training corpus."""
 
 
-def render(result: Any, fmt: o.OutputFormat, output: str | None) -> None:
+def render(result: Any, fmt: o.OutputFormat, output: str | None,
+           width: int | None = None) -> None:
     """Render a ProfileResult in the chosen format."""
     from gpu_profiler.render import formats
     from gpu_profiler.render.table import print_profile
 
-    show(result, fmt, output, print_profile, formats.to_markdown, formats.to_csv)
+    show(result, fmt, output, print_profile, formats.to_markdown, formats.to_csv, width)
 
 
 @app.command()
@@ -64,7 +65,7 @@ def profile(
                          drop_last=drop_last)
     if save_hist:
         result.histogram.save(save_hist)
-    render(result, opts.output_format, opts.output)
+    render(result, opts.output_format, opts.output, opts.width)
     enforce(conditions, result)
 
 

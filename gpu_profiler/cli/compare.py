@@ -52,5 +52,5 @@ def compare(
     result = run_compare(hist_a, hist_b, params_a, params_b, source_a=path,
                          source_b=path if other is None else other, drop_last=drop_last)
     show(result, opts.output_format, opts.output, r.print_compare, r.compare_markdown,
-         r.compare_csv)
+         r.compare_csv, opts.width)
     enforce(conditions, result)

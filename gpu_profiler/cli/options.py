@@ -83,6 +83,10 @@ WorldSize = Annotated[int, typer.Option(
 
 OutFormat = Annotated[OutputFormat, typer.Option(
     "--output-format", "-f", help="How to print the result.", case_sensitive=False)]
+Width = Annotated[int | None, typer.Option(
+    "--width", metavar="N", help="Table width in columns (default: the terminal's; piped "
+    "or to a file: each table's natural width). Tables too wide for it are stacked.",
+    show_default=False)]
 Output = Annotated[str | None, typer.Option(
     "--output", "-o", help="Write to this file (atomically) instead of stdout.",
     show_default=False)]
@@ -145,6 +149,7 @@ class ScanOptions:
     world_size: WorldSize = BucketParams.world_size
     output_format: OutFormat = OutputFormat.table
     output: Output = None
+    width: Width = None
 
     def scan(self) -> dict[str, Any]:
         """Keyword arguments of :func:`gpu_profiler.histogram` / ``profile`` for the source."""

@@ -43,18 +43,18 @@ def emit(text: str, output: str | None) -> None:
 
 def show(result: Any, fmt: o.OutputFormat, output: str | None,
          table: Callable[[Any, Any], None], markdown: Callable[[Any], str],
-         csv: Callable[[Any], str]) -> None:
-    """Print (or write atomically to ``output``) ``result`` as a rich table, JSON, Markdown
-    or CSV."""
+         csv: Callable[[Any], str], width: int | None = None) -> None:
+    """Print (or write atomically to ``output``) ``result`` as a rich table (``width``:
+    see `gpu_profiler.render.fit`), JSON, Markdown or CSV."""
     if fmt is o.OutputFormat.table:
-        from rich.console import Console
+        from gpu_profiler.render.fit import console
 
         if output:
-            console = Console(record=True, width=140, file=io.StringIO())
-            table(result, console)
-            emit(console.export_text(), output)
+            recorder = console(width, file=io.StringIO(), record=True)
+            table(result, recorder)
+            emit(recorder.export_text(), output)
         else:
-            table(result, Console())
+            table(result, console(width))
         return
     if fmt is o.OutputFormat.json:
         from gpu_profiler.render.formats import to_json

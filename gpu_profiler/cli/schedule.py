@@ -74,7 +74,7 @@ def schedule(
     for name, target in emits:
         write_order(target, batch_order(result.batches, name, seed=seed, max_run=max_run))
     show(result, opts.output_format, opts.output, r.print_schedule, r.schedule_markdown,
-         r.schedule_csv)
+         r.schedule_csv, opts.width)
     enforce(conditions, result)
 
 

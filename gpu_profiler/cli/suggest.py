@@ -45,4 +45,4 @@ def suggest(
     result = attach(replace(result, split=split), advise(
         hist, params, buckets, drop_last=drop_last, suggestion=result))
     show(result, opts.output_format, opts.output, r.print_suggestion, r.suggestion_markdown,
-         r.suggestion_csv)
+         r.suggestion_csv, opts.width)

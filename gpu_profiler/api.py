@@ -8,7 +8,12 @@ from typing import Any
 
 from gpu_profiler.analysis.advice import advise, attach
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
-from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, parse_policies
+from gpu_profiler.analysis.policies import (
+    PolicyResult,
+    evaluate_policies,
+    evaluate_policy,
+    parse_policies,
+)
 from gpu_profiler.engine import scan
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
@@ -167,7 +172,11 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
              ) -> tuple[ProfileResult, dict[str, LengthHistogram]]:
     """The profile, and the histogram of each split (``""``: an unsplit source)."""
     def table(hist: LengthHistogram) -> BucketTable:
-        return attach(bucket_table(hist, params), advise(hist, params, drop_last=drop_last))
+        return attach(padded(hist), advise(hist, params, drop_last=drop_last))
+
+    def padded(hist: LengthHistogram) -> BucketTable:
+        fixed = evaluate_policy(hist, "fixed", params, drop_last=drop_last)
+        return replace(bucket_table(hist, params), padding_pct=fixed.padding_pct)
 
     if LengthHistogram.is_saved(source) or isinstance(source, LengthHistogram):
         no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
@@ -186,7 +195,7 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
     total = s.total
     named = {k: table(h) for k, h in s.histograms.items() if k}
     # The total of several splits is a sum for reference: the advice is each split's.
-    whole = bucket_table(total, params) if named else table(total)
+    whole = padded(total) if named else table(total)
     return ProfileResult(_label(source), s.backend, s.spec.describe(), whole, total, named,
                          s.seconds), {**s.histograms, "": total}
 

@@ -43,8 +43,9 @@ class BucketTable:
     exactly: a percentile is None only when its rank falls among lengths the histogram did
     not bin (past `gpu_profiler.histogram.MAX_AUTO_CAP`), and ``percentile_bounds`` then
     gives the ``[lo, hi]`` it lies in.
-    ``advice`` is the `gpu_profiler.analysis.advice.Advice` on a dominant bucket, which
-    `gpu_profiler.profile` attaches (None here).
+    ``advice`` is the `gpu_profiler.analysis.advice.Advice` on a dominant bucket, and
+    ``padding_pct`` the ``fixed`` policy's expected padding (what the advice weighs), both of
+    which `gpu_profiler.profile` attaches (None here).
     """
 
     params: BucketParams
@@ -66,10 +67,23 @@ class BucketTable:
     steps_per_epoch: float
     warnings: tuple[str, ...]
     advice: Any = None
+    padding_pct: float | None = None
+
+    @property
+    def max_batch_pct(self) -> float:
+        """The largest bucket's share of the batches (0 with none)."""
+        return max((b.batch_pct for b in self.buckets), default=0.0)
+
+    @property
+    def truncated_pct(self) -> float:
+        """Share of the samples longer than max_seq_len."""
+        return self.truncated_samples / self.total_samples * 100 if self.total_samples else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)
              if f.name not in ("params", "buckets", "advice")}
+        d["max_batch_pct"] = self.max_batch_pct
+        d["truncated_pct"] = self.truncated_pct
         d["percentiles"] = dict(self.percentiles)
         d["percentile_bounds"] = {k: list(v) for k, v in self.percentile_bounds.items()}
         d["params"] = self.params.to_dict()

@@ -115,6 +115,12 @@ class ScheduleResult:
     split: str | None = None
     advice: Any = None
 
+    @property
+    def headline(self) -> OrderStats:
+        """The order the top-level numbers describe: stride (the one `gpu-profiler plan`
+        and the sampler train in) when simulated, else the first."""
+        return next((o for o in self.orders if o.name == "stride"), self.orders[0])
+
     def __getitem__(self, name: str) -> OrderStats:
         for o in self.orders:
             if o.name == name:
@@ -132,6 +138,10 @@ class ScheduleResult:
                                 p.bounds[:-1], p.bounds[1:], self.batches, self.batch_pct,
                                 self.mean_len, strict=True))],
                 "min_run": self.min_run, "max_run": self.max_run,
+                "total_batches": sum(self.batches),
+                "max_batch_pct": max(self.batch_pct, default=0.0),
+                "order": self.headline.name, "longest_run": self.headline.longest_run,
+                "window_spread": self.headline.window_spread,
                 "orders": [o.to_dict() for o in self.orders],
                 "advice": self.advice.to_dict() if self.advice else None,
                 "warnings": list(self.warnings)}

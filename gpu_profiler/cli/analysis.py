@@ -30,12 +30,14 @@ Plot = Annotated[str | None, typer.Option(
     "(needs matplotlib: pip install 'gpu-profiler[plot]').", show_default=False)]
 
 
-def load_histogram(path: str, opts: o.ScanOptions) -> tuple[Any, str | None]:
+def load_histogram(path: str, opts: o.ScanOptions,
+                   whole: bool = False) -> tuple[Any, str | None]:
     """The exact histogram to analyse and the split it is of: read back when ``path`` is
-    a saved histogram (JSON; no splits), else scanned (capped at ``--max-seq-len``): the
-    ``--split``, else the ``train`` split, else the only one (see
-    `gpu_profiler.api.analysed_split`)."""
+    a saved histogram (JSON; no splits), else scanned (capped at ``--max-seq-len``, or
+    binning every length when ``whole``): the ``--split``, else the ``train`` split, else
+    the only one (see `gpu_profiler.api.analysed_split`)."""
     from gpu_profiler.api import analysed_split, histogram
 
     split = analysed_split(path, opts.format, opts.split)
-    return histogram(path, cap=opts.max_seq_len, **{**opts.scan(), "split": split}), split
+    cap = None if whole else opts.max_seq_len
+    return histogram(path, cap=cap, **{**opts.scan(), "split": split}), split

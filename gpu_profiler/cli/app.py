@@ -8,7 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as analysis_opts
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import show
+from gpu_profiler.cli.output import enforce, gates, show
 
 app = typer.Typer(
     name="gpu-profiler", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -31,12 +31,13 @@ def _main(version: Annotated[bool, typer.Option(
     """gpu-profiler: profile the length distribution of a training corpus."""
 
 
-def render(result: Any, fmt: o.OutputFormat, output: str | None) -> None:
+def render(result: Any, fmt: o.OutputFormat, output: str | None,
+           width: int | None = None) -> None:
     """Render a ProfileResult in the chosen format."""
     from gpu_profiler.render import formats
     from gpu_profiler.render.table import print_profile
 
-    show(result, fmt, output, print_profile, formats.to_markdown, formats.to_csv)
+    show(result, fmt, output, print_profile, formats.to_markdown, formats.to_csv, width)
 
 
 @app.command()
@@ -49,6 +50,7 @@ def profile(
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
     plot: analysis_opts.Plot = None,
+    fail_if: o.FailIf = None,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -56,6 +58,7 @@ def profile(
     from gpu_profiler.api import profile as run_profile
     from gpu_profiler.render.output import check_writable
 
+    conditions = gates("profile", fail_if)
     for target in (opts.output, save_hist):
         if target:
             check_writable(target)
@@ -71,7 +74,8 @@ def profile(
         t = result.table
         plots.save_figure(plots.profile_figure(result.histogram, t, plots.titled(
             result.source, f"{t.total_samples:,} samples, {t.total_tokens:,} tokens")), plot)
-    render(result, opts.output_format, opts.output)
+    render(result, opts.output_format, opts.output, opts.width)
+    enforce(conditions, result)
 
 
 @app.command()
@@ -111,6 +115,7 @@ def backends() -> None:
             typer.echo(f"       kernels: {native.status(build=False)}")
 
 
+from gpu_profiler.cli.compare import compare  # noqa: E402
 from gpu_profiler.cli.plan import plan  # noqa: E402
 from gpu_profiler.cli.report import report  # noqa: E402
 from gpu_profiler.cli.schedule import schedule  # noqa: E402
@@ -120,3 +125,4 @@ app.command()(suggest)
 app.command()(schedule)
 app.command()(plan)
 app.command()(report)
+app.command()(compare)

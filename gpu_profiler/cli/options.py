@@ -83,8 +83,17 @@ WorldSize = Annotated[int, typer.Option(
 
 OutFormat = Annotated[OutputFormat, typer.Option(
     "--output-format", "-f", help="How to print the result.", case_sensitive=False)]
+Width = Annotated[int | None, typer.Option(
+    "--width", metavar="N", help="Table width in columns (default: the terminal's; piped "
+    "or to a file: each table's natural width). Tables too wide for it are stacked.",
+    show_default=False)]
 Output = Annotated[str | None, typer.Option(
     "--output", "-o", help="Write to this file (atomically) instead of stdout.",
+    show_default=False)]
+
+FailIf = Annotated[list[str] | None, typer.Option(
+    "--fail-if", metavar="EXPR", help="Exit 1 when this condition on a number of the JSON "
+    "output holds, e.g. p99>8192 (repeatable; names: README, CI gates).",
     show_default=False)]
 
 #: Every bucket default comes from `BucketParams`, the one source of them.
@@ -140,6 +149,7 @@ class ScanOptions:
     world_size: WorldSize = BucketParams.world_size
     output_format: OutFormat = OutputFormat.table
     output: Output = None
+    width: Width = None
 
     def scan(self) -> dict[str, Any]:
         """Keyword arguments of :func:`gpu_profiler.histogram` / ``profile`` for the source."""
@@ -173,7 +183,7 @@ def scan_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def scan_options_except(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """`scan_options` less the fields ``names`` (they keep their defaults), for a command
-    they mean nothing to (``report`` has no ``--output-format``)."""
+    they mean nothing to (``report`` has no ``--output-format`` or ``--width``)."""
     return functools.partial(_with_scan_options, without=names)
 
 

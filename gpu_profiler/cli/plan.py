@@ -76,4 +76,4 @@ def plan(
     save_plan(opts.output, sampler.plan(), summary, indexed)
     if emit_order:
         write_order(emit_order, sampler.plan().bucket)
-    show(summary, opts.output_format, None, r.print_plan, r.plan_markdown, r.plan_csv)
+    show(summary, opts.output_format, None, r.print_plan, r.plan_markdown, r.plan_csv, opts.width)

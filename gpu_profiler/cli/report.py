@@ -13,7 +13,7 @@ from gpu_profiler.cli import options as o
 from gpu_profiler.cli.output import emit
 
 
-@o.scan_options_except("output_format")
+@o.scan_options_except("output_format", "width")
 def report(
     ctx: typer.Context,
     path: o.Path_,

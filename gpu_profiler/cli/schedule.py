@@ -8,7 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import show
+from gpu_profiler.cli.output import enforce, gates, show
 
 
 @o.scan_options
@@ -33,6 +33,7 @@ def schedule(
     drop_last: a.DropLast = False,
     max_run: a.MaxRun = None,
     plot: a.Plot = None,
+    fail_if: o.FailIf = None,
     emit_order: Annotated[list[str] | None, typer.Option(
         "--emit-order", help="Write the bucket index of every batch to FILE (one per line, "
         "or numpy .npy): the interleaved (stride) order, or ORDER=FILE for another; "
@@ -60,6 +61,7 @@ def schedule(
     from gpu_profiler.render import plots
     from gpu_profiler.render.output import check_writable
 
+    conditions = gates("schedule", fail_if)
     params = opts.params()
     orders = parse_orders(order or ("random", "stride"))
     emits = [_emit_target(e, orders) for e in emit_order or ()]
@@ -79,7 +81,8 @@ def schedule(
         plots.save_figure(plots.schedule_figure(result, plots.titled(
             path, "batch order over the epoch", split)), plot)
     show(result, opts.output_format, opts.output, r.print_schedule, r.schedule_markdown,
-         r.schedule_csv)
+         r.schedule_csv, opts.width)
+    enforce(conditions, result)
 
 
 def _emit_target(spec: str, orders: tuple[str, ...]) -> tuple[str, str]:

@@ -52,4 +52,4 @@ def suggest(
         plots.save_figure(plots.suggest_figure(hist, result, plots.titled(
             path, f"bounds for {buckets} buckets", split)), plot)
     show(result, opts.output_format, opts.output, r.print_suggestion, r.suggestion_markdown,
-         r.suggestion_csv)
+         r.suggestion_csv, opts.width)

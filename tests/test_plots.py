@@ -131,7 +131,8 @@ def test_suggest_lanes_are_the_proposals(saved, tmp_path, capsys):
     assert f"{saved}: bounds for 4 buckets" in texts
 
 
-@pytest.mark.parametrize("command", [["profile"], ["suggest", "-k", "3"], ["schedule"]])
+@pytest.mark.parametrize("command", [["profile"], ["suggest", "-k", "3"], ["schedule"],
+                                     ["compare"]])
 def test_bad_plot_extension_is_a_usage_error_before_the_scan(tmp_path, capsys, command):
     missing = tmp_path / "no-such-corpus"
     rc, out, err = run_cli([*command, missing, "--plot", tmp_path / "p.jpg"], capsys)
@@ -139,6 +140,32 @@ def test_bad_plot_extension_is_a_usage_error_before_the_scan(tmp_path, capsys, c
     assert err == f"gpu-profiler: error: --plot {tmp_path / 'p.jpg'}: the file must end in " \
                   ".png, .svg or .pdf\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_overlays_both_distributions(saved, tmp_path, capsys):
+    other = tmp_path / "other.json"
+    x = (demo_lengths(5000, seed=3) * 1.5).astype(np.int64)
+    get_backend("numpy").histogram_chunk(Chunk(x), int(x.max())).save(other)
+    out = tmp_path / "c.svg"
+    rc, stdout, err = run_cli(["compare", saved, other, "--plot", out, "-f", "json"], capsys)
+    assert rc == 0, err
+    d = json.loads(stdout)
+    texts = svg_texts(out.read_bytes())
+    assert f"{saved} vs {other}: two length distributions" in texts
+    assert f"A: {saved}" in texts and f"B: {other}" in texts
+    assert any(t.startswith(f"ks {d['ks']:.4f} (binned: ") for t in texts)
+    assert f"tv {d['tv']:.4f}, w1 {d['w1']:,.1f} tokens" in texts
+
+    from gpu_profiler.analysis.compare import compare
+    from gpu_profiler.histogram import LengthHistogram
+
+    a, b = LengthHistogram.load(saved), LengthHistogram.load(other)
+    fig = plots.compare_figure(a, b, compare(a, b, BucketParams(), BucketParams()), "t")
+    shares = [p.get_data().values for p in fig.axes[0].patches[:2]]
+    edges = fig.axes[0].patches[0].get_data().edges
+    for h, raw, got in ((a, demo_lengths(), shares[0]), (b, x, shares[1])):
+        ref, _ = np.histogram(raw[raw <= h.cap], bins=edges)  # the binned lengths
+        assert got == pytest.approx(ref / raw.size * 100)
 
 
 def test_a_scan_never_imports_matplotlib(saved):

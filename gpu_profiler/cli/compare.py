@@ -24,6 +24,7 @@ def compare(
     other: Other = None,
     bounds_b: BoundsB = None,
     drop_last: a.DropLast = False,
+    plot: a.Plot = None,
     fail_if: o.FailIf = None,
     *,
     opts: o.ScanOptions,
@@ -39,6 +40,7 @@ def compare(
     from gpu_profiler.analysis.compare import compare as run_compare
     from gpu_profiler.params import parse_bounds
     from gpu_profiler.render import compare as r
+    from gpu_profiler.render import plots
     from gpu_profiler.render.output import check_writable
 
     conditions = gates("compare", fail_if)
@@ -47,10 +49,15 @@ def compare(
                                                          bounds=parse_bounds(bounds_b))
     if opts.output:
         check_writable(opts.output)
+    if plot:
+        plots.check_plot(plot)
     hist_a, _ = a.load_histogram(path, opts, whole=True)
     hist_b = hist_a if other is None else a.load_histogram(other, opts, whole=True)[0]
     result = run_compare(hist_a, hist_b, params_a, params_b, source_a=path,
                          source_b=path if other is None else other, drop_last=drop_last)
+    if plot:
+        plots.save_figure(plots.compare_figure(hist_a, hist_b, result, plots.titled(
+            f"{result.a.source} vs {result.b.source}", "two length distributions")), plot)
     show(result, opts.output_format, opts.output, r.print_compare, r.compare_markdown,
          r.compare_csv, opts.width)
     enforce(conditions, result)

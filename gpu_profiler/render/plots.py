@@ -1,4 +1,4 @@
-"""Plots of a profile, a bounds suggestion and a batch schedule (matplotlib).
+"""Plots of a profile, a bounds suggestion, a batch schedule and a comparison (matplotlib).
 
 matplotlib is an extra (``pip install gpu-profiler[plot]``), imported only here and only
 when a plot is drawn: a scan never loads it. Figures are built on `matplotlib.figure.Figure`
@@ -280,4 +280,59 @@ def schedule_figure(r: Any, title: str) -> Any:
 def titled(source: str, what: str, split: str | None = None) -> str:
     """A plot title naming the dataset (and the split analysed)."""
     return f"{source}{f' [{split}]' if split else ''}: {what}"
+
+
+# ---------------------------------------------------------------- compare
+def compare_figure(a: LengthHistogram, b: LengthHistogram, c: Any, title: str) -> Any:
+    """Both distributions overlaid as shares of their samples (linear and log), their
+    cumulative distributions with the KS gap marked, and each bucket's batch share."""
+    fig, ax = _figure(2, 2, (12, 8), title)
+    p = c.a.table.params
+    upto = max(_plot_extent(a, p.max_seq_len), _plot_extent(b, c.b.table.params.max_seq_len))
+    names = (f"A: {c.a.source}", f"B: {c.b.source}")
+    shares_ab = []
+    for h in (a, b):
+        x, counts, width = binned(h, upto)
+        shares_ab.append(counts / max(h.valid, 1) * 100)
+    for log, axis in ((False, ax[0, 0]), (True, ax[0, 1])):
+        axis.stairs(shares_ab[0], x, fill=True, color=OKABE_ITO[4], alpha=0.55,
+                    label=names[0])
+        axis.stairs(shares_ab[1], x, color=OKABE_ITO[5], linewidth=1.3, label=names[1])
+        axis.vlines([e for e in p.bounds if e <= upto], 0, 1,
+                    transform=axis.get_xaxis_transform(), colors="#555555",
+                    linestyles="dashed", linewidth=0.8, label="bucket edges (A)")
+        axis.axvline(p.max_seq_len, color="#000000", linewidth=1.2,
+                     label=f"max_seq_len (A) {p.max_seq_len:,}")
+        axis.set_xlim(0, x[-1])
+        if log:
+            axis.set_yscale("log")
+        axis.set_xlabel("sample length (tokens)")
+        axis.set_ylabel(f"% of the samples per {width:,}-token bin" + (" (log)" if log else ""))
+        _thousands(axis.xaxis)
+        axis.legend(fontsize=7)
+    cdf = ax[1, 0]
+    ca, cb = (np.cumsum(s) for s in shares_ab)
+    cdf.stairs(ca, x, color=OKABE_ITO[4], label=names[0])
+    cdf.stairs(cb, x, color=OKABE_ITO[5], label=names[1])
+    gap = int(np.argmax(np.abs(ca - cb)))
+    cdf.vlines(x[gap + 1], min(ca[gap], cb[gap]), max(ca[gap], cb[gap]), colors="#000000",
+               linewidth=2, label=f"ks {c.distances.ks:.4f} (binned: "
+                                  f"{abs(ca[gap] - cb[gap]) / 100:.4f})")
+    cdf.set_xlim(0, x[-1])
+    cdf.set_xlabel("sample length (tokens)")
+    cdf.set_ylabel("% of the samples at most this long")
+    cdf.set_title(f"tv {c.distances.tv:.4f}, w1 {c.distances.w1:,.1f} tokens", fontsize=9)
+    _thousands(cdf.xaxis)
+    cdf.legend(fontsize=7)
+    per = ax[1, 1]
+    k = max(len(c.a.table.buckets), len(c.b.table.buckets))
+    idx = np.arange(k)
+    for j, side in enumerate((c.a, c.b)):
+        pct = [r.batch_pct for r in side.table.buckets] + [0.0] * (k - len(side.table.buckets))
+        per.bar(idx + (j - 0.5) * 0.4, pct, 0.4, color=OKABE_ITO[(4, 5)[j]], label=names[j])
+    per.set_xticks(idx, [str(i) for i in idx])
+    per.set_xlabel("bucket index")
+    per.set_ylabel("share of the estimated batches (%)")
+    per.legend(fontsize=7)
+    return fig
 

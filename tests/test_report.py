@@ -26,12 +26,14 @@ COLUMN = "len <i>"
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    """A real `datasets` dir whose path and length column are markup."""
+    """A real `datasets` DatasetDict (train, test) whose path and length column are
+    markup."""
     import datasets
 
     path = tmp_path_factory.mktemp("report") / HOSTILE
-    lengths = sft_lengths(4000, seed=11)
-    datasets.Dataset.from_dict({COLUMN: lengths.tolist()}).save_to_disk(str(path))
+    datasets.DatasetDict({
+        name: datasets.Dataset.from_dict({COLUMN: sft_lengths(n, seed=seed).tolist()})
+        for name, n, seed in (("train", 4000, 11), ("test", 1000, 12))}).save_to_disk(str(path))
     return path
 
 
@@ -211,11 +213,13 @@ def test_the_page_fetches_nothing_and_its_links_are_fragments(made, loaded, chro
 def test_tables_hold_the_numbers_of_profile_json(made, loaded):
     _, d = made
     _, t = loaded
-    buckets = rows(t, "buckets-all")
-    assert len(buckets) == len(d["buckets"])
-    for got, want in zip(buckets, d["buckets"], strict=True):
-        for key, cell in got.items():
-            assert number(cell) == pytest.approx(want[key], abs=0.005), (key, cell)
+    for split, table in (("all", d), *d["splits"].items()):
+        buckets = rows(t, f"buckets-{split}")
+        assert len(buckets) == len(table["buckets"])
+        for got, want in zip(buckets, table["buckets"], strict=True):
+            for key, cell in got.items():
+                assert number(cell) == pytest.approx(want[key], abs=0.005), (key, cell)
+    assert sorted(d["splits"]) == ["test", "train"]
     summary = {r["field"]: r["value"] for r in rows(t, "summary-all")}
     assert summary and all(number(v) == pytest.approx(d[k], abs=0.005)
                            for k, v in summary.items())
@@ -223,13 +227,17 @@ def test_tables_hold_the_numbers_of_profile_json(made, loaded):
     want = {"min_len": d["min_len"], "mean_len": d["mean_len"], **d["percentiles"],
             "max_len": d["max_len"]}
     assert {k: number(v) for k, v in lengths.items()} == pytest.approx(want, abs=0.005)
+    assert d["policies"][0]["split"] == "train"
     pols = rows(t, "policies")
     assert [p["name"] for p in pols] == [p["name"] for p in d["policies"]]
     for got, want in zip(pols, d["policies"], strict=True):
         assert number(got["padding_pct"]) == pytest.approx(want["padding_pct"], abs=0.005)
         assert number(got["total_batches"]) == pytest.approx(want["total_batches"], abs=0.005)
     assert {r["name"] for r in rows(t, "orders")} == {"random", "stride"}
-    assert rows(t, "suggestions")[0]["method"] == "current"
+    current = rows(t, "suggestions")[0]  # scored on the train split, as the policies
+    fixed = next(p for p in d["policies"] if p["name"] == "fixed")
+    assert current["method"] == "current"
+    assert number(current["padding_pct"]) == pytest.approx(fixed["padding_pct"], abs=0.005)
 
 
 def test_every_data_string_is_escaped(made, loaded, corpus):
@@ -263,6 +271,19 @@ def test_the_plots_render(loaded):
     assert len(colours) > 50  # not blank
     for hexa in ("E69F00", "56B4E9", "009E73"):  # the share bars: samples, tokens, batches
         assert int(hexa, 16) in colours, hexa
+
+
+def test_demo_writes_its_report_and_says_where(tmp_path, capsys):
+    out = tmp_path / "demo.html"
+    code, _, err = run_cli(["demo", "--dir", tmp_path / "corpus", "--report", out], capsys)
+    assert code == 0, err
+    assert err.endswith(f"demo report: {out}\n")
+    t = Tables()
+    t.feed(out.read_text())
+    assert shlex.split(t.text["pre"]) == ["gpu-profiler", "demo", "--backend", "auto",
+                                          "--output-format", "table", "--dir",
+                                          str(tmp_path / "corpus"), "--report", str(out)]
+    assert number(rows(t, "summary-all")[0]["value"]) == 20_000
 
 
 def test_report_of_a_missing_path_is_one_line(tmp_path, capsys):

@@ -80,20 +80,35 @@ def profile(
 
 @app.command()
 def demo(
+    ctx: typer.Context,
     backend: o.Backend = "auto",
     output_format: o.OutFormat = o.OutputFormat.table,
     directory: Annotated[str | None, typer.Option(
         "--dir", help="Where to build the demo corpus (default: the user cache).",
         show_default=False)] = None,
+    report: Annotated[str | None, typer.Option(
+        "--report", metavar="FILE", help="Also write the demo's HTML report (gpu-profiler "
+        "report) to FILE and print its path.", show_default=False)] = None,
 ) -> None:
     """Build the embedded demo corpus (a real HF save_to_disk dir) and profile it."""
     from gpu_profiler.api import profile as run_profile
     from gpu_profiler.demo import build_demo
 
+    if report:
+        from gpu_profiler.cli.report import command_line, write_report
+        from gpu_profiler.render import plots
+        from gpu_profiler.render.output import check_writable
+
+        plots.require_matplotlib("--report")
+        check_writable(report)
     path = build_demo(directory)
     if output_format is o.OutputFormat.table:
         typer.echo(f"demo corpus: {path}", err=True)
     render(run_profile(path, backend=backend), output_format, None)
+    if report:
+        write_report(str(path), o.ScanOptions(backend=backend, quiet=True, output=report),
+                     command=command_line(ctx))
+        typer.echo(f"demo report: {report}", err=True)
 
 
 @app.command()

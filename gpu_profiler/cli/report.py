@@ -35,6 +35,18 @@ def report(
     offline and fetches nothing. Of a DatasetDict, policies, suggestions and orders are of
     the train split unless --split names another.
     """
+    from gpu_profiler.render.output import check_writable
+
+    if opts.output:
+        check_writable(opts.output)
+    write_report(path, opts, command=command_line(ctx), buckets=buckets, seed=seed,
+                 drop_last=drop_last)
+
+
+def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int | None = None,
+                 seed: int = 0, drop_last: bool = False) -> None:
+    """Run every analysis on ``path`` and write the page to ``opts.output`` (stdout when
+    None); ``command`` is the command line the page says made it."""
     from dataclasses import replace
 
     from gpu_profiler import __version__
@@ -44,13 +56,10 @@ def report(
     from gpu_profiler.api import profile
     from gpu_profiler.render import plots
     from gpu_profiler.render.formats import split_tables
-    from gpu_profiler.render.output import check_writable
     from gpu_profiler.render.report import report_html
 
     params = opts.params()
     k = buckets or len(params.bounds) - 1
-    if opts.output:
-        check_writable(opts.output)
     plots.require_matplotlib("report")
     result = profile(path, **opts.bucketing(), **opts.scan(), policies="all",
                      drop_last=drop_last)
@@ -62,8 +71,9 @@ def report(
         hist, params, k, drop_last=drop_last, suggestion=suggestion))
     schedule = simulate_schedule(hist, ("random", "stride"), params, drop_last=drop_last,
                                  seed=seed)
-    schedule = attach(replace(schedule, split=split), advise(hist, params,
-                                                             drop_last=drop_last))
+    # The advice schedule attaches is the analysed table's, which profile computed.
+    analysed = result.splits.get(split or "", result.table)
+    schedule = attach(replace(schedule, split=split), analysed.advice)
     tables = split_tables(result)
     of = f" [{split}]" if split else ""
     t = result.table
@@ -80,7 +90,7 @@ def report(
         "schedule": (f"batch order over the epoch{of}", plots.schedule_figure(
             schedule, plots.titled(result.source, "batch order over the epoch", split)))}
     html = report_html(
-        title=f"gpu-profiler report: {result.source}", command=command_line(ctx),
+        title=f"gpu-profiler report: {result.source}", command=command,
         parameters=[("gpu-profiler", __version__), ("backend", result.backend),
                     ("length source", result.length_source),
                     *{**params.to_dict(), "bounds": opts.bounds}.items(),

@@ -45,6 +45,9 @@ def test_binned_sums_equal_numpy_histogram_of_the_lengths():
     assert width == 18 and edges[-1] >= 3500 and counts.size <= 200
     ref, _ = np.histogram(x, bins=edges)
     assert np.array_equal(counts, ref)
+    edges, counts, width = plots.binned(hist.with_cap(2000), 5000)  # past the cap: empty
+    ref, _ = np.histogram(x[x <= 2000], bins=edges)
+    assert width == 26 and np.array_equal(counts, ref) and not counts[edges[1:] > 2026].any()
 
 
 def test_profile_svg_holds_title_axes_edges_and_truncated_mass(saved, tmp_path, capsys):

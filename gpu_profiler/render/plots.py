@@ -114,11 +114,12 @@ def binned(hist: LengthHistogram, upto: int) -> tuple[np.ndarray, np.ndarray, in
     """``(edges, counts, width)``: the counts of lengths ``0..upto`` summed into at most
     `_BINS` bins of ``width`` tokens (exact sums of the histogram's bins)."""
     width = max(1, math.ceil((upto + 1) / _BINS))
-    n = math.ceil((upto + 1) / width)
-    counts = np.zeros(n * width, dtype=np.int64)
-    seen = hist.counts[: min(hist.counts.size, n * width)]
-    counts[: seen.size] = seen
-    return np.arange(n + 1) * width, counts.reshape(n, width).sum(axis=1), width
+    starts = np.arange(math.ceil((upto + 1) / width) + 1) * width
+    seen = hist.counts[: upto + 1]
+    counts = np.zeros(starts.size - 1, dtype=np.int64)
+    inside = starts[:-1] < seen.size  # bins past the histogram's cap hold nothing
+    counts[inside] = np.add.reduceat(seen, starts[:-1][inside])
+    return starts, counts, width
 
 
 def _plot_extent(hist: LengthHistogram, max_seq_len: int) -> int:

@@ -93,9 +93,16 @@ def test_output_file_and_saved_histogram(hf_dir, tmp_path, capsys):
 def test_demo_builds_a_real_hf_dir(tmp_path, capsys):
     import datasets
 
-    rc, out, err = run(["demo", "--dir", tmp_path / "demo", "-f", "json"], capsys)
+    report = tmp_path / "demo.html"
+    rc, out, err = run(["demo", "--dir", tmp_path / "demo", "-f", "json", "--report", report],
+                       capsys)
     assert rc == 0, err
     got = json.loads(out)
+    assert err == f"demo report: {report}\n"  # and the page says which command made it
+    html = report.read_text()
+    assert (f"<pre id=\"command\">gpu-profiler demo --backend auto --output-format json "
+            f"--dir {tmp_path / 'demo'} --report {report}</pre>") in html
+    assert f'<td data-field="value">{got["total_samples"]:,}</td>' in html
     ds = datasets.load_from_disk(str(tmp_path / "demo"))  # really loadable by `datasets`
     lengths = ds["length"]
     assert_matches_reference(got, reference_table(list(lengths), BOUNDS))

@@ -54,11 +54,14 @@ def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int |
     from gpu_profiler.analysis.bounds import suggest_bounds
     from gpu_profiler.analysis.schedule import simulate_schedule
     from gpu_profiler.api import profile
+    from gpu_profiler.errors import ProfilerError
     from gpu_profiler.render import plots
     from gpu_profiler.render.formats import split_tables
     from gpu_profiler.render.report import report_html
 
     params = opts.params()
+    if buckets is not None and buckets < 1:
+        raise ProfilerError(f"--buckets must be a positive integer, got {buckets}")
     k = buckets or len(params.bounds) - 1
     plots.require_matplotlib("report")
     result = profile(path, **opts.bucketing(), **opts.scan(), policies="all",
@@ -66,9 +69,14 @@ def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int |
     split = result.policies[0].split
     # A split source's own histogram is the split's, scanned again (profile keeps the total).
     hist = a.load_histogram(path, opts)[0] if result.splits else result.histogram
-    suggestion = suggest_bounds(hist, k, params, drop_last=drop_last)
-    suggestion = attach(replace(suggestion, split=split), advise(
-        hist, params, k, drop_last=drop_last, suggestion=suggestion))
+    suggestion, no_suggestion = None, ""
+    try:
+        proposed = suggest_bounds(hist, k, params, drop_last=drop_last)
+    except ProfilerError as exc:  # the data allows none (no samples, one over the budget)
+        no_suggestion = str(exc)
+    else:
+        suggestion = attach(replace(proposed, split=split), advise(
+            hist, params, k, drop_last=drop_last, suggestion=proposed))
     schedule = simulate_schedule(hist, ("random", "stride"), params, drop_last=drop_last,
                                  seed=seed)
     # The advice schedule attaches is the analysed table's, which profile computed.
@@ -79,16 +87,18 @@ def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int |
     t = result.table
     found = [(f"profile ({name})", table.warnings) for name, table in tables]
     found += [(f"policy {p.name}", p.warnings) for p in result.policies]
-    found += [("suggest", suggestion.warnings), ("schedule", schedule.warnings)]
+    found += [("suggest", suggestion.warnings if suggestion else ()),
+              ("schedule", schedule.warnings)]
     figures = {
         "profile": ("length distribution and per-bucket shares (all splits)",
                     plots.profile_figure(result.histogram, t, plots.titled(
                         result.source, f"{t.total_samples:,} samples, "
                         f"{t.total_tokens:,} tokens"))),
-        "suggest": (f"current and proposed bucket edges{of}", plots.suggest_figure(
-            hist, suggestion, plots.titled(result.source, f"bounds for {k} buckets", split))),
         "schedule": (f"batch order over the epoch{of}", plots.schedule_figure(
             schedule, plots.titled(result.source, "batch order over the epoch", split)))}
+    if suggestion:
+        figures["suggest"] = (f"current and proposed bucket edges{of}", plots.suggest_figure(
+            hist, suggestion, plots.titled(result.source, f"bounds for {k} buckets", split)))
     html = report_html(
         title=f"gpu-profiler report: {result.source}", command=command,
         parameters=[("gpu-profiler", __version__), ("backend", result.backend),
@@ -96,7 +106,8 @@ def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int |
                     *{**params.to_dict(), "bounds": opts.bounds}.items(),
                     ("analysed split", split), ("suggested buckets", k), ("seed", seed),
                     ("drop_last", drop_last)],
-        tables=tables, pols=result.policies, suggestion=suggestion, schedule=schedule,
+        tables=tables, pols=result.policies, suggestion=suggestion or no_suggestion,
+        schedule=schedule,
         found=found, figures=figures)
     emit(html, opts.output)
 

@@ -154,6 +154,7 @@ def distribution(ax: Any, hist: LengthHistogram, table: BucketTable, *, log: boo
                label=f"truncated: {table.truncated_samples:,} samples ({pct:.2f}%), "
                      f"{table.truncated_tokens:,} tokens cut")
     ax.set_xlim(0, right)
+    log = log and bool(counts.any())  # nothing to draw on a log axis without a count
     if log:
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.8)
@@ -305,7 +306,7 @@ def compare_figure(a: LengthHistogram, b: LengthHistogram, c: Any, title: str) -
         axis.axvline(p.max_seq_len, color="#000000", linewidth=1.2,
                      label=f"max_seq_len (A) {p.max_seq_len:,}")
         axis.set_xlim(0, x[-1])
-        if log:
+        if log and (shares_ab[0].any() or shares_ab[1].any()):
             axis.set_yscale("log")
         axis.set_xlabel("sample length (tokens)")
         axis.set_ylabel(f"% of the samples per {width:,}-token bin" + (" (log)" if log else ""))

@@ -107,6 +107,10 @@ def policies(pols: Sequence[Any]) -> str:
 
 
 def proposals(s: Any) -> str:
+    """The proposals side by side (``s`` a `Suggestion`), or why there are none (``s`` the
+    reason)."""
+    if isinstance(s, str):
+        return f"<p>No bounds to propose: {escape(s)}</p>"
     cols = (("method", "method"), ("bounds", "bounds"), ("padded_tokens", "padded tokens"),
             ("padding_pct", "padding %"), ("total_batches", "batches"),
             ("steps_per_epoch", "steps/epoch"), ("max_batch_pct", "largest share %"))
@@ -152,11 +156,12 @@ def figure(caption: str, fig: Any) -> str:
 
 
 def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any]],
-                tables: Sequence[tuple[str, Any]], pols: Sequence[Any], suggestion: Any,
+                tables: Sequence[tuple[str, Any]], pols: Sequence[Any], suggestion: Any | str,
                 schedule: Any, found: Sequence[tuple[str, Sequence[str]]],
                 figures: dict[str, tuple[str, Any]]) -> str:
     """The page. ``tables``: ``(split, BucketTable)``, the whole source last (``all``);
-    ``figures``: ``(caption, matplotlib figure)`` of the ``profile``, ``suggest`` and
+    ``suggestion``: a `Suggestion`, or why there is none; ``figures``: ``(caption,
+    matplotlib figure)`` of the ``profile``, ``suggest`` (when there is a suggestion) and
     ``schedule`` sections; ``found``: warnings by origin."""
     params = table("parameters", (("name", "name"), ("value", "value")), parameters,
                    "parameters")
@@ -167,7 +172,7 @@ def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any
              "<h2>Warnings</h2>", warnings(found),
              "<h2>Batching policies</h2>", policies(pols),
              "<h2>Bounds suggestions</h2>", proposals(suggestion),
-             figure(*figures["suggest"]),
+             figure(*figures["suggest"]) if "suggest" in figures else "",
              "<h2>Batch order</h2>", orders(schedule), figure(*figures["schedule"]),
              "<h2>Command</h2>", f"<pre id=\"command\">{escape(command)}</pre>", params]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -129,18 +129,15 @@ def _plot_extent(hist: LengthHistogram, max_seq_len: int) -> int:
     return max(int(nz[-1]) if nz.size else 0, max_seq_len)
 
 
-def distribution(ax: Any, hist: LengthHistogram, table: BucketTable, *, log: bool,
-                 edges: bool = True) -> None:
+def distribution(ax: Any, hist: LengthHistogram, table: BucketTable, *, log: bool) -> None:
     """The length distribution on ``ax`` with the bucket edges, max_seq_len and the
     truncated mass marked."""
     p = table.params
     upto = _plot_extent(hist, p.max_seq_len)
     x, counts, width = binned(hist, upto)
     ax.stairs(counts, x, fill=True, color=OKABE_ITO[4], alpha=0.85, label="samples")
-    if edges:
-        inside = [b for b in p.bounds if b <= upto]
-        ax.vlines(inside, 0, 1, transform=ax.get_xaxis_transform(), colors="#555555",
-                  linestyles="dashed", linewidth=0.8, label="bucket edges")
+    ax.vlines([b for b in p.bounds if b <= upto], 0, 1, transform=ax.get_xaxis_transform(),
+              colors="#555555", linestyles="dashed", linewidth=0.8, label="bucket edges")
     right = int(x[-1])
     if hist.above_count:  # lengths above the binned range: one bar holds them all
         right += 4 * width

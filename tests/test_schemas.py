@@ -8,18 +8,16 @@ import json
 import jsonschema
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.cli import main
 from gpu_profiler.schemas import NAMES, load
 
 
 def run(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    assert exc.value.code == 0, err
+    rc, out, err = run_cli(args, capsys)
+    assert rc == 0, err
     return json.loads(out)
 
 

@@ -230,12 +230,17 @@ def test_cli_needs_no_separate_click(hf_dir):
 def test_table_names_each_split(tmp_path, capsys):
     import datasets
 
-    dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"length": [5, 900]}),
-                               "test": datasets.Dataset.from_dict({"length": [10]})})
+    dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"length": [5, 900, -1]}),
+                               "test": datasets.Dataset.from_dict({"length": [10, -1]})})
     dd.save_to_disk(str(tmp_path / "dd"))
     rc, out, _ = run(["profile", tmp_path / "dd"], capsys)
-    assert rc == 0
-    assert "[train] —" in out and "[test] —" in out and "[all] —" in out
+    headers = [line for line in out.splitlines() if line.split()[:2] == ["split", "bucket"]]
+    assert rc == 0 and len(headers) == 1  # one table: a split column, a section each
+    rows = [line.split()[:2] for line in out.splitlines() if "[3296,8193)" in line]
+    assert rows == [["train", "5"], ["test", "5"], ["all", "5"]]
+    assert all(f"{s}: " in out for s in ("train", "test", "all"))  # each split's summary
+    assert out.count("1 negative lengths") == 1  # one warning, naming both splits
+    assert "warning (train, test): 0 null and 1 negative" in out
 
 
 def test_ctrl_c_says_interrupted_and_leaves_nothing(tmp_path):

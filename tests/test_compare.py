@@ -8,13 +8,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_profiler.analysis.compare import compare, distances
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.cli import main
 from gpu_profiler.histogram import PERCENTILES
 from gpu_profiler.params import BucketParams
 
@@ -83,11 +83,6 @@ def test_compare_against_a_numpy_reference():
     assert (c["ks"], c["tv"], c["w1"]) == pytest.approx((ks, tv, w1), rel=1e-12)
 
 
-def run(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +96,7 @@ def saved(tmp_path_factory):
 
 
 def test_a_corpus_against_itself_is_all_zero(saved, capsys):
-    rc, out, err = run(["compare", saved[0], saved[0], "-f", "json"], capsys)
+    rc, out, err = run_cli(["compare", saved[0], saved[0], "-f", "json"], capsys)
     d = json.loads(out)
     assert rc == 0, err
     assert d["schema"] == "gpu-profiler/compare/v1" and (d["ks"], d["tv"], d["w1"]) == (0, 0, 0)
@@ -111,18 +106,18 @@ def test_a_corpus_against_itself_is_all_zero(saved, capsys):
 
 
 def test_two_corpora_and_two_bucketings(saved, capsys):
-    rc, out, _ = run(["compare", *saved, "-f", "json"], capsys)
+    rc, out, _ = run_cli(["compare", *saved, "-f", "json"], capsys)
     d = json.loads(out)
-    a, b = (json.loads(run(["profile", s, "-f", "json"], capsys)[1]) for s in saved)
+    a, b = (json.loads(run_cli(["profile", s, "-f", "json"], capsys)[1]) for s in saved)
     assert rc == 0 and d["p99_shift"] == b["percentiles"]["p99"] - a["percentiles"]["p99"]
     assert d["steps_per_epoch_shift"] == pytest.approx(b["steps_per_epoch"]
                                                        - a["steps_per_epoch"])
     assert 0 < d["ks"] <= d["tv"] <= 1 and d["w1"] > 0
-    rc, out, _ = run(["compare", saved[0], "--bounds-b", "0,1000,8193", "-f", "json"], capsys)
+    rc, out, _ = run_cli(["compare", saved[0], "--bounds-b", "0,1000,8193", "-f", "json"], capsys)
     d = json.loads(out)
     assert rc == 0 and d["ks"] == 0 and [len(d[s]["bounds"]) for s in "ab"] == [7, 3]
     assert d["buckets"][-1]["lo_b"] is None  # B has fewer buckets
     for fmt, mark in (("table", "distances: ks"), ("markdown", "| p99.9 |"),
                       ("csv", "bucket,lo_a,hi_a")):
-        rc, out, _ = run(["compare", *saved, "-f", fmt], capsys)
+        rc, out, _ = run_cli(["compare", *saved, "-f", fmt], capsys)
         assert rc == 0 and mark in out

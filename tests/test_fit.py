@@ -6,19 +6,14 @@ import re
 
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.cli import main
 
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
 
 
-def run(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +30,12 @@ def big(tmp_path_factory):
     ["profile", "--policy", "fixed,packed"], ["schedule", "--order", "stride,sequential"],
     ["compare", "--bounds-b", "0,1000,2000,4000,8193"], ["suggest", "--buckets", "4"]])
 def test_80_and_200_columns_keep_every_number(big, cmd, capsys):
-    rc, natural, _ = run([cmd[0], big, *cmd[1:]], capsys)  # piped: the natural width
+    rc, natural, _ = run_cli([cmd[0], big, *cmd[1:]], capsys)  # piped: the natural width
     assert rc == 0 and "…" not in natural
     want = set(NUMBER.findall(natural))  # (a stacked table repeats its headers)
     assert f"{36_300_000:,}" in want or cmd[0] != "profile"  # the long numbers are there
     for width in (80, 200):
-        rc, out, _ = run([cmd[0], big, *cmd[1:], "--width", width], capsys)
+        rc, out, _ = run_cli([cmd[0], big, *cmd[1:], "--width", width], capsys)
         assert rc == 0 and "…" not in out
         assert max(map(len, out.splitlines())) <= width
         assert set(NUMBER.findall(out)) == want

@@ -10,20 +10,20 @@ import typer
 
 from gpu_profiler.cli import options as o
 
-_ANA = "Analysis"
-
 Policy = Annotated[list[str] | None, typer.Option(
-    "--policy", help="Add exact batching policies: estimate, fixed, sorted, packed, "
+    "--policy", metavar="[estimate|fixed|sorted|packed|packed-ffd|all]",
+    help="Add exact batching policies: estimate, fixed, sorted, packed, "
     "packed-ffd, or all (repeat the option or separate with commas).",
-    rich_help_panel=_ANA, show_default=False)]
+    show_default=False)]
 DropLast = Annotated[bool, typer.Option(
-    "--drop-last", help="Drop each bucket's incomplete last batch; steps per epoch round down.",
-    rich_help_panel=_ANA)]
+    "--drop-last", metavar="",
+    help="Drop each bucket's incomplete last batch; steps per epoch round down.")]
 
 MaxRun = Annotated[int | None, typer.Option(
-    "--max-run", help="Hard cap on same-bucket batches back to back in the interleaved "
+    "--max-run", metavar="N",
+    help="Hard cap on same-bucket batches back to back in the interleaved "
     "(stride) order (default: the least possible; an infeasible cap names the minimum).",
-    rich_help_panel=_ANA, show_default=False)]
+    show_default=False)]
 
 Plot = Annotated[str | None, typer.Option(
     "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "

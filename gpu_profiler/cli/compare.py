@@ -11,11 +11,11 @@ from gpu_profiler.cli import options as o
 from gpu_profiler.cli.output import enforce, gates, show
 
 Other = Annotated[str | None, typer.Argument(
-    metavar="[OTHER]", help="The source to compare with PATH (a dataset or a saved "
+    metavar="OTHER", help="The source to compare with PATH (a dataset or a saved "
     "histogram; default: PATH itself, under --bounds-b).", show_default=False)]
 BoundsB = Annotated[str | None, typer.Option(
     "--bounds-b", metavar="EDGES", help="Bucket edges for OTHER (default: --bounds).",
-    rich_help_panel=o._BKT, show_default=False)]
+    show_default=False)]
 
 
 @o.scan_options

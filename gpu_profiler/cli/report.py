@@ -19,10 +19,9 @@ def report(
     path: o.Path_,
     buckets: Annotated[int | None, typer.Option(
         "--buckets", "-k", metavar="N", help="Buckets the bounds suggestions are for "
-        "(default: as many as --bounds has).", rich_help_panel=a._ANA,
-        show_default=False)] = None,
+        "(default: as many as --bounds has).", show_default=False)] = None,
     seed: Annotated[int, typer.Option(
-        "--seed", help="Seed of the random batch order.", rich_help_panel=a._ANA)] = 0,
+        "--seed", metavar="N", help="Seed of the random batch order.")] = 0,
     drop_last: a.DropLast = False,
     *,
     opts: o.ScanOptions,

@@ -15,29 +15,31 @@ from gpu_profiler.cli.output import enforce, gates, show
 def schedule(
     path: o.Path_,
     order: Annotated[list[str] | None, typer.Option(
-        "--order", help="random, uniform-bucket, sequential, stride, or all (repeat or "
-        "comma-separate) (default: random,stride).", rich_help_panel=a._ANA,
-        show_default=False)] = None,
+        "--order", metavar="[random|uniform-bucket|sequential|stride|all]",
+        help="random, uniform-bucket, sequential, stride, or all (repeat or "
+        "comma-separate) (default: random,stride).", show_default=False)] = None,
     trials: Annotated[int | None, typer.Option(
-        "--trials", help="Seeds per random order for the expected longest run (default: 100, "
+        "--trials", metavar="N",
+        help="Seeds per random order for the expected longest run (default: 100, "
         "fewer, at least 10, past 20k batches an epoch; the count used is reported).",
-        rich_help_panel=a._ANA, show_default=False)] = None,
+        show_default=False)] = None,
     log_window: Annotated[int, typer.Option(
-        "--log-window", help="Batches per logging window (for the windowed spread).",
-        rich_help_panel=a._ANA)] = 50,
+        "--log-window", metavar="N",
+        help="Batches per logging window (for the windowed spread).")] = 50,
     seed: Annotated[int, typer.Option(
-        "--seed", help="Seed of the random orders.", rich_help_panel=a._ANA)] = 0,
+        "--seed", metavar="N", help="Seed of the random orders.")] = 0,
     policy: Annotated[str, typer.Option(
-        "--policy", help="Batches per bucket from this policy: fixed or sorted.",
-        rich_help_panel=a._ANA)] = "fixed",
+        "--policy", metavar="[fixed|sorted]",
+        help="Batches per bucket from this policy: fixed or sorted.")] = "fixed",
     drop_last: a.DropLast = False,
     max_run: a.MaxRun = None,
     plot: a.Plot = None,
     fail_if: o.FailIf = None,
     emit_order: Annotated[list[str] | None, typer.Option(
-        "--emit-order", help="Write the bucket index of every batch to FILE (one per line, "
+        "--emit-order", metavar="[ORDER=]FILE",
+        help="Write the bucket index of every batch to FILE (one per line, "
         "or numpy .npy): the interleaved (stride) order, or ORDER=FILE for another; "
-        "repeatable.", rich_help_panel=a._ANA, show_default=False)] = None,
+        "repeatable.", show_default=False)] = None,
     *,
     opts: o.ScanOptions,
 ) -> None:

@@ -15,10 +15,12 @@ from gpu_profiler.cli.output import show
 def suggest(
     path: o.Path_,
     buckets: Annotated[int, typer.Option(
-        "--buckets", "-k", help="Number of buckets to propose.", rich_help_panel=a._ANA)],
+        "--buckets", "-k", metavar="N",
+        help="Number of buckets to propose.")],
     balance: Annotated[float, typer.Option(
-        "--balance", help="Also propose 'balanced' bounds minimizing padded/real tokens + "
-        "BALANCE x the largest bucket's batch share.", rich_help_panel=a._ANA)] = 0.0,
+        "--balance", metavar="X",
+        help="Also propose 'balanced' bounds minimizing padded/real tokens + "
+        "BALANCE x the largest bucket's batch share.")] = 0.0,
     drop_last: a.DropLast = False,
     plot: a.Plot = None,
     *,

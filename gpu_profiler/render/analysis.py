@@ -197,15 +197,19 @@ def suggestion_markdown(s: Any) -> str:
 
 
 def suggestion_csv(s: Any) -> str:
-    """One row per proposal and bucket."""
+    """One row per proposal and bucket, and an ``all`` row per proposal with its totals
+    and steps per epoch (README, "CSV")."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(("split", "method", "bounds", "bucket", "lo", "hi", "samples", "batch_size",
-                "batches", "padded_tokens", "padding_pct", "batch_pct"))
+                "batches", "padded_tokens", "padding_pct", "batch_pct", "steps_per_epoch"))
     for q in s.proposals:
+        head = (s.split or "", q.method, _bounds(q.bounds))
         for b in q.policy.buckets:
-            w.writerow((s.split or "", q.method, _bounds(q.bounds), b.index, b.lo, b.hi, b.samples,
-                        b.batch_size, b.batches, b.padded_tokens, b.padding_pct, b.batch_pct))
+            w.writerow((*head, b.index, b.lo, b.hi, b.samples, b.batch_size, b.batches,
+                        b.padded_tokens, b.padding_pct, b.batch_pct, ""))
+        w.writerow((*head, "all", "", "", q.policy.samples, "", q.total_batches,
+                    q.padded_tokens, q.padding_pct, 100.0, q.steps_per_epoch))
     return out.getvalue()
 
 
@@ -269,15 +273,18 @@ def schedule_markdown(r: Any) -> str:
 
 
 def schedule_csv(r: Any) -> str:
-    """One row per order and bucket."""
+    """One row per order and bucket, and an ``all`` row per order with the epoch's batches
+    and the order's statistics (README, "CSV")."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(("split", "order", "bucket", "batches", "batch_pct", "exhausted_at", "tail_mix",
                 "longest_run", "longest_run_bucket", "expected_longest_run", "lag1_autocorr",
                 "window_spread"))
     for o in r.orders:
+        stats = (o.longest_run, o.longest_run_bucket, o.expected_longest_run, o.lag1_autocorr,
+                 o.window_spread)
         for i, n in enumerate(r.batches):
             w.writerow((r.split or "", o.name, i, n, r.batch_pct[i], o.exhausted_at[i],
-                        o.tail_mix[i], o.longest_run, o.longest_run_bucket, o.expected_longest_run,
-                        o.lag1_autocorr, o.window_spread))
+                        o.tail_mix[i], *stats))
+        w.writerow((r.split or "", o.name, "all", sum(r.batches), 100.0, "", "", *stats))
     return out.getvalue()

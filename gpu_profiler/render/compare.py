@@ -43,6 +43,14 @@ def _edges(d: dict[str, Any], side: str) -> str:
     return "-" if lo is None else f"[{lo},{hi})"
 
 
+def _bucket_cells(b: Any) -> list[str]:
+    """A `BucketDelta` as the per-bucket table's cells."""
+    d = b.to_dict()
+    return [str(b.index), _edges(d, "a"), _edges(d, "b"), _num(d["samples_a"]),
+            _num(d["samples_b"]), _num(d["samples_delta"], True),
+            _num(d["batches_delta"], True), _num(d["padding_pct_delta"], True)]
+
+
 def distance_line(c: Any) -> str:
     """The three distances in one line."""
     d = c.distances
@@ -65,10 +73,7 @@ def print_compare(c: Any, console: Any) -> None:
                                 "batches Δ", "padding % Δ"),
                  caption="A, B: bucket edges; batches: est. batches; padding: fixed policy")
     for b in c.buckets:
-        d = b.to_dict()
-        per.add_row(str(b.index), _edges(d, "a"), _edges(d, "b"), _num(d["samples_a"]),
-                    _num(d["samples_b"]), _num(d["samples_delta"], True),
-                    _num(d["batches_delta"], True), _num(d["padding_pct_delta"], True))
+        per.add_row(*_bucket_cells(b))
     console.print(per)
     _warn(console, c.warnings)
 
@@ -79,12 +84,7 @@ def compare_markdown(c: Any) -> str:
     out += ["", distance_line(c), "",
             "| bucket | A | B | samples A | samples B | Δ samples | batches Δ | padding % Δ |",
             "|---|---|---|--:|--:|--:|--:|--:|"]
-    for b in c.buckets:
-        d = b.to_dict()
-        out.append(f"| {b.index} | {_edges(d, 'a')} | {_edges(d, 'b')} | "
-                   f"{_num(d['samples_a'])} | {_num(d['samples_b'])} | "
-                   f"{_num(d['samples_delta'], True)} | {_num(d['batches_delta'], True)} | "
-                   f"{_num(d['padding_pct_delta'], True)} |")
+    out += [f"| {' | '.join(_bucket_cells(b))} |" for b in c.buckets]
     out += [f"\n> **warning:** {w}" for w in c.warnings]
     return "\n".join(out) + "\n"
 

@@ -56,22 +56,26 @@ def to_csv(result: Any) -> str:
 
 
 def to_markdown(result: Any) -> str:
-    """A Markdown table per split plus summary and warnings."""
-    parts = []
-    for split, t in split_tables(result):
-        if result.splits:
-            parts.append(f"### {split}\n")
-        parts.append("| bucket | samples | % samples | tokens | avg len | max len | batch size "
-                     "| est batches | % batches |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    """One Markdown bucket table (with a split column for a DatasetDict's splits and
+    total), each split's summary, then each warning once, naming its splits."""
+    tables = split_tables(result) if result.splits else [("", result.table)]
+    named = bool(result.splits)
+    parts = ["| split " * named + "| bucket | samples | % samples | tokens | avg len | "
+             "max len | batch size | est batches | % batches |\n"
+             + "|---" * named + "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for split, t in tables:
         for b in t.buckets:
-            parts.append(f"| [{b.lo}, {b.hi}) | {b.samples:,} | {b.sample_pct:.2f} | "
-                         f"{b.tokens:,} | {b.avg_len:.1f} | {b.max_len:,} | "
-                         f"{b.est_batch_size} | {b.est_batches:,.2f} | {b.batch_pct:.2f} |")
-        parts.append("")
-        parts.append(summary_line(t))
-        parts.append("\n" + distribution_line(t))
-        parts.extend(f"\n> **warning:** {w}" for w in t.warnings)
-        parts.append("")
+            parts.append(f"| {split} " * named + f"| [{b.lo}, {b.hi}) | {b.samples:,} | "
+                         f"{b.sample_pct:.2f} | {b.tokens:,} | {b.avg_len:.1f} | "
+                         f"{b.max_len:,} | {b.est_batch_size} | {b.est_batches:,.2f} | "
+                         f"{b.batch_pct:.2f} |")
+    parts.append("")
+    for split, t in tables:
+        prefix = f"**{split}**: " if named else ""
+        parts += [prefix + summary_line(t), "", prefix + distribution_line(t), ""]
+    for text, names in shared_warnings(tables).items():
+        where = f" ({', '.join(names)})" if named else ""
+        parts.append(f"> **warning{where}:** {text}\n")
     if getattr(result, "policies", ()):
         from gpu_profiler.render.analysis import policies_markdown
 
@@ -103,6 +107,15 @@ def distribution_line(t: BucketTable) -> str:
     mean = "-" if t.mean_len is None else f"{t.mean_len:,.1f}"
     return ("lengths (unclipped): " + ", ".join(f"{k} {n(k, v)}" for k, v in points)
             + f", mean {mean}")
+
+
+def shared_warnings(tables: list[tuple[str, BucketTable]]) -> dict[str, list[str]]:
+    """Each distinct warning of ``tables`` and the splits it applies to, in order."""
+    out: dict[str, list[str]] = {}
+    for name, table in tables:
+        for w in table.warnings:
+            out.setdefault(w, []).append(name)
+    return out
 
 
 def split_tables(result: Any) -> list[tuple[str, BucketTable]]:

@@ -80,6 +80,13 @@ def test_profile_figure_bars_are_the_tables_shares(saved):
     assert bars[2 * k:] == pytest.approx([b.batch_pct for b in table.buckets])
     edges = fig.axes[0].collections[0].get_segments()  # the dashed bucket edges
     assert [int(s[0][0]) for s in edges] == [b for b in table.params.bounds if b <= 8192]
+    from gpu_profiler.analysis.policies import evaluate_policy
+
+    for drop_last in (False, True):  # padding: the fixed policy's, as the profile ran it
+        fig = plots.profile_figure(hist, table, "t", drop_last=drop_last)
+        want = evaluate_policy(hist, "fixed", drop_last=drop_last).buckets
+        assert [p.get_height() for p in fig.axes[3].patches] == pytest.approx(
+            [b.padding_pct for b in want])
 
 
 @pytest.mark.parametrize("fmt", ["png", "pdf", "svg"])

@@ -88,9 +88,8 @@ def profile(
     if save_hist:
         result.histogram.save(save_hist)
     if plot:
-        t = result.table
-        plots.save_figure(plots.profile_figure(result.histogram, t, plots.titled(
-            result.source, f"{t.total_samples:,} samples, {t.total_tokens:,} tokens")), plot)
+        plots.save_figure(plots.profile_figure(result.histogram, result.table, result.source,
+                                               drop_last=drop_last), plot)
     render(result, opts.output_format, opts.output, opts.width)
     enforce(conditions, result)
 

@@ -83,16 +83,14 @@ def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int |
     schedule = attach(replace(schedule, split=split), analysed.advice)
     tables = split_tables(result)
     of = f" [{split}]" if split else ""
-    t = result.table
     found = [(f"profile ({name})", table.warnings) for name, table in tables]
     found += [(f"policy {p.name}", p.warnings) for p in result.policies]
     found += [("suggest", suggestion.warnings if suggestion else ()),
               ("schedule", schedule.warnings)]
     figures = {
         "profile": ("length distribution and per-bucket shares (all splits)",
-                    plots.profile_figure(result.histogram, t, plots.titled(
-                        result.source, f"{t.total_samples:,} samples, "
-                        f"{t.total_tokens:,} tokens"))),
+                    plots.profile_figure(result.histogram, result.table, result.source,
+                                         drop_last=drop_last)),
         "schedule": (f"batch order over the epoch{of}", plots.schedule_figure(
             schedule, plots.titled(result.source, "batch order over the epoch", split)))}
     if suggestion:

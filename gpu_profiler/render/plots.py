@@ -168,14 +168,17 @@ def _bucket_labels(params: Any) -> list[str]:
 
 
 # ---------------------------------------------------------------- profile
-def profile_figure(hist: LengthHistogram, table: BucketTable, title: str) -> Any:
+def profile_figure(hist: LengthHistogram, table: BucketTable, source: str, *,
+                   drop_last: bool = False) -> Any:
     """The distribution (linear and log counts); per bucket, its shares of samples, tokens
-    and batches side by side, and its padding under the fixed policy."""
-    fig, ax = _figure(2, 2, (12, 8), title)
+    and batches side by side, and its padding under the fixed policy (``drop_last`` as
+    the profile's). The title names ``source`` and its totals."""
+    fig, ax = _figure(2, 2, (12, 8), titled(
+        source, f"{table.total_samples:,} samples, {table.total_tokens:,} tokens"))
     distribution(ax[0, 0], hist, table, log=False)
     distribution(ax[0, 1], hist, table, log=True)
     shares(ax[1, 0], table)
-    padding(ax[1, 1], hist, table)
+    padding(ax[1, 1], hist, table, drop_last)
     return fig
 
 
@@ -197,9 +200,9 @@ def shares(ax: Any, table: BucketTable) -> None:
     ax.legend(fontsize=7)
 
 
-def padding(ax: Any, hist: LengthHistogram, table: BucketTable) -> None:
+def padding(ax: Any, hist: LengthHistogram, table: BucketTable, drop_last: bool) -> None:
     """Bars: each bucket's padding under the fixed policy (expected over random batches)."""
-    pol = evaluate_policy(hist, "fixed", table.params)
+    pol = evaluate_policy(hist, "fixed", table.params, drop_last=drop_last)
     x = np.arange(len(pol.buckets))
     ax.bar(x, [b.padding_pct for b in pol.buckets], 0.6, color=OKABE_ITO[5])
     ax.set_xticks(x, _bucket_labels(table.params), fontsize=7)

@@ -124,6 +124,13 @@ def test_schedule_curves_are_the_window_means_of_the_orders(saved, tmp_path, cap
     x = np.asarray(r.mean_len)[batch_order(r.batches, "random", seed=r.seed)]
     n = x.size // 50 * 50
     assert curve.lines[0].get_ydata() == pytest.approx(x[:n].reshape(-1, 50).mean(axis=1))
+    long = simulate_schedule(LengthHistogram.load(saved).with_cap(8192) + LengthHistogram(
+        np.full(8193, 40)), ("stride",), trials=10)  # past 4,096 batches: sampled cells
+    total = sum(long.batches)
+    cells = plots.schedule_figure(long, "t").axes[0].images[0].get_array()[0]
+    assert total > 4096 and cells.size == 4096
+    assert np.array_equal(cells, batch_order(long.batches, "stride")[
+        np.linspace(0, total - 1, 4096).round().astype(int)])
     spreads = [float(np.std(line.get_ydata())) for line in curve.lines]
     assert spreads == pytest.approx([o.window_spread for o in r.orders])
     assert spreads[1] < spreads[0] / 3  # the interleaved order flattens the ladder

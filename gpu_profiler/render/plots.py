@@ -32,8 +32,9 @@ _METADATA: dict[str, dict[str, Any]] = {
 }
 #: rcParams of every figure: SVG ids from a fixed salt, SVG text as text (searchable).
 _RC: Any = {"svg.hashsalt": "gpu-profiler", "svg.fonttype": "none", "font.size": 9}
-#: Distribution plots are drawn with at most this many bins.
-_BINS = 200
+#: Distribution plots are drawn with at most this many bins, schedule strips with at most
+#: this many cells.
+_BINS, _STRIP = 200, 4096
 
 
 def plot_format(path: str | Path) -> str:
@@ -236,8 +237,9 @@ def suggest_figure(hist: LengthHistogram, s: Any, title: str) -> Any:
 
 # ---------------------------------------------------------------- schedule
 def schedule_figure(r: Any, title: str) -> Any:
-    """Each simulated order as a strip of bucket colours, one cell per batch, and the mean
-    batch length per logging window of each order overlaid: a ladder is the steps."""
+    """Each simulated order as a strip of bucket colours, one cell per batch (past
+    `_STRIP` batches, per evenly spaced batch: more than a page shows), and the mean batch
+    length per logging window of each order overlaid: a ladder is the steps."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
@@ -251,8 +253,9 @@ def schedule_figure(r: Any, title: str) -> Any:
                       height_ratios=(0.6 + 0.4 * len(names), 3))
     n = int(sum(r.batches))
     strip = ax[0, 0]
-    if n:
-        strip.imshow(np.stack(orders), aspect="auto", interpolation="nearest",
+    if n:  # a cell per batch, or per evenly spaced batch past _STRIP (bounded memory)
+        picks = np.linspace(0, n - 1, min(n, _STRIP)).round().astype(np.int64)
+        strip.imshow(np.stack(orders)[:, picks], aspect="auto", interpolation="nearest",
                      cmap=ListedColormap(colours), vmin=-0.5, vmax=k - 0.5,
                      extent=(0, n, len(names) - 0.5, -0.5))
     strip.set_yticks(range(len(names)), names)

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import select
 import shlex
 import subprocess
 import warnings
@@ -123,6 +124,8 @@ class Page:
 
     def _recv(self) -> dict:
         while b"\0" not in self._buf:
+            if not select.select([self._in], [], [], 120)[0]:
+                raise TimeoutError("chromium sent nothing for 120 s")
             chunk = os.read(self._in, 1 << 20)
             if not chunk:
                 raise EOFError("chromium closed the DevTools pipe")

@@ -101,11 +101,10 @@ def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int |
         parameters=[("gpu-profiler", __version__), ("backend", result.backend),
                     ("length source", result.length_source),
                     *{**params.to_dict(), "bounds": opts.bounds}.items(),
-                    ("analysed split", split), ("suggested buckets", k), ("seed", seed),
-                    ("drop_last", drop_last)],
+                    ("analysed split", split or "none (no splits)"), ("suggested buckets", k),
+                    ("seed", seed), ("drop_last", drop_last)],
         tables=tables, pols=result.policies, suggestion=suggestion or no_suggestion,
-        schedule=schedule,
-        found=found, figures=figures)
+        schedule=schedule, found=found, figures=figures)
     emit(html, opts.output)
 
 

@@ -43,7 +43,8 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
             its native kernels are built here; else the first usable of cuda, numba,
             numpy), ``numpy``, ``numba`` or ``cuda``.
         cap: bins ``0..cap``; lengths above are summarized (count, tokens, min, max).
-            ``None`` bins up to the largest length seen.
+            ``None`` bins up to the largest length seen, at most
+            `gpu_profiler.histogram.MAX_AUTO_CAP` (2**24).
         progress: draw a progress bar on a terminal.
         backend_options: the backend's typed options, `CpuOptions` (numba) or `CudaOptions`
             (cuda), or a dict of their fields, e.g. ``{"devices": [0, 1]}`` (see

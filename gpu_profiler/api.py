@@ -143,7 +143,10 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             unit: str | None = None, eot: int | None = None, eot_position: str | None = None,
             token_dtype: str | None = None) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
-    source (see docs/design.md for the semantics).
+    source (see docs/design.md for the semantics). The scan bins the whole length range
+    (up to `gpu_profiler.histogram.MAX_AUTO_CAP`), so each table's ``percentiles`` are
+    exact above ``max_seq_len`` too, and ``result.histogram`` serves any later
+    ``max_seq_len``.
 
     ``source`` may also be a `LengthHistogram` (no scan). ``policies`` (e.g. ``"all"`` or
     ``["fixed", "packed"]``) adds exact batching policies (see

@@ -43,7 +43,8 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
             its native kernels are built here; else the first usable of cuda, numba,
             numpy), ``numpy``, ``numba`` or ``cuda``.
         cap: bins ``0..cap``; lengths above are summarized (count, tokens, min, max).
-            ``None`` bins up to the largest length seen.
+            ``None`` bins up to the largest length seen, at most
+            `gpu_profiler.histogram.MAX_AUTO_CAP` (2**24).
         progress: draw a progress bar on a terminal.
         backend_options: the backend's typed options, `CpuOptions` (numba) or `CudaOptions`
             (cuda), or a dict of their fields, e.g. ``{"devices": [0, 1]}`` (see
@@ -142,7 +143,10 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             unit: str | None = None, eot: int | None = None, eot_position: str | None = None,
             token_dtype: str | None = None) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
-    source (see docs/design.md for the semantics).
+    source (see docs/design.md for the semantics). The scan bins the whole length range
+    (up to `gpu_profiler.histogram.MAX_AUTO_CAP`), so each table's ``percentiles`` are
+    exact above ``max_seq_len`` too, and ``result.histogram`` serves any later
+    ``max_seq_len``.
 
     ``source`` may also be a `LengthHistogram` (no scan). ``policies`` (e.g. ``"all"`` or
     ``["fixed", "packed"]``) adds exact batching policies (see

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +84,11 @@ def test_output_file_and_saved_histogram(hf_dir, tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["h.json", "p.json"]  # no temp files left
     from gpu_profiler import LengthHistogram, histogram
 
+    d = json.loads((tmp_path / "p.json").read_text())
+    ranks = [-(-Fraction(q) * len(lengths) // 100) for q in ("50", "90", "95", "99", "99.9")]
+    exact = np.sort(lengths)[[int(r) - 1 for r in ranks]].tolist()  # the nearest ranks
+    assert list(d["percentiles"].values()) == exact and exact[-1] > 8192  # past max_seq_len
+    assert d["total_tokens"] == lengths.sum() == d["clipped_tokens"] + d["truncated_tokens"]
     saved = LengthHistogram.load(tmp_path / "h.json")
     assert saved == histogram(lengths) and saved.cap == lengths.max() > 8192  # whole range
     rc, out, _ = run(["profile", tmp_path / "h.json", "-f", "json", "--max-seq-len",

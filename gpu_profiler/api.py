@@ -8,10 +8,15 @@ from typing import Any
 
 from gpu_profiler.analysis.advice import advise, attach
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
-from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, parse_policies
+from gpu_profiler.analysis.policies import (
+    PolicyResult,
+    evaluate_policies,
+    evaluate_policy,
+    parse_policies,
+)
 from gpu_profiler.engine import scan
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.readers import SourceOptions, open_source
 
@@ -38,7 +43,8 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
             its native kernels are built here; else the first usable of cuda, numba,
             numpy), ``numpy``, ``numba`` or ``cuda``.
         cap: bins ``0..cap``; lengths above are summarized (count, tokens, min, max).
-            ``None`` bins up to the largest length seen.
+            ``None`` bins up to the largest length seen, at most
+            `gpu_profiler.histogram.MAX_AUTO_CAP` (2**24).
         progress: draw a progress bar on a terminal.
         backend_options: the backend's typed options, `CpuOptions` (numba) or `CudaOptions`
             (cuda), or a dict of their fields, e.g. ``{"devices": [0, 1]}`` (see
@@ -141,7 +147,10 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             unit: str | None = None, eot: int | None = None, eot_position: str | None = None,
             token_dtype: str | None = None, trust_statistics: bool = False) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
-    source (see docs/design.md for the semantics).
+    source (see docs/design.md for the semantics). The scan bins the whole length range
+    (up to `gpu_profiler.histogram.MAX_AUTO_CAP`), so each table's ``percentiles`` are
+    exact above ``max_seq_len`` too, and ``result.histogram`` serves any later
+    ``max_seq_len``.
 
     ``source`` may also be a `LengthHistogram` (no scan). ``policies`` (e.g. ``"all"`` or
     ``["fixed", "packed"]``) adds exact batching policies (see
@@ -171,7 +180,11 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
              ) -> tuple[ProfileResult, dict[str, LengthHistogram]]:
     """The profile, and the histogram of each split (``""``: an unsplit source)."""
     def table(hist: LengthHistogram) -> BucketTable:
-        return attach(bucket_table(hist, params), advise(hist, params, drop_last=drop_last))
+        return attach(padded(hist), advise(hist, params, drop_last=drop_last))
+
+    def padded(hist: LengthHistogram) -> BucketTable:
+        fixed = evaluate_policy(hist, "fixed", params, drop_last=drop_last)
+        return replace(bucket_table(hist, params), padding_pct=fixed.padding_pct)
 
     if LengthHistogram.is_saved(source) or isinstance(source, LengthHistogram):
         no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
@@ -181,13 +194,16 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
         return ProfileResult(str(source) if saved else "<histogram>", "none",
                              "saved histogram" if saved else "histogram", table(hist), hist,
                              {}, 0.0), {"": hist}
+    # The whole length range is binned (up to MAX_AUTO_CAP), so the percentiles are exact
+    # above max_seq_len too, and a saved histogram serves any later --max-seq-len.
     s = scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
-             backend=backend, cap=params.max_seq_len, progress=progress,
+             backend=backend, cap=None if params.max_seq_len <= MAX_AUTO_CAP
+             else params.max_seq_len, progress=progress,
              backend_options=backend_options, source_options=source_options)
     total = s.total
     named = {k: table(h) for k, h in s.histograms.items() if k}
     # The total of several splits is a sum for reference: the advice is each split's.
-    whole = bucket_table(total, params) if named else table(total)
+    whole = padded(total) if named else table(total)
     return ProfileResult(_label(source), s.backend, s.spec.describe(), whole, total, named,
                          s.seconds), {**s.histograms, "": total}
 

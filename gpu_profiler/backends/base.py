@@ -49,7 +49,7 @@ class Backend(ABC):
         total = LengthHistogram.empty(cap or 0)
         for c in chunks:  # a running sum: memory stays O(cap) however many chunks
             h = self.histogram_chunk(c, total.cap if cap is None else cap)
-            if cap is None and h.above_count:
+            if cap is None and h.above_count and auto_cap(h.above_max) > h.cap:
                 h = self.histogram_chunk(c, auto_cap(h.above_max))
             total = merge([total, h])
         return wrapped(total)

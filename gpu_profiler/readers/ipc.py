@@ -110,7 +110,9 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
     if _big_endian(meta):
         raise big_endian_error(path)
     try:
-        return pa.ipc.read_schema(pa.py_buffer(framed))
+        read = pa.ipc.read_schema(pa.py_buffer(framed))
+        read.names  # decoded lazily: a name that is not UTF-8 fails here  # noqa: B018
+        return read
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise corrupt(path, kind, 8 if kind == "file" else 0,
                       f"schema message: {first_line(exc)}") from None

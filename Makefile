@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine (Python 3.11 + pip):
-#   make demo   -> venv, install, profile the embedded demo corpus
+#   make demo   -> venv, install, profile the embedded demo corpus, write its HTML report
 #   make test   -> venv, install with test extras, ruff, mypy, run the suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[plot]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
@@ -20,7 +20,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(BIN)/gpu-profiler demo
+	$(BIN)/gpu-profiler demo --report demo-report.html
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check gpu_profiler kernels tests bench
@@ -31,4 +31,4 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_core.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info demo-report.html

@@ -8,10 +8,15 @@ from typing import Any
 
 from gpu_profiler.analysis.advice import advise, attach
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
-from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, parse_policies
+from gpu_profiler.analysis.policies import (
+    PolicyResult,
+    evaluate_policies,
+    evaluate_policy,
+    parse_policies,
+)
 from gpu_profiler.engine import ShardReport
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.readers import SourceOptions, open_source
 from gpu_profiler.sharded import scan
@@ -24,8 +29,8 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
               cap: int | None = None, progress: bool = False,
               backend_options: Any = None, unit: str | None = None, eot: int | None = None,
               eot_position: str | None = None, token_dtype: str | None = None,
-              client: Any = None, cache_dir: str | None = None,
-              part: str | None = None) -> LengthHistogram:
+              trust_statistics: bool = False, client: Any = None,
+              cache_dir: str | None = None, part: str | None = None) -> LengthHistogram:
     """Exact length histogram of ``source`` (all splits together).
 
     Args:
@@ -40,7 +45,8 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
             its native kernels are built here; else the first usable of cuda, numba,
             numpy), ``numpy``, ``numba`` or ``cuda``.
         cap: bins ``0..cap``; lengths above are summarized (count, tokens, min, max).
-            ``None`` bins up to the largest length seen.
+            ``None`` bins up to the largest length seen, at most
+            `gpu_profiler.histogram.MAX_AUTO_CAP` (2**24).
         progress: draw a progress bar on a terminal.
         backend_options: the backend's typed options, `CpuOptions` (numba) or `CudaOptions`
             (cuda), or a dict of their fields, e.g. ``{"devices": [0, 1]}`` (see
@@ -50,6 +56,9 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
         eot_position: ``end`` (default: each EOT closes its document, nanoGPT) or
             ``start`` (each EOT opens the next one, llm.c).
         token_dtype: a raw ``.bin`` token stream's ids, ``uint16`` (default) or ``uint32``.
+        trust_statistics: Parquet: count a row group whose footer statistics say every
+            value is equal from those statistics, without reading it (a lying footer then
+            gives wrong numbers; off by default).
         client: a ``distributed.Client``: the scan runs as tasks (groups of shards) on its
             cluster (the ``[dask]`` extra; see `gpu_profiler.cluster`).
         cache_dir: keep each finished shard's histogram here, and reuse the ones kept, so
@@ -65,20 +74,22 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
     if LengthHistogram.is_saved(source):
         no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
                         split=split, unit=unit, eot=eot, eot_position=eot_position,
-                        token_dtype=token_dtype, cache_dir=cache_dir, part=part)
+                        token_dtype=token_dtype, trust_statistics=trust_statistics,
+                        cache_dir=cache_dir, part=part)
         saved = LengthHistogram.load(source)
         return saved if cap is None else saved.with_cap(cap)
     return scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
                 backend=backend, cap=cap, progress=progress,
                 backend_options=backend_options,
-                source_options=SourceOptions(unit, eot, eot_position, token_dtype),
+                source_options=SourceOptions(unit, eot, eot_position, token_dtype,
+                                             trust_statistics),
                 client=client, cache_dir=cache_dir, part=part).total
 
 
 def no_scan_options(source: Any, **options: Any) -> None:
     """A histogram (saved, or in memory) was scanned already: an option that chooses what
     to scan cannot apply to it, and is an error rather than silently ignored."""
-    given = [name for name, value in options.items() if value is not None]
+    given = [name for name, value in options.items() if value not in (None, False)]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise ProfilerError(f"{_label(source)}: {flags} cannot apply to a histogram (its "
@@ -152,10 +163,14 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
             backend_options: Any = None,
             policies: Sequence[str] | str = (), drop_last: bool = False,
             unit: str | None = None, eot: int | None = None, eot_position: str | None = None,
-            token_dtype: str | None = None, client: Any = None, cache_dir: str | None = None,
-            part: str | None = None, skip_bad_shards: bool = False) -> ProfileResult:
+            token_dtype: str | None = None, trust_statistics: bool = False,
+            client: Any = None, cache_dir: str | None = None, part: str | None = None,
+            skip_bad_shards: bool = False) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
-    source (see docs/design.md for the semantics).
+    source (see docs/design.md for the semantics). The scan bins the whole length range
+    (up to `gpu_profiler.histogram.MAX_AUTO_CAP`), so each table's ``percentiles`` are
+    exact above ``max_seq_len`` too, and ``result.histogram`` serves any later
+    ``max_seq_len``.
 
     ``source`` may also be a `LengthHistogram` (no scan). ``policies`` (e.g. ``"all"`` or
     ``["fixed", "packed"]``) adds exact batching policies (see
@@ -170,7 +185,7 @@ def profile(source: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
     params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget, max_batch_size,
                           grad_accum, world_size)
     names = parse_policies(policies)
-    source_options = SourceOptions(unit, eot, eot_position, token_dtype)
+    source_options = SourceOptions(unit, eot, eot_position, token_dtype, trust_statistics)
     chosen = analysed_split(source, format, split) if names else None
     sharding = {"client": client, "cache_dir": cache_dir, "part": part,
                 "skip_bad_shards": skip_bad_shards}
@@ -191,7 +206,11 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
     """The profile, and the histogram of each split (``""``: an unsplit source);
     ``sharding``: the arguments of `gpu_profiler.sharded.scan` that shard it."""
     def table(hist: LengthHistogram) -> BucketTable:
-        return attach(bucket_table(hist, params), advise(hist, params, drop_last=drop_last))
+        return attach(padded(hist), advise(hist, params, drop_last=drop_last))
+
+    def padded(hist: LengthHistogram) -> BucketTable:
+        fixed = evaluate_policy(hist, "fixed", params, drop_last=drop_last)
+        return replace(bucket_table(hist, params), padding_pct=fixed.padding_pct)
 
     if LengthHistogram.is_saved(source) or isinstance(source, LengthHistogram):
         no_scan_options(source, column=column, offsets_of=offsets_of, format=format,
@@ -202,14 +221,17 @@ def _profile(source: Any, params: BucketParams, column: str | None, offsets_of: 
         return ProfileResult(str(source) if saved else "<histogram>", "none",
                              "saved histogram" if saved else "histogram", table(hist), hist,
                              {}, 0.0), {"": hist}
+    # The whole length range is binned (up to MAX_AUTO_CAP), so the percentiles are exact
+    # above max_seq_len too, and a saved histogram serves any later --max-seq-len.
     s = scan(source, column=column, offsets_of=offsets_of, format=format, split=split,
-             backend=backend, cap=params.max_seq_len, progress=progress,
+             backend=backend, cap=None if params.max_seq_len <= MAX_AUTO_CAP
+             else params.max_seq_len, progress=progress,
              backend_options=backend_options, source_options=source_options,
              **(sharding or {}))
     total = s.total
     named = {k: table(h) for k, h in s.histograms.items() if k}
     # The total of several splits is a sum for reference: the advice is each split's.
-    whole = bucket_table(total, params) if named else table(total)
+    whole = padded(total) if named else table(total)
     return ProfileResult(_label(source), s.backend, s.spec.describe(), whole, total, named,
                          s.seconds, report=s.report), {**s.histograms, "": total}
 

@@ -1,22 +1,23 @@
-"""The scan: source -> parts -> one reading plan (`plan`) -> chunks -> backend -> one
-histogram per split (file readers that do their work in the calling thread run a chunk or
-two ahead, in another)."""
+"""The scan, planned once (`prepare`), then executed: source -> parts -> one reading plan
+(`plan`: readers, backend, parts at once or one after another) -> schemas checked (in
+parallel) -> one histogram per task of parts (`gpu_profiler.execute`) -> their sum per
+split. A sharded scan (`gpu_profiler.sharded`) plans the same way and executes its own
+tasks (`gpu_profiler.tasks`) on the same seam."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
-from gpu_profiler import native
+from gpu_profiler import execute, native
 from gpu_profiler.backends import Backend, get_backend
-from gpu_profiler.chunk import Chunk
+from gpu_profiler.backends.numba_backend import cores
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
-from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import (
     LengthSpec,
@@ -28,8 +29,6 @@ from gpu_profiler.readers import (
     open_source,
     resolve_spec,
 )
-from gpu_profiler.readers.arrow import coalesce
-from gpu_profiler.runs import Run, RunTally
 
 #: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
 #: native kernels), not a GPU. Until those kernels are built on this machine (5-15 s, once;
@@ -37,6 +36,10 @@ from gpu_profiler.runs import Run, RunTally
 #: dense IPC files, so that a first small scan of those does not wait for the build;
 #: ``--backend numpy`` scans are light whenever small. Measured in bench/bench_core.py.
 LIGHT_BYTES = 256 << 20
+#: A scan with at least this many parts per worker thread runs them at once, each read
+#: inline (`gpu_profiler.execute`); fewer, larger parts are read one after another, each
+#: with its readers' own threads.
+PARTS_PER_WORKER = 2
 
 
 @dataclass(frozen=True)
@@ -151,32 +154,21 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
                       split=split, backend=backend, cap=cap, backend_options=backend_options,
                       source_options=source_options)
     reading = planned.reading
-    if reading is None:
+    if reading is None:  # e.g. an empty HF dataset (no shards): zeros, not an error
         return planned.empty(cap, column, offsets_of)
+    _check_schemas(planned.parts, planned.like)
+    hists = {}
     with ScanProgress(len(planned.parts), progress) as bar:
-        hists = {name: count(ps, reading, planned.backend, cap, planned.like, bar)
-                 for name, ps in planned.splits.items()}
+        for name, ps in planned.splits.items():
+            total = LengthHistogram.empty(cap or 0)
+            for _, h in execute.histograms(ps, reading, planned.backend, cap, bar):
+                total = merge([total, h])  # a running sum: memory stays O(cap)
+            hists[name] = exact(total, ps, reading.spec)
     return Scan(hists, reading.spec, planned.backend.name,
                 time.perf_counter() - planned.started)
 
 
-def count(parts: list[Part], reading: Reading, engine: Backend, cap: int | None,
-          like: tuple[str, Any], bar: ScanProgress) -> LengthHistogram:
-    """The histogram of ``parts`` under one reading plan, each checked to have the schema
-    of ``like`` (a label and its schema): the seam a sharded scan runs on each group of
-    shards."""
-    runs = RunTally()
-    chunks = coalesce(_chunks(parts, reading, like, bar, runs))
-    counter = engine
-    if any(p.read_ahead for p in parts):
-        chunks, counter = prefetched(chunks), engine.beside_reader()
-    hist = counter.histogram(chunks, cap)
-    if runs:
-        hist = merge([hist, runs.histogram(cap)])
-    return _exact(hist, parts, reading.spec)
-
-
-def _exact(hist: LengthHistogram, parts: list[Part], spec: LengthSpec) -> LengthHistogram:
+def exact(hist: LengthHistogram, parts: list[Part], spec: LengthSpec) -> LengthHistogram:
     """``hist`` with its above-cap token sum exact. Backends add those lengths in int64,
     which wraps past 2**63; but the true sum lies between count x shortest and count x
     longest, and when that span is under 2**64 exactly one value there has the wrapped
@@ -212,7 +204,16 @@ def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool,
 
         gpu_parquet = device.cudf_available()
     return Reading(spec, light=light, segmented=backend.segmented, gpu_parquet=gpu_parquet,
-                   ipc_reader=ipc.forced_reader(), source=source or SourceOptions())
+                   ipc_reader=ipc.forced_reader(), inline=_many(parts, backend),
+                   source=source or SourceOptions())
+
+
+def _many(parts: list[Part], backend: Backend) -> bool:
+    """Whether the scan runs its parts at once, each read inline by a worker: when the
+    backend can (`Backend.per_part`) and there are at least `PARTS_PER_WORKER` parts a
+    worker, so that the last ones leave few cores idle."""
+    split = backend.per_part()
+    return split is not None and len(parts) >= PARTS_PER_WORKER * split[0]
 
 
 def _small(parts: list[Part]) -> bool:
@@ -222,28 +223,12 @@ def _small(parts: list[Part]) -> bool:
     return sum(p.nbytes for p in parts) <= LIGHT_BYTES
 
 
-def _chunks(parts: list[Part], reading: Reading, like: tuple[str, Any], bar: ScanProgress,
-            runs: RunTally) -> Iterator[Chunk]:
-    """Every chunk of every part, checking each part's schema against ``like`` (the label
-    and schema of the scan's first part);
-    `Run` s (lengths known from metadata) go to ``runs``."""
-    label, schema = like
-    for part in parts:
-        if part.label != label and not part.schema().equals(schema, check_metadata=False):
-            raise ProfilerError(f"{part.label}: schema differs from {label}: "
-                                f"{_schema_diff(part.schema(), schema)}")
-        for chunk in part.chunks(reading):
-            bar.update(samples=chunk.samples)
-            if isinstance(chunk, Run):
-                runs.add(chunk)
-            else:
-                yield chunk
-        bar.update(nbytes=part.nbytes, parts=1)
-
-
-def _schema_diff(a: Any, b: Any) -> str:
-    fa = {f.name: str(f.type) for f in a}
-    fb = {f.name: str(f.type) for f in b}
-    diffs = [f"{n}: {fa.get(n, 'missing')} vs {fb.get(n, 'missing')}"
-             for n in dict.fromkeys([*fb, *fa]) if fa.get(n) != fb.get(n)]
-    return "; ".join(diffs) or "field order or nullability"
+def _check_schemas(parts: list[Part], like: tuple[str, Any]) -> None:
+    """Every part's schema is ``like`` 's (the first part's label and schema), read in
+    parallel: a footer or schema message each, before any part is read."""
+    if len(parts) < 2:
+        return
+    with ThreadPoolExecutor(cores(), thread_name_prefix="gpu-profiler-plan") as pool:
+        schemas = pool.map(lambda p: p.schema(), parts[1:])
+        for part, schema in zip(parts[1:], schemas, strict=True):
+            execute.same_schema(part.label, schema, like)

@@ -8,6 +8,7 @@ import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +21,22 @@ SCHEMA = "gpu-profiler/histogram/v1"
 _SAVED = re.compile(rb'\s*\{\s*"schema"\s*:\s*"gpu-profiler/histogram/v1"'
                     rb'|\{"cap": \d+, "counts": \[')  # the second: untagged, before v1
 
-#: Largest cap sized automatically from the data (2**27 bins = 1 GiB of int64 counts).
-MAX_AUTO_CAP = 1 << 27
+#: Largest cap sized automatically from the data (2**24 bins: 128 MiB of int64 counts, and
+#: half that in int32 rows per CPU thread while counting): a corpus with rare huge lengths
+#: keeps bounded memory, its lengths above this summarized as above-cap statistics.
+MAX_AUTO_CAP = 1 << 24
+
+
+#: The percentiles every report shows, by their JSON key (``"p99.9"``: the 99.9th).
+PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
 
 
 def auto_cap(longest: int) -> int:
-    """The cap that bins every length up to ``longest`` (``cap=None``), unless absurd."""
-    if longest > MAX_AUTO_CAP:
-        raise ProfilerError(
-            f"a length of {longest} was found; give an explicit cap (e.g. --max-seq-len) to "
-            f"histogram lengths above {MAX_AUTO_CAP}")
-    return max(longest, 0)
+    """The cap that bins every length up to ``longest`` (``cap=None``), at most
+    `MAX_AUTO_CAP` (longer lengths are summarized above it: their count, sum, shortest
+    and longest stay exact, and `LengthHistogram.percentile_range` bounds a percentile
+    among them)."""
+    return min(max(longest, 0), MAX_AUTO_CAP)
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,6 +114,57 @@ class LengthHistogram:
             return self.above_max
         nz = np.flatnonzero(self.counts)
         return int(nz[-1]) if nz.size else None
+
+    @property
+    def mean(self) -> float | None:
+        """Mean valid length, or None when there is none."""
+        return self.tokens / self.valid if self.valid else None
+
+    def percentile_range(self, q: float | str) -> tuple[int, int] | None:
+        """Nearest-rank ``q``-th percentile (``q`` in 0..100): the smallest length L with at
+        least q% of the valid samples <= L, as ``(lo, hi)``; ``lo == hi`` when it is exact,
+        which it is whenever its rank falls in the bins ``0..cap``, or on the shortest or
+        longest length above cap. A rank among the other above-cap lengths (only their
+        count, sum, shortest and longest are kept) gives the bounds it lies in. None when
+        there are no valid samples. ``q`` is read as a decimal (``"99.9"`` exactly)."""
+        return self.percentile_ranges([q])[0]
+
+    def percentile_ranges(self, qs: Iterable[float | str]) -> list[tuple[int, int] | None]:
+        """`percentile_range` of each of ``qs``, with one cumulative sum of the bins."""
+        fs = [Fraction(str(q)) for q in qs]
+        if any(not 0 <= q <= 100 for q in fs):
+            raise ValueError(f"percentiles lie in 0..100, got {[float(q) for q in fs]}")
+        n = self.valid
+        if not n:
+            return [None for _ in fs]
+        cum = np.cumsum(self.counts)
+        binned = int(cum[-1])
+        out: list[tuple[int, int] | None] = []
+        for q in fs:
+            rank = max(1, -(-q.numerator * n // (q.denominator * 100)))  # ceil(q% of n)
+            if rank <= binned:
+                length = int(np.searchsorted(cum, rank))
+                out.append((length, length))
+            elif rank == binned + 1:
+                out.append((self.above_min, self.above_min))
+            elif rank == n:
+                out.append((self.above_max, self.above_max))
+            else:
+                out.append((self.above_min, self.above_max))
+        return out
+
+    def percentile(self, q: float | str) -> int | None:
+        """The exact `percentile_range` value, or None when there is no valid sample or the
+        rank falls among above-cap lengths that were not binned."""
+        r = self.percentile_range(q)
+        return r[0] if r and r[0] == r[1] else None
+
+    def percentiles(self) -> dict[str, int | None]:
+        """`PERCENTILES` by name, e.g. ``{"p50": 812, ..., "p99.9": 8190}`` (see
+        `percentile`; `percentile_range` gives the bounds of a None)."""
+        ranges = self.percentile_ranges(k[1:] for k in PERCENTILES)
+        return {k: r[0] if r and r[0] == r[1] else None
+                for k, r in zip(PERCENTILES, ranges, strict=True)}
 
     # ---------------------------------------------------------------- algebra
     def __add__(self, other: LengthHistogram) -> LengthHistogram:

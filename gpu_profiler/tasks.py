@@ -1,13 +1,16 @@
-"""One task of a sharded scan: a group of shards of one split -> one histogram. The same
-function runs in the calling process and on Dask workers (a `Job` and the parts pickle)."""
+"""One task of a sharded scan: a group of shards of one split -> one histogram, executed on
+the engine's seam (`gpu_profiler.execute`), shard by shard when each one's histogram is
+kept or a bad one may be skipped. The same function runs in the calling process and on
+Dask workers (a `Job` and the parts pickle)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_profiler import execute
 from gpu_profiler.backends import get_backend
-from gpu_profiler.engine import SHARD_ERRORS, count
+from gpu_profiler.engine import SHARD_ERRORS, exact
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.progress import ScanProgress
@@ -51,13 +54,13 @@ def run(parts: list[Part], job: Job, bar: ScanProgress | None = None) -> Outcome
     """Histogram ``parts`` (one split's) under ``job``; ``bar`` follows them when given."""
     bar = bar or ScanProgress(len(parts), False)
     engine = get_backend(job.backend, job.backend_options)
-    if not job.per_shard:
-        hist = count(parts, job.reading, engine, job.cap, job.like, bar)
-        return Outcome(hist, scanned=len(parts))
-    from gpu_profiler.cache import ShardCache
+    cache = None
+    if job.cache_dir is not None:
+        from gpu_profiler.cache import ShardCache
 
-    cache = ShardCache(job.cache_dir, job.reading, job.cap) if job.cache_dir else None
-    hists, rejected, skipped, reused = [], [], [], 0
+        cache = ShardCache(job.cache_dir, job.reading, job.cap)
+    hists, rejected, reused = [], [], 0
+    todo, keys = [], []  # the parts to read, and their cache keys (taken before reading)
     for part in parts:
         if cache is not None:
             key = cache.key(part)
@@ -68,17 +71,27 @@ def run(parts: list[Part], job: Job, bar: ScanProgress | None = None) -> Outcome
                 reused += 1
                 bar.update(samples=kept.total, nbytes=part.nbytes, parts=1)
                 continue
-        try:
-            hist = count([part], job.reading, engine, job.cap, job.like, bar)
-        except SHARD_ERRORS as exc:
-            if not job.skip_bad:
-                raise _named(part, exc) from None
-            skipped.append((part.label, first_line(exc)))
-            continue
+            keys.append(key)
+        todo.append(part)
+    skipped: list[tuple[str, str]] = []
+
+    def failed(task: list[int], exc: Exception) -> None:
+        """A shard's error: skipped (``skip_bad``), or raised naming the shard."""
+        part = todo[task[0]]
+        if not isinstance(exc, SHARD_ERRORS):
+            raise exc
+        if not job.skip_bad:
+            raise _named(part, exc) from None
+        skipped.append((part.label, first_line(exc)))
+
+    for task, hist in execute.histograms(
+            todo, job.reading, engine, job.cap, bar, 0 if job.per_shard else execute.TASK_BYTES,
+            job.like, failed if job.per_shard else None):
+        hist = exact(hist, [todo[i] for i in task], job.reading.spec)
         if cache is not None:
-            cache.put(key, hist)
+            cache.put(keys[task[0]], hist)
         hists.append(hist)
-    return Outcome(merge(hists) if hists else None, reused, len(hists) - reused,
+    return Outcome(merge(hists) if hists else None, reused, len(todo) - len(skipped),
                    tuple(rejected), tuple(skipped))
 
 

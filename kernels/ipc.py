@@ -40,6 +40,7 @@ from gpu_profiler.readers.ipc_format import (
     NEED_MORE,
     R_BODY,
     R_BODYLEN,
+    R_CHILD,
     R_CODEC,
     R_DELTA,
     R_DICT,
@@ -96,15 +97,16 @@ def _i64(b, p):
 
 @njit(cache=True)
 def _vtable(b, t):
-    """Position of table ``t``'s vtable, after checking that the vtable and the table's
-    inline bytes lie inside ``b``."""
+    """Position of table ``t``'s vtable, after checking that the vtable lies inside ``b``
+    (as flatbuffers' verifier does: the table's stated inline size is not checked, each
+    field read is, by `_field`)."""
     if t < 0 or t > b.size - 4:
         raise Corrupt(t, E_BOUNDS)
     vt = t - _i32(b, t)
     if vt < 0 or vt > b.size - 4:
         raise Corrupt(t, E_BOUNDS)
     size = _u16(b, vt)
-    if size < 4 or size % 2 or vt > b.size - size or t > b.size - max(_u16(b, vt + 2), 4):
+    if size < 4 or size % 2 or vt > b.size - size:
         raise Corrupt(vt, E_VTABLE)
     return vt
 
@@ -112,13 +114,15 @@ def _vtable(b, t):
 @njit(cache=True)
 def _field(b, t, vt, i, size):
     """Position of field ``i`` (``size`` bytes) of table ``t``, or -1 when the field is
-    absent (or claims bytes beyond the table: then it is treated as absent)."""
+    absent; a field whose bytes run past ``b`` is corrupt."""
     o = 4 + 2 * i
     if o + 2 > _u16(b, vt):
         return -1
     f = _u16(b, vt + o)
-    if f == 0 or f + size > max(_u16(b, vt + 2), 4):
+    if f == 0:
         return -1
+    if t + f > b.size - size:
+        raise Corrupt(t, E_BOUNDS)
     return t + f
 
 
@@ -197,6 +201,8 @@ def _record_batch(b, t, rec, node, buf, nodes, bufs, views, vtotal):
         raise Corrupt(ns - 4, E_NODES)
     rec[R_LEN] = _i64(b, ns + 16 * node)
     rec[R_NULLS] = _i64(b, ns + 16 * node + 8)
+    # the next node: a list column's child (its length bounds the list's offsets)
+    rec[R_CHILD] = _i64(b, ns + 16 * (node + 1)) if node + 1 < nn else -1
     p = bs + 16 * (buf + before)
     rec[R_VOFF] = _i64(b, p)
     rec[R_VLEN] = _i64(b, p + 8)

@@ -5,6 +5,8 @@ does; then the numba backend's own options and internals."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from conftest import scaled
@@ -187,9 +189,15 @@ def test_registry_reports_and_refuses():
         get_backend("nope")
 
 
-def test_absurd_auto_cap_is_a_user_error(backend):
-    with pytest.raises(ProfilerError, match="explicit cap"):
-        backend.histogram(iter([Chunk(np.array([1 << 40]))]), None)
+def test_auto_cap_stops_at_max_auto_cap(backend, monkeypatch):
+    """Lengths past MAX_AUTO_CAP are summarized above it, so memory stays bounded, whether
+    they come first or after the cap has grown."""
+    monkeypatch.setattr(sys.modules["gpu_profiler.histogram"], "MAX_AUTO_CAP", 100)
+    parts = [np.array([5, 1 << 40, 300]), np.array([7, 150, 99]), np.array([101, 3])]
+    flat = np.concatenate(parts)
+    for order in (parts, parts[::-1]):
+        got = backend.histogram((Chunk(p) for p in order), None)
+        assert got == REF.histogram_chunk(Chunk(flat), 100)
 
 
 def test_the_api_and_cli_give_the_same_profile(backend, hf_dir, capsys):

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -62,8 +63,12 @@ def test_csv_markdown_and_table(hf_dir, capsys):
     path, lengths = hf_dir
     ref = reference_table(lengths.tolist(), BOUNDS)
     rc, out, _ = run(["profile", path, "-f", "csv"], capsys)
-    rows = list(csv.DictReader(io.StringIO(out)))
+    *rows, total = list(csv.DictReader(io.StringIO(out)))
     assert rc == 0 and [int(r["samples"]) for r in rows] == [b["samples"] for b in ref["buckets"]]
+    assert total["bucket"] == "all" and int(total["samples"]) == ref["total_samples"]
+    assert float(total["steps_per_epoch"]) == pytest.approx(ref["steps_per_epoch"])
+    assert int(total["total_tokens"]) == lengths.sum() > int(total["tokens"])  # unclipped
+    assert int(total["p99"]) == np.percentile(lengths, 99, method="inverted_cdf")
     rc, out, _ = run(["profile", path, "-f", "markdown"], capsys)
     assert rc == 0 and f"| [3296, 8193) | {ref['buckets'][-1]['samples']:,} |" in out
     rc, out, _ = run(["profile", path], capsys)
@@ -79,15 +84,31 @@ def test_output_file_and_saved_histogram(hf_dir, tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["h.json", "p.json"]  # no temp files left
     from gpu_profiler import LengthHistogram, histogram
 
-    assert LengthHistogram.load(tmp_path / "h.json") == histogram(lengths, cap=8192)
+    d = json.loads((tmp_path / "p.json").read_text())
+    ranks = [-(-Fraction(q) * len(lengths) // 100) for q in ("50", "90", "95", "99", "99.9")]
+    exact = np.sort(lengths)[[int(r) - 1 for r in ranks]].tolist()  # the nearest ranks
+    assert list(d["percentiles"].values()) == exact and exact[-1] > 8192  # past max_seq_len
+    assert d["total_tokens"] == lengths.sum() == d["clipped_tokens"] + d["truncated_tokens"]
+    saved = LengthHistogram.load(tmp_path / "h.json")
+    assert saved == histogram(lengths) and saved.cap == lengths.max() > 8192  # whole range
+    rc, out, _ = run(["profile", tmp_path / "h.json", "-f", "json", "--max-seq-len",
+                      str(lengths.max() + 100)], capsys)  # a longer context, no rescan
+    assert rc == 0 and json.loads(out)["truncated_samples"] == 0
 
 
 def test_demo_builds_a_real_hf_dir(tmp_path, capsys):
     import datasets
 
-    rc, out, err = run(["demo", "--dir", tmp_path / "demo", "-f", "json"], capsys)
+    report = tmp_path / "demo.html"
+    rc, out, err = run(["demo", "--dir", tmp_path / "demo", "-f", "json", "--report", report],
+                       capsys)
     assert rc == 0, err
     got = json.loads(out)
+    assert err == f"demo report: {report}\n"  # and the page says which command made it
+    html = report.read_text()
+    assert (f"<pre id=\"command\">gpu-profiler demo --backend auto --output-format json "
+            f"--dir {tmp_path / 'demo'} --report {report}</pre>") in html
+    assert f'<td data-field="value">{got["total_samples"]:,}</td>' in html
     ds = datasets.load_from_disk(str(tmp_path / "demo"))  # really loadable by `datasets`
     lengths = ds["length"]
     assert_matches_reference(got, reference_table(list(lengths), BOUNDS))
@@ -215,12 +236,17 @@ def test_cli_needs_no_separate_click(hf_dir):
 def test_table_names_each_split(tmp_path, capsys):
     import datasets
 
-    dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"length": [5, 900]}),
-                               "test": datasets.Dataset.from_dict({"length": [10]})})
+    dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"length": [5, 900, -1]}),
+                               "test": datasets.Dataset.from_dict({"length": [10, -1]})})
     dd.save_to_disk(str(tmp_path / "dd"))
     rc, out, _ = run(["profile", tmp_path / "dd"], capsys)
-    assert rc == 0
-    assert "[train] —" in out and "[test] —" in out and "[all] —" in out
+    headers = [line for line in out.splitlines() if line.split()[:2] == ["split", "bucket"]]
+    assert rc == 0 and len(headers) == 1  # one table: a split column, a section each
+    rows = [line.split()[:2] for line in out.splitlines() if "[3296,8193)" in line]
+    assert rows == [["train", "5"], ["test", "5"], ["all", "5"]]
+    assert all(f"{s}: " in out for s in ("train", "test", "all"))  # each split's summary
+    assert out.count("1 negative lengths") == 1  # one warning, naming both splits
+    assert "warning (train, test): 0 null and 1 negative" in out
 
 
 def test_ctrl_c_says_interrupted_and_leaves_nothing(tmp_path):

@@ -57,9 +57,10 @@ def test_profile_policies_table_markdown_csv(hf_dir, capsys):
     assert rc == 0 and "**sorted**" in out and "| packed-ffd |" in out
     rc, out, _ = run(["profile", hf_dir[0], "-q", "--policy", "fixed,packed", "-f", "csv"],
                      capsys)
-    rows = list(csv.DictReader(io.StringIO(out)))
-    assert rc == 0 and {r["policy"] for r in rows} == {"fixed", "packed"}
-    assert sum(r["bucket"] == "all" for r in rows) == 2
+    rows = list(csv.DictReader(io.StringIO(out)))  # one schema: the table's rows, then policies'
+    assert rc == 0 and {r["policy"] for r in rows} == {"table", "fixed", "packed"}
+    assert sum(r["bucket"] == "all" for r in rows) == 3
+    assert all(r["steps_per_epoch"] for r in rows if r["bucket"] == "all")
 
 
 def test_profile_without_policy_has_no_policies_key(hf_dir, capsys):

@@ -5,10 +5,13 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_profiler import LengthHistogram, ProfilerError, merge
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
+from gpu_profiler.histogram import PERCENTILES
 
 
 def hist_of(values, cap):
@@ -94,3 +97,48 @@ def test_counts_are_read_only():
     h = hist_of([1, 2], 3)
     with pytest.raises(ValueError):
         h.counts[0] = 5
+
+
+def nearest_rank(values, q):
+    """Brute force: sort, take the ceil(q% of n)-th (at least the first), exactly."""
+    from fractions import Fraction
+
+    s = sorted(values)
+    rank = max(1, -(-Fraction(str(q)) * len(s) // 100))
+    return s[int(rank) - 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(0, 300), min_size=1, max_size=60),
+       q=st.sampled_from([0, 1, 10, 25, 50, 90, 95, 99, 99.9, 100]))
+def test_percentile_is_the_nearest_rank(values, q):
+    h = hist_of(values, cap=300)
+    assert h.percentile(q) == nearest_rank(values, q)
+    assert h.percentile_range(q) == (nearest_rank(values, q),) * 2
+
+
+def test_percentiles_equal_numpys_on_random_corpora():
+    """numpy's ``inverted_cdf`` is the same definition (in floats: sizes where q% of n is
+    an integer, as 99.9% of 1000, can round up there); lengths above max_seq_len count."""
+    rng = np.random.default_rng(16)
+    for n in (1, 7, 1001, 12_345):
+        x = rng.lognormal(7, 1.2, n).astype(np.int64)
+        h = hist_of(x, cap=int(x.max()))  # what a scan bins: the whole range
+        want = np.percentile(x, [50, 90, 95, 99, 99.9], method="inverted_cdf")
+        assert list(h.percentiles().values()) == [int(v) for v in want]
+        assert (h.min, h.max) == (x.min(), x.max()) and h.mean == pytest.approx(x.mean())
+
+
+def test_percentiles_above_cap_are_exact_at_the_ends_and_bounded_between():
+    h = hist_of([1, 2, 3, 4, 5, 100, 200], cap=4)
+    assert h.percentile_range(70) == (5, 5)  # the shortest above cap
+    assert h.percentile_range(80) == (5, 200) and h.percentile(80) is None
+    assert h.percentile(100) == 200  # the longest
+    assert h.percentiles()["p50"] == 4
+
+
+def test_percentiles_of_nothing_are_none():
+    h = hist_of([-1], cap=3)
+    assert h.percentiles() == dict.fromkeys(PERCENTILES) and h.mean is None
+    with pytest.raises(ValueError, match="0..100"):
+        h.percentile(101)

@@ -572,11 +572,9 @@ def test_truncated_dense_files_in_light_scans(tmp_path, kind, compression):
         assert isinstance(got, ProfilerError) or got == want
 
 
-def test_light_scan_hands_over_mid_file(tmp_path, monkeypatch):
-    """pyarrow's reader fails on batch 7 of 10 (another column's buffer points outside the
-    file); the selective reader, which reads only the length column, takes over after the
-    600 samples already counted (chunks of 200), so nothing is counted twice."""
-    monkeypatch.setattr(ipc, "CHUNK_ROWS", 200)
+def test_other_columns_do_not_fail_either_reader(tmp_path):
+    """Another column's buffer points outside the file in batch 7 of 10: both readers read
+    only the length column, so both give the whole file's numbers."""
     x = np.arange(1000)
     t = pa.table({"length": pa.array(x % 97), "flag": pa.array(x % 3 == 0)})
     data = write(tmp_path / "ok.arrows", t, "stream", 100).read_bytes()
@@ -584,10 +582,37 @@ def test_light_scan_hands_over_mid_file(tmp_path, monkeypatch):
     at = [m.start() for m in re.finditer(re.escape(flag_values), data)][7]
     bad = tmp_path / "bad.arrows"
     bad.write_bytes(data[:at] + struct.pack("<qq", 800, 1 << 40) + data[at + 16:])
-    assert isinstance(reference(bad, "stream"), ProfilerError)  # pyarrow alone fails
-    got = light_outcome(bad, "stream")
-    assert got == outcome(bad, "stream") == reference(tmp_path / "ok.arrows", "stream")
-    assert got.total == 1000
+    want = reference(tmp_path / "ok.arrows", "stream")
+    assert reference(bad, "stream") == outcome(bad, "stream") == light_outcome(bad, "stream")
+    assert outcome(bad, "stream") == want and want.total == 1000
+
+
+def test_light_scan_hands_over_mid_file(tmp_path, monkeypatch):
+    """pyarrow's reader fails after 3 of 5 arrays (600 samples, chunks of 200): the
+    selective reader takes over after them, so nothing is counted twice."""
+    monkeypatch.setattr(ipc, "CHUNK_ROWS", 200)
+    x = np.arange(1000)
+    path = write(tmp_path / "ok.arrows", pa.table({"length": pa.array(x % 97)}), "stream", 200)
+    columns = ipc._columns
+
+    def failing(*args):
+        for k, column in enumerate(columns(*args)):
+            if k == 3:
+                raise ProfilerError(f"{path}: pyarrow failed here")
+            yield column
+
+    monkeypatch.setattr(ipc, "_columns", failing)
+    got = light_outcome(path, "stream")
+    assert got == outcome(path, "stream") and got.total == 1000
+
+
+def test_compressed_light_files_are_read_selectively(tmp_path, monkeypatch):
+    """pyarrow inflates a buffer whole, so a light scan leaves compressed files to the
+    selective reader (which inflates in steps) from the start."""
+    path = write(tmp_path / "z.arrows", pa.table({"length": pa.array(np.arange(500) % 7)}),
+                 "stream", 100, compression="zstd")
+    monkeypatch.setattr(ipc, "_pyarrow_chunks", None)  # any use would fail
+    assert light_outcome(path, "stream") == outcome(path, "stream")
 
 
 # -- repeated metadata and buffer reuse ------------------------------------------------------

@@ -3,18 +3,19 @@ files, all checked against histograms computed directly from the generating arra
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_profiler import ProfilerError, histogram
 from gpu_profiler.cli import main
-from gpu_profiler.histogram import MAX_AUTO_CAP
 from gpu_profiler.readers import arrow, parquet
 from gpu_profiler.readers.arrow import LengthSpec
 from gpu_profiler.runs import Run
@@ -93,13 +94,9 @@ def test_matches_reference(tmp_path, monkeypatch, small_batches, col, cap, compr
                    write_statistics=stats)
     monkeypatch.setattr(parquet, "THREADS", threads)
     top = int(x.astype(np.int64)[~null].max(initial=0))
-    if cap is None and top > MAX_AUTO_CAP:
-        for backend in ("numpy", "numba"):
-            with pytest.raises(ProfilerError, match="explicit cap"):
-                histogram(path, cap=cap, backend=backend)
-        return
-    assume(cap is not None or top <= 1 << 16)  # keep auto-capped histograms small
-    want = expected(x, ~null, cap)
+    if cap is None and top > 1 << 16:  # auto-capped at MAX_AUTO_CAP, made small here
+        monkeypatch.setattr(sys.modules["gpu_profiler.histogram"], "MAX_AUTO_CAP", 1 << 10)
+    want = expected(x, ~null, min(top, 1 << 10) if cap is None and top > 1 << 16 else cap)
     n, lo, hi = want["above_count"], want["above_min"], want["above_max"]
     if n and n * (hi - lo) >= 1 << 64:  # too spread to recover the exact sum: refused
         for backend in ("numpy", "numba"):
@@ -143,15 +140,17 @@ def test_constant_row_groups_are_counted_from_statistics(tmp_path, monkeypatch):
     null[2000:3000] = True  # an all-null row group (no min/max at all)
     path = tmp_path / "l.parquet"
     pq.write_table(pa.table({"length": pa.array(x, mask=null)}), path, row_group_size=1000)
-    items = list(parquet.chunks(path, LengthSpec("length")))
+    items = list(parquet.chunks(path, LengthSpec("length"), trust_statistics=True))
     runs = [i for i in items if isinstance(i, Run)]
     assert sorted((r.value, r.count, r.nulls) for r in runs) == [(0, 0, 1000), (512, 950, 50),
                                                                 (9000, 1000, 0)]
     assert sum(i.samples for i in items) == x.size  # only the mixed row group was decoded
     for cap in (None, 600, 8192, 10_000):
         for backend in ("numpy", "numba"):
-            assert fields(histogram(path, cap=cap, backend=backend)) == \
-                expected(x, ~null, cap), (cap, backend)
+            for trust in (False, True):
+                assert fields(histogram(path, cap=cap, backend=backend,
+                                        trust_statistics=trust)) == \
+                    expected(x, ~null, cap), (cap, backend)
 
 
 def test_shortcut_reads_no_page(tmp_path, monkeypatch):
@@ -159,15 +158,55 @@ def test_shortcut_reads_no_page(tmp_path, monkeypatch):
     pq.write_table(pa.table({"length": np.full(5000, 77, np.int32)}), path,
                    row_group_size=1000)
     monkeypatch.setattr(parquet, "_decode_parallel", None)  # any decode would fail
-    assert fields(histogram(path, cap=100, backend="numpy")) == \
+    assert fields(histogram(path, cap=100, backend="numpy", trust_statistics=True)) == \
         expected(np.full(5000, 77), None, 100)
+
+
+def _lying_footer(path: Path) -> np.ndarray:
+    """A file whose footer statistics say every length is 100 while its pages hold
+    0..9990 (the int32 values patched in place after writing), and those lengths."""
+    n = 1000
+    pq.write_table(pa.table({"length": np.full(n, 100, np.int32)}), path,
+                   use_dictionary=False, compression="none")
+    data = path.read_bytes()
+    old = np.full(n, 100, np.int32).tobytes()
+    real = np.arange(n, dtype=np.int32) * 10
+    assert data.count(old) == 1
+    path.write_bytes(data.replace(old, real.tobytes()))
+    return real
+
+
+def test_lying_statistics_are_not_trusted_by_default(tmp_path, capsys):
+    path = tmp_path / "lie.parquet"
+    real = _lying_footer(path)
+    for backend in ("numpy", "numba"):
+        assert fields(histogram(path, cap=None, backend=backend)) == expected(real, None, None)
+    trusted = histogram(path, cap=None, backend="numpy", trust_statistics=True)
+    assert trusted.tokens == 100 * real.size != int(real.sum())  # what the footer says
+    for flag, tokens in (([], int(real.sum())), (["--trust-statistics"], 100 * real.size)):
+        with pytest.raises(SystemExit) as done:
+            main(["profile", str(path), "-q", "-f", "json", "--max-seq-len", "10000", *flag])
+        assert done.value.code == 0
+        assert json.loads(capsys.readouterr().out)["total_tokens"] == tokens
+
+
+def test_trust_statistics_is_parquet_only(tmp_path, capsys):
+    path = tmp_path / "l.arrow"
+    with pa.ipc.new_file(str(path), pa.schema([("length", pa.int32())])) as w:
+        w.write_table(pa.table({"length": pa.array([1, 2], pa.int32())}))
+    with pytest.raises(SystemExit) as done:
+        main(["profile", str(path), "-q", "--trust-statistics"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "--trust-statistics" in err and "Parquet" in err and len(err.splitlines()) == 1
 
 
 def test_huge_uint64_constant_is_invalid(tmp_path):
     x = np.full(10, 2**63 + 5, np.uint64)
     path = tmp_path / "l.parquet"
     pq.write_table(pa.table({"length": x}), path)
-    assert [type(i) for i in parquet.chunks(path, LengthSpec("length"))] == [Run]
+    assert [type(i) for i in parquet.chunks(path, LengthSpec("length"),
+                                            trust_statistics=True)] == [Run]
     h = histogram(path, backend="numpy")
     assert (h.invalid_count, h.valid) == (10, 0)
 

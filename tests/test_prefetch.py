@@ -76,23 +76,33 @@ def test_cpu_kernels_run_without_the_gil_and_serially():
 
 
 def test_scans_read_ahead_only_where_it_pays(tmp_path, monkeypatch):
-    """IPC shards are read ahead; Parquet decodes ahead in its own threads and in-memory
-    sources have nothing to read."""
+    """IPC shards are read ahead, unless so many that workers read them at once (inline);
+    Parquet decodes ahead in its own threads and in-memory sources have nothing to read."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     import gpu_profiler as gp
-    from gpu_profiler import engine
+    from gpu_profiler import engine, execute
+    from gpu_profiler.backends.numba_backend import cores
 
     calls = []
-    real = engine.prefetched
-    monkeypatch.setattr(engine, "prefetched", lambda it: calls.append(1) or real(it))
+    real = execute.prefetched
+    monkeypatch.setattr(execute, "prefetched", lambda it: calls.append(1) or real(it))
     t = pa.table({"length": pa.array(np.arange(5000) % 300)})
     with pa.ipc.new_stream(tmp_path / "x.arrows", t.schema) as w:
         w.write_table(t)
     pq.write_table(t, tmp_path / "x.parquet")
+    many = tmp_path / "many"
+    many.mkdir()
+    shards = engine.PARTS_PER_WORKER * cores()
+    for k in range(shards):
+        with pa.ipc.new_stream(many / f"{k:03d}.arrows", t.schema) as w:
+            w.write_table(t)
     want = np.bincount(np.arange(5000) % 300, minlength=301)
+    calls.clear()
+    assert np.array_equal(gp.histogram(many, cap=300).counts, want * shards)
+    assert not calls
     for source, expect in ((tmp_path / "x.arrows", 1), (tmp_path / "x.parquet", 0),
                            (np.arange(5000) % 300, 0)):
         calls.clear()

@@ -23,9 +23,9 @@ CHILD = textwrap.dedent("""
     from gpu_profiler.readers import parquet
     progress.SHOW_AFTER_S = 0.0
     real = parquet.chunks
-    def slow(path, spec):
+    def slow(path, spec, *args, **kw):
         time.sleep(0.05)
-        return real(path, spec)
+        return real(path, spec, *args, **kw)
     parquet.chunks = slow
     from gpu_profiler.cli import main
     main(sys.argv[1:])

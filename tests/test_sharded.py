@@ -73,12 +73,15 @@ def test_merged_parts_equal_the_whole(shards, tmp_path, capsys):
 def test_merge_refuses_duplicates_gaps_and_other_scans(shards, tmp_path, capsys):
     for i in range(3):
         _profile([shards, "--part", f"{i}/3", "--save-hist", tmp_path / f"p{i}.json"], capsys)
-    _profile([shards, "--part", "0/3", "--max-seq-len", "4096",
-              "--save-hist", tmp_path / "cap.json"], capsys)
+    _profile([shards, "--part", "0/2", "--save-hist", tmp_path / "half.json"], capsys)
+    hist = gp.histogram(shards, part="0/3", cap=4096)  # profile bins the whole range
+    hist.save(tmp_path / "cap.json", {**json.loads((tmp_path / "p0.json").read_text())[
+        "provenance"], "cap": 4096})
     p = [str(tmp_path / f"p{i}.json") for i in range(3)]
     for args, message in [([p[0], p[1], p[1], p[2]], f"slice 1/3 is counted twice: in {p[1]}"),
                           ([p[0], p[2]], "slice 1 is missing"),
-                          ([p[0], p[1], p[2], str(tmp_path / "cap.json")], "the cap differs")]:
+                          ([*p, str(tmp_path / "half.json")], "the number of slices differs"),
+                          ([str(tmp_path / "cap.json"), *p[1:]], "the cap differs")]:
         code, _, err = run_cli(["merge", *args, "-o", tmp_path / "out.json"], capsys)
         assert code == 2 and message in err, err
         assert not (tmp_path / "out.json").exists()
@@ -136,8 +139,13 @@ def test_corrupt_and_foreign_entries_are_rejected_and_rescanned(shards, tmp_path
 def test_cache_key_follows_cap_and_column(shards, tmp_path, capsys):
     cache = tmp_path / "cache"
     _profile([shards, "--cache-dir", cache], capsys)
+    # profile bins the whole length range: another --max-seq-len reads the same entries
     other, _ = _profile([shards, "--cache-dir", cache, "--max-seq-len", "4096"], capsys)
-    assert other["cache"]["reused"] == 0
+    assert other["cache"] == {"reused": 9, "scanned": 0, "rejected": []}
+    assert gp.histogram(shards, cache_dir=cache, cap=4096) == gp.histogram(shards, cap=4096)
+    assert len(list(cache.glob("*.json"))) == 18  # a cap is part of the key
+    trusting, _ = _profile([shards, "--cache-dir", cache, "--trust-statistics"], capsys)
+    assert trusting["cache"]["reused"] == 0  # so are the source options
 
 
 def test_bad_shard_stops_the_scan_or_is_skipped(shards, tmp_path, capsys):
@@ -190,3 +198,72 @@ def test_workers_refuse_one_process_gpu_choices(shards, capsys):
     code, _, err = run_cli(["profile", shards, "-q", "--workers", "2", "--devices", "0,1"],
                            capsys)
     assert code == 2 and "--device/--devices pick GPUs for one process" in err
+
+
+def test_sharded_outputs_validate_against_the_schemas(shards, tmp_path, capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    from gpu_profiler.schemas import load
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for p in sorted(shards.glob("*.parquet")):
+        (bad / p.name).write_bytes(p.read_bytes())
+    (bad / "s3.parquet").write_bytes(b"PAR1 truncated")
+    got, _ = _profile([bad, "--skip-bad-shards", "--cache-dir", tmp_path / "c", "--part", "0/2",
+                       "--save-hist", tmp_path / "p0.json"], capsys, code=3)
+    assert {"cache", "skipped_shards", "part", "parts"} <= set(got)
+    profile, histogram = load("profile"), load("histogram")
+    jsonschema.validate(got, profile, cls=jsonschema.Draft202012Validator)
+    _profile([bad, "--skip-bad-shards", "--part", "1/2", "--save-hist", tmp_path / "p1.json"],
+             capsys)  # s3 lies in slice 0
+    code, _, err = run_cli(["merge", tmp_path / "p0.json", tmp_path / "p1.json",
+                            "-o", tmp_path / "all.json"], capsys)
+    assert code == 0, err
+    for name in ("p0.json", "all.json"):
+        saved = json.loads((tmp_path / name).read_text())
+        assert "provenance" in saved
+        jsonschema.validate(saved, histogram, cls=jsonschema.Draft202012Validator)
+    got["cache"]["reused"] = "all"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(got, profile, cls=jsonschema.Draft202012Validator)
+
+
+def test_fail_if_and_plot_work_with_the_sharded_options(shards, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "p.png"
+    code, _, err = run_cli(["profile", shards, "-q", "--cache-dir", tmp_path / "c",
+                            "--plot", png, "--fail-if", "p50>0"], capsys)
+    assert code == 1 and "p50>0" in err and png.stat().st_size > 0
+    code, _, err = run_cli(["profile", shards, "-q", "--cache-dir", tmp_path / "c",
+                            "--fail-if", "p50<0"], capsys)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_execute_skips_and_checks_schemas_shard_by_shard(shards, tmp_path, inline):
+    """The sharded path's seam: ``execute.histograms`` with ``like`` (each shard's schema
+    checked as it is read) and ``on_error`` (a failing shard reported, the rest counted),
+    at once on worker threads and one after another."""
+    from gpu_profiler import execute
+    from gpu_profiler.backends import get_backend
+    from gpu_profiler.progress import ScanProgress
+    from gpu_profiler.readers import LengthSpec, Reading
+
+    for p in sorted(shards.glob("*.parquet")):
+        (tmp_path / p.name).write_bytes(p.read_bytes())
+    (tmp_path / "s2.parquet").write_bytes(b"PAR1 truncated")
+    pq.write_table(pa.table({"length": pa.array([1, 2], pa.int16())}), tmp_path / "s7.parquet")
+    parts = open_source(str(tmp_path))[""]
+    like = (parts[0].label, parts[0].schema())
+    failed = []
+    with ScanProgress(len(parts), False) as bar:
+        got = {tuple(task): h for task, h in execute.histograms(
+            parts, Reading(LengthSpec("length"), inline=inline), get_backend("numpy"), 10000,
+            bar, task_bytes=0, like=like,
+            on_error=lambda task, exc: failed.append((parts[task[0]].path.name, str(exc))))}
+    assert sorted(name for name, _ in failed) == ["s2.parquet", "s7.parquet"]
+    assert any("schema differs" in e and "int16" in e for _, e in failed)
+    kept = [i for i, p in enumerate(parts) if p.path.name not in ("s2.parquet", "s7.parquet")]
+    assert sorted(i for (i,) in got) == kept
+    want = gp.histogram(shards / "s0.parquet", cap=10000)
+    assert got[(0,)] == want

@@ -37,8 +37,15 @@ class BucketRow:
 class BucketTable:
     """Every bucket plus corpus-level counts; see docs/design.md for the exact formulas.
 
-    ``advice`` is the `gpu_profiler.analysis.advice.Advice` on a dominant bucket, which
-    `gpu_profiler.profile` attaches (None here).
+    ``total_tokens`` sums the unclipped lengths, ``clipped_tokens`` the clipped ones (what
+    the buckets hold). ``min_len``, ``mean_len``, ``max_len`` and ``percentiles``
+    (`gpu_profiler.histogram.PERCENTILES`, nearest-rank) describe the unclipped lengths,
+    exactly: a percentile is None only when its rank falls among lengths the histogram did
+    not bin (past `gpu_profiler.histogram.MAX_AUTO_CAP`), and ``percentile_bounds`` then
+    gives the ``[lo, hi]`` it lies in.
+    ``advice`` is the `gpu_profiler.analysis.advice.Advice` on a dominant bucket, and
+    ``padding_pct`` the ``fixed`` policy's expected padding (what the advice weighs), both of
+    which `gpu_profiler.profile` attaches (None here).
     """
 
     params: BucketParams
@@ -49,17 +56,36 @@ class BucketTable:
     truncated_samples: int
     truncated_tokens: int
     total_tokens: int
+    clipped_tokens: int
     min_len: int | None
+    mean_len: float | None
     max_len: int | None
+    percentiles: dict[str, int | None]
+    percentile_bounds: dict[str, list[int]]
     buckets: tuple[BucketRow, ...]
     total_est_batches: float
     steps_per_epoch: float
     warnings: tuple[str, ...]
     advice: Any = None
+    padding_pct: float | None = None
+
+    @property
+    def max_batch_pct(self) -> float:
+        """The largest bucket's share of the batches (0 with none)."""
+        return max((b.batch_pct for b in self.buckets), default=0.0)
+
+    @property
+    def truncated_pct(self) -> float:
+        """Share of the samples longer than max_seq_len."""
+        return self.truncated_samples / self.total_samples * 100 if self.total_samples else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)
              if f.name not in ("params", "buckets", "advice")}
+        d["max_batch_pct"] = self.max_batch_pct
+        d["truncated_pct"] = self.truncated_pct
+        d["percentiles"] = dict(self.percentiles)
+        d["percentile_bounds"] = {k: list(v) for k, v in self.percentile_bounds.items()}
         d["params"] = self.params.to_dict()
         d["buckets"] = [asdict(b) for b in self.buckets]
         d["warnings"] = list(self.warnings)
@@ -100,12 +126,20 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
     buckets = tuple(BucketRow(**r, batch_pct=r["est_batches"] / total_batches * 100
                               if total_batches else 0.0) for r in rows)
     unbucketed = total - sum(r.samples for r in buckets)
+    pcts = hist.percentiles()
+    truncated_tokens = h.above_tokens - h.above_count * p.max_seq_len
     return BucketTable(
         params=p, total_samples=total, null_samples=h.null_count,
         invalid_samples=h.invalid_count, unbucketed_samples=unbucketed,
         truncated_samples=h.above_count,
-        truncated_tokens=h.above_tokens - h.above_count * p.max_seq_len,
-        total_tokens=h.tokens, min_len=h.min, max_len=h.max, buckets=buckets,
+        truncated_tokens=truncated_tokens, total_tokens=h.tokens,
+        clipped_tokens=h.tokens - truncated_tokens, min_len=h.min, mean_len=h.mean,
+        max_len=h.max,
+        percentiles=pcts,
+        percentile_bounds={k: list(hist.percentile_range(k[1:]) or ())
+                           for k, v in pcts.items()
+                           if v is None and hist.valid},
+        buckets=buckets,
         total_est_batches=total_batches,
         steps_per_epoch=total_batches / (p.grad_accum * p.world_size),
         warnings=tuple(_warnings(p, buckets, unbucketed, h)))

@@ -115,6 +115,12 @@ class ScheduleResult:
     split: str | None = None
     advice: Any = None
 
+    @property
+    def headline(self) -> OrderStats:
+        """The order the top-level numbers describe: stride (the one `gpu-profiler plan`
+        and the sampler train in) when simulated, else the first."""
+        return next((o for o in self.orders if o.name == "stride"), self.orders[0])
+
     def __getitem__(self, name: str) -> OrderStats:
         for o in self.orders:
             if o.name == name:
@@ -132,6 +138,10 @@ class ScheduleResult:
                                 p.bounds[:-1], p.bounds[1:], self.batches, self.batch_pct,
                                 self.mean_len, strict=True))],
                 "min_run": self.min_run, "max_run": self.max_run,
+                "total_batches": sum(self.batches),
+                "max_batch_pct": max(self.batch_pct, default=0.0),
+                "order": self.headline.name, "longest_run": self.headline.longest_run,
+                "window_spread": self.headline.window_spread,
                 "orders": [o.to_dict() for o in self.orders],
                 "advice": self.advice.to_dict() if self.advice else None,
                 "warnings": list(self.warnings)}
@@ -226,15 +236,24 @@ def order_stats(name: str, order: np.ndarray, mean_len: np.ndarray, log_window: 
     d = x - x.mean() if n else x
     denom = float(d @ d)
     autocorr = float(d[:-1] @ d[1:]) / denom if denom > 0 else None
-    windows = n // log_window
-    means = x[:windows * log_window].reshape(windows, log_window).mean(axis=1) if windows \
-        else x[:n].mean(keepdims=True) if n else np.zeros(0)
+    means = window_means(order, mean_len, log_window)
     return OrderStats(name=name, batches=n, longest_run=longest, longest_run_bucket=bucket,
                       exhausted_at=tuple(exhausted), tail_mix=tuple(float(m) for m in mix),
                       lag1_autocorr=autocorr,
                       window_spread=float(means.std()) if means.size else 0.0,
                       window_min=float(means.min()) if means.size else None,
                       window_max=float(means.max()) if means.size else None)
+
+
+def window_means(order: np.ndarray, mean_len: np.ndarray, log_window: int) -> np.ndarray:
+    """The mean batch length over each whole window of ``log_window`` consecutive batches
+    (what a logged loss curve averages); one window of all batches when the epoch is
+    shorter than a window."""
+    x = mean_len[order]
+    windows = x.size // log_window
+    if windows:
+        return x[:windows * log_window].reshape(windows, log_window).mean(axis=1)
+    return x.mean(keepdims=True) if x.size else np.zeros(0)
 
 
 def default_trials(batches: int) -> int:

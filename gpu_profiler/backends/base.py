@@ -36,6 +36,12 @@ class Backend(ABC):
         """This backend for chunks read ahead in another thread, which keeps a core busy."""
         return self
 
+    def per_part(self) -> tuple[int, Backend] | None:
+        """``(workers, backend)`` to histogram many parts at once, one part per worker
+        thread, each with ``backend``; None (the default) histograms parts one after
+        another (a GPU pipelines its chunks itself)."""
+        return None
+
     def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
         """Histogram of every chunk. ``cap=None`` bins up to the largest length seen: each
         chunk is binned up to the largest length so far, and again, wider, only when it
@@ -43,7 +49,7 @@ class Backend(ABC):
         total = LengthHistogram.empty(cap or 0)
         for c in chunks:  # a running sum: memory stays O(cap) however many chunks
             h = self.histogram_chunk(c, total.cap if cap is None else cap)
-            if cap is None and h.above_count:
+            if cap is None and h.above_count and auto_cap(h.above_max) > h.cap:
                 h = self.histogram_chunk(c, auto_cap(h.above_max))
             total = merge([total, h])
         return wrapped(total)

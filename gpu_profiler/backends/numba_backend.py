@@ -69,6 +69,10 @@ class NumbaBackend(Backend):
             return self
         return NumbaBackend(threads=self._threads - 1)
 
+    def per_part(self) -> tuple[int, Backend]:
+        """One worker per block thread, each histogramming its part in one block."""
+        return self._threads, NumbaBackend(threads=1)
+
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         tally = _Tally(self._threads, cap)
         tally.add(chunk)
@@ -80,7 +84,7 @@ class NumbaBackend(Backend):
         tally = _Tally(self._threads, cap or 0)
         for c in chunks:
             tally.add(c)
-            if cap is None and tally.above_count():
+            if cap is None and tally.above_count() and auto_cap(tally.above_max()) > tally.cap:
                 tally.widen(self.histogram_chunk(c, auto_cap(tally.above_max())))
         return tally.result()
 
@@ -179,8 +183,9 @@ class _Tally:
 
     def widen(self, h: LengthHistogram) -> None:
         """Take the bins above the cap from ``h``, the last chunk's histogram at a wider cap
-        (``cap=None``: only that chunk can hold lengths above the cap, and none lies above
-        ``h``'s). Its other bins, nulls and invalid lengths are already tallied."""
+        (``cap=None``: only that chunk can hold lengths above the cap). Its other bins,
+        nulls and invalid lengths are already tallied; its lengths above ``h``'s cap (past
+        `MAX_AUTO_CAP`) are the above-cap statistics now."""
         self._fold()
         old, cap = self.counts, self.cap
         self._bins(h.cap)
@@ -188,6 +193,8 @@ class _Tally:
         self.counts[cap + 1:] = h.counts[cap + 1:]
         self.stats[:, [col.ABOVE_COUNT, col.ABOVE_TOKENS]] = 0
         self.stats[:, [col.ABOVE_MIN, col.ABOVE_MAX]] = -1
+        self.stats[0, [col.ABOVE_COUNT, col.ABOVE_TOKENS, col.ABOVE_MIN, col.ABOVE_MAX]] = (
+            h.above_count, h.above_tokens, h.above_min, h.above_max)
 
     def _fold(self) -> None:
         self.counts += self.rows[:, :self.cap + 1].sum(axis=0, dtype=np.int64)

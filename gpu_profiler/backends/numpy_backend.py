@@ -31,6 +31,12 @@ class NumpyBackend(Backend):
 
     name = "numpy"
 
+    def per_part(self) -> tuple[int, Backend]:
+        """One worker per core: readers decode without the GIL while others bin."""
+        from gpu_profiler.backends.numba_backend import cores
+
+        return cores(), self
+
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         v, nulls = lengths_of(chunk)
         invalid = 0

@@ -10,28 +10,34 @@ import typer
 
 from gpu_profiler.cli import options as o
 
-_ANA = "Analysis"
-
 Policy = Annotated[list[str] | None, typer.Option(
-    "--policy", help="Add exact batching policies: estimate, fixed, sorted, packed, "
+    "--policy", metavar="[estimate|fixed|sorted|packed|packed-ffd|all]",
+    help="Add exact batching policies: estimate, fixed, sorted, packed, "
     "packed-ffd, or all (repeat the option or separate with commas).",
-    rich_help_panel=_ANA, show_default=False)]
+    show_default=False)]
 DropLast = Annotated[bool, typer.Option(
-    "--drop-last", help="Drop each bucket's incomplete last batch; steps per epoch round down.",
-    rich_help_panel=_ANA)]
+    "--drop-last", metavar="",
+    help="Drop each bucket's incomplete last batch; steps per epoch round down.")]
 
 MaxRun = Annotated[int | None, typer.Option(
-    "--max-run", help="Hard cap on same-bucket batches back to back in the interleaved "
+    "--max-run", metavar="N",
+    help="Hard cap on same-bucket batches back to back in the interleaved "
     "(stride) order (default: the least possible; an infeasible cap names the minimum).",
-    rich_help_panel=_ANA, show_default=False)]
+    show_default=False)]
+
+Plot = Annotated[str | None, typer.Option(
+    "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "
+    "(needs matplotlib: pip install 'gpu-profiler[plot]').", show_default=False)]
 
 
-def load_histogram(path: str, opts: o.ScanOptions) -> tuple[Any, str | None]:
+def load_histogram(path: str, opts: o.ScanOptions,
+                   whole: bool = False) -> tuple[Any, str | None]:
     """The exact histogram to analyse and the split it is of: read back when ``path`` is
-    a saved histogram (JSON; no splits), else scanned (capped at ``--max-seq-len``): the
-    ``--split``, else the ``train`` split, else the only one (see
-    `gpu_profiler.api.analysed_split`)."""
+    a saved histogram (JSON; no splits), else scanned (capped at ``--max-seq-len``, or
+    binning every length when ``whole``): the ``--split``, else the ``train`` split, else
+    the only one (see `gpu_profiler.api.analysed_split`)."""
     from gpu_profiler.api import analysed_split, histogram
 
     split = analysed_split(path, opts.format, opts.split)
-    return histogram(path, cap=opts.max_seq_len, **{**opts.scan(), "split": split}), split
+    cap = None if whole else opts.max_seq_len
+    return histogram(path, cap=cap, **{**opts.scan(), "split": split}), split

@@ -9,10 +9,25 @@ import typer
 from gpu_profiler.cli import analysis as analysis_opts
 from gpu_profiler.cli import options as o
 from gpu_profiler.cli import sharding
-from gpu_profiler.cli.output import show
+from gpu_profiler.cli.output import enforce, gates, show
 
+
+def _plain_arguments() -> None:
+    """Name arguments in help as click does, ``PATH``: typer (0.29) writes a required one
+    ``{PATH}`` in the usage line and adds its Python type, ``PATH <str>``."""
+    from typer.core import TyperArgument
+
+    if hasattr(TyperArgument, "_usage_display_name"):
+        TyperArgument._usage_display_name = (  # type: ignore[method-assign]
+            lambda self: self.display_name_raw if self.required
+            else f"[{self.display_name_raw}]")
+    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+
+
+_plain_arguments()
 app = typer.Typer(
     name="gpu-profiler", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="Exact length histograms of LLM training corpora, and the bucket / batch / padding "
          "statistics they decide.")
 
@@ -27,17 +42,19 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(version: Annotated[bool, typer.Option(
-        "--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+        "--version", metavar="",
+        callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     """gpu-profiler: profile the length distribution of a training corpus."""
 
 
-def render(result: Any, fmt: o.OutputFormat, output: str | None) -> None:
+def render(result: Any, fmt: o.OutputFormat, output: str | None,
+           width: int | None = None) -> None:
     """Render a ProfileResult in the chosen format."""
     from gpu_profiler.render import formats
     from gpu_profiler.render.table import print_profile
 
-    show(result, fmt, output, print_profile, formats.to_markdown, formats.to_csv)
+    show(result, fmt, output, print_profile, formats.to_markdown, formats.to_csv, width)
 
 
 @app.command()
@@ -45,10 +62,13 @@ def render(result: Any, fmt: o.OutputFormat, output: str | None) -> None:
 def profile(
     path: o.Path_,
     save_hist: Annotated[str | None, typer.Option(
-        "--save-hist", help="Also save the exact histogram (JSON) for later re-analysis.",
+        "--save-hist", metavar="FILE",
+        help="Also save the exact histogram (JSON) for later re-analysis.",
         show_default=False)] = None,
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
+    plot: analysis_opts.Plot = None,
+    fail_if: o.FailIf = None,
     workers: sharding.Workers = None,
     dask: sharding.Dask = None,
     part: sharding.PartOf = None,
@@ -61,38 +81,64 @@ def profile(
     from gpu_profiler.api import profile as run_profile
     from gpu_profiler.render.output import check_writable
 
+    conditions = gates("profile", fail_if)
     for target in (opts.output, save_hist):
         if target:
             check_writable(target)
+    if plot:
+        from gpu_profiler.render import plots
+
+        plots.check_plot(plot)
     with sharding.client(workers, dask, opts) as client:
         result = run_profile(path, **opts.bucketing(), **opts.scan(), policies=policy or (),
                              drop_last=drop_last, client=client, cache_dir=cache_dir,
                              part=part, skip_bad_shards=skip_bad_shards)
     if save_hist:
         result.histogram.save(save_hist, result.report.provenance)
-    render(result, opts.output_format, opts.output)
-    sharding.report_skipped(result.report)
+    if plot:
+        plots.save_figure(plots.profile_figure(result.histogram, result.table, result.source,
+                                               drop_last=drop_last), plot)
+    render(result, opts.output_format, opts.output, opts.width)
+    skipped = sharding.name_skipped(result.report)
+    enforce(conditions, result)  # a condition that holds exits 1, before a skip's 3
+    if skipped:
+        raise typer.Exit(3)
 
 
-@app.command()
+@app.command(short_help="Build the demo corpus (a real HF dir) and profile it.")
 def demo(
+    ctx: typer.Context,
     backend: o.Backend = "auto",
     output_format: o.OutFormat = o.OutputFormat.table,
     directory: Annotated[str | None, typer.Option(
-        "--dir", help="Where to build the demo corpus (default: the user cache).",
+        "--dir", metavar="DIR", help="Where to build the demo corpus (default: the user cache).",
         show_default=False)] = None,
+    report: Annotated[str | None, typer.Option(
+        "--report", metavar="FILE", help="Also write the demo's HTML report (gpu-profiler "
+        "report) to FILE and print its path.", show_default=False)] = None,
 ) -> None:
     """Build the embedded demo corpus (a real HF save_to_disk dir) and profile it."""
     from gpu_profiler.api import profile as run_profile
     from gpu_profiler.demo import build_demo
 
+    if report:
+        from gpu_profiler.cli.report import command_line, write_report
+        from gpu_profiler.render import plots
+        from gpu_profiler.render.output import check_writable
+
+        plots.require_matplotlib("--report")
+        check_writable(report)
     path = build_demo(directory)
     if output_format is o.OutputFormat.table:
         typer.echo(f"demo corpus: {path}", err=True)
     render(run_profile(path, backend=backend), output_format, None)
+    if report:
+        write_report(str(path), o.ScanOptions(backend=backend, quiet=True, output=report),
+                     command=command_line(ctx))
+        typer.echo(f"demo report: {report}", err=True)
 
 
-@app.command()
+@app.command(short_help="Say which histogram backends work here, and why.")
 def backends() -> None:
     """Say which histogram backends work here, and why the others do not."""
     from gpu_profiler.backends import available_backends, get_backend
@@ -111,12 +157,16 @@ def backends() -> None:
             typer.echo(f"       kernels: {native.status(build=False)}")
 
 
+from gpu_profiler.cli.compare import compare  # noqa: E402
 from gpu_profiler.cli.merge import merge  # noqa: E402
 from gpu_profiler.cli.plan import plan  # noqa: E402
+from gpu_profiler.cli.report import report  # noqa: E402
 from gpu_profiler.cli.schedule import schedule  # noqa: E402
 from gpu_profiler.cli.suggest import suggest  # noqa: E402
 
-app.command()(suggest)
-app.command()(schedule)
-app.command()(plan)
-app.command()(merge)
+app.command(short_help="Propose bucket bounds and compare them with yours.")(suggest)
+app.command(short_help="Simulate an epoch's batch order and its loss curve.")(schedule)
+app.command(short_help="Write one epoch's batches for training (-o FILE.npz).")(plan)
+app.command(short_help="Compare two corpora, runs or bucketings (B - A).")(compare)
+app.command(short_help="Write one offline HTML page of every analysis.")(report)
+app.command(short_help="Sum the partial histograms of a --part I/N scan.")(merge)

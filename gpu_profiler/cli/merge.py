@@ -11,8 +11,8 @@ from gpu_profiler.cli import options as o
 
 def merge(
     parts: Annotated[list[str], typer.Argument(
-        help="The partial histograms (profile --part I/N --save-hist FILE), every slice "
-        "once.", show_default=False)],
+        metavar="FILES", help="The partial histograms (profile --part I/N --save-hist "
+        "FILE), every slice once.", show_default=False)],
     output: o.Output = None,
 ) -> None:
     """Sum the slices of one scan into one histogram, after checking that they come from

@@ -14,9 +14,6 @@ import typer
 
 from gpu_profiler.params import BucketParams
 
-_SRC = "Source"
-_BKT = "Buckets and batching"
-
 
 class OutputFormat(str, Enum):
     table = "table"
@@ -26,65 +23,87 @@ class OutputFormat(str, Enum):
 
 
 Path_ = Annotated[str, typer.Argument(
+    metavar="PATH",
     help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC/JSONL file, "
          "Megatron-LM .idx or prefix, token stream .bin/.npy, a directory or glob of shards.",
     show_default=False)]
 Column = Annotated[str | None, typer.Option(
-    "--column", "-c", help="Integer length column (default: 'length', else the only integer "
-    "column).", rich_help_panel=_SRC, show_default=False)]
+    "--column", "-c", metavar="COLUMN",
+    help="Integer length column (default: 'length', else the only integer "
+    "column).", show_default=False)]
 OffsetsOf = Annotated[str | None, typer.Option(
-    "--offsets-of", help="Derive lengths from this list column's offsets (e.g. input_ids) "
-    "without reading its values.", rich_help_panel=_SRC, show_default=False)]
+    "--offsets-of", metavar="COLUMN",
+    help="Derive lengths from this list column's offsets (e.g. input_ids) "
+    "without reading its values.", show_default=False)]
 Format = Annotated[str | None, typer.Option(
-    "--format", help="Force the input format: hf, parquet, ipc (file), ipc-stream, jsonl, "
+    "--format", metavar="[hf|parquet|ipc|ipc-stream|jsonl|megatron|tokens]",
+    help="Force the input format: hf, parquet, ipc (file), ipc-stream, jsonl, "
     "megatron, tokens.",
-    rich_help_panel=_SRC, show_default=False)]
+    show_default=False)]
 Split = Annotated[str | None, typer.Option(
-    "--split", help="Only this split of a DatasetDict (default: profile's table has every "
+    "--split", metavar="NAME",
+    help="Only this split of a DatasetDict (default: profile's table has every "
     "split and the total; suggest, schedule and --policy analyse train, or the only split).",
-    rich_help_panel=_SRC, show_default=False)]
+    show_default=False)]
 Unit = Annotated[str | None, typer.Option(
-    "--unit", help="Megatron-LM datasets: a sample is a sequence (default) or a document "
-    "(its sequences summed).", rich_help_panel=_SRC, show_default=False)]
+    "--unit", metavar="[sequence|document]",
+    help="Megatron-LM datasets: a sample is a sequence (default) or a document "
+    "(its sequences summed).", show_default=False)]
 Eot = Annotated[int | None, typer.Option(
-    "--eot", help="Token streams (.bin, .npy): the end-of-text token id that separates "
-    "documents (required; e.g. 50256 for GPT-2).", rich_help_panel=_SRC, show_default=False)]
+    "--eot", metavar="ID",
+    help="Token streams (.bin, .npy): the end-of-text token id that separates "
+    "documents (required; e.g. 50256 for GPT-2).", show_default=False)]
 EotPosition = Annotated[str | None, typer.Option(
-    "--eot-position", help="Token streams: end (default, nanoGPT: each EOT closes the "
+    "--eot-position", metavar="[end|start]",
+    help="Token streams: end (default, nanoGPT: each EOT closes the "
     "document before it) or start (llm.c: each EOT opens the document after it).",
-    rich_help_panel=_SRC, show_default=False)]
+    show_default=False)]
 TokenDtype = Annotated[str | None, typer.Option(
-    "--token-dtype", help="Raw .bin token streams: uint16 (default) or uint32 (llm.c and "
-    ".npy headers say it themselves).", rich_help_panel=_SRC, show_default=False)]
+    "--token-dtype", metavar="[uint16|uint32]",
+    help="Raw .bin token streams: uint16 (default) or uint32 (llm.c and "
+    ".npy headers say it themselves).", show_default=False)]
+TrustStatistics = Annotated[bool, typer.Option(
+    "--trust-statistics", help="Parquet: count a row group whose footer statistics say "
+    "every length is equal from them, unread (fast; wrong if the footer lies).")]
 Backend = Annotated[str, typer.Option(
-    "--backend", "-b", help="auto | numpy | numba | cuda.", rich_help_panel=_SRC)]
+    "--backend", "-b", metavar="[auto|numpy|numba|cuda]",
+    help="auto | numpy | numba | cuda.")]
 Device = Annotated[int | None, typer.Option(
-    "--device", help="GPU for the cuda backend (default 0).", rich_help_panel=_SRC,
-    show_default=False)]
+    "--device", metavar="N", help="GPU for the cuda backend (default 0).", show_default=False)]
 Devices = Annotated[str | None, typer.Option(
-    "--devices", help="Several GPUs, e.g. 0,1,2,3: chunks are split across them in one "
-    "process and the histograms summed (cuda backend).", rich_help_panel=_SRC,
-    show_default=False)]
+    "--devices", metavar="IDS",
+    help="Several GPUs, e.g. 0,1,2,3: chunks are split across them in one "
+    "process and the histograms summed (cuda backend).", show_default=False)]
 Quiet = Annotated[bool, typer.Option(
-    "--quiet", "-q", help="No progress bar.", rich_help_panel=_SRC)]
+    "--quiet", "-q", metavar="", help="No progress bar.")]
 
 Bounds = Annotated[str, typer.Option(
-    "--bounds", help="Strictly increasing bucket edges.", rich_help_panel=_BKT)]
+    "--bounds", metavar="EDGES", help="Strictly increasing bucket edges.")]
 MaxSeqLen = Annotated[int, typer.Option(
-    "--max-seq-len", help="Lengths are clipped to this.", rich_help_panel=_BKT)]
+    "--max-seq-len", metavar="N", help="Lengths are clipped to this.")]
 TokenBudget = Annotated[int, typer.Option(
-    "--token-budget", help="Tokens per batch (rows x longest).", rich_help_panel=_BKT)]
+    "--token-budget", metavar="N", help="Tokens per batch (rows x longest).")]
 MaxBatchSize = Annotated[int, typer.Option(
-    "--max-batch-size", help="Rows per batch at most.", rich_help_panel=_BKT)]
+    "--max-batch-size", metavar="N", help="Rows per batch at most.")]
 GradAccum = Annotated[int, typer.Option(
-    "--grad-accum", help="Micro-batches per optimizer step.", rich_help_panel=_BKT)]
+    "--grad-accum", metavar="N", help="Micro-batches per optimizer step.")]
 WorldSize = Annotated[int, typer.Option(
-    "--world-size", help="Data-parallel ranks.", rich_help_panel=_BKT)]
+    "--world-size", metavar="N", help="Data-parallel ranks.")]
 
 OutFormat = Annotated[OutputFormat, typer.Option(
-    "--output-format", "-f", help="How to print the result.", case_sensitive=False)]
+    "--output-format", "-f", metavar="[table|json|csv|markdown]",
+    help="How to print the result.", case_sensitive=False)]
+Width = Annotated[int | None, typer.Option(
+    "--width", metavar="N", help="Table width in columns (default: the terminal's; piped "
+    "or to a file: each table's natural width). Tables too wide for it are stacked.",
+    show_default=False)]
 Output = Annotated[str | None, typer.Option(
-    "--output", "-o", help="Write to this file (atomically) instead of stdout.",
+    "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.",
+    show_default=False)]
+
+FailIf = Annotated[list[str] | None, typer.Option(
+    "--fail-if", metavar="EXPR", help="Exit 1 when this condition on a number of the JSON "
+    "output holds, e.g. p99>8192 (repeatable; names: README, CI gates).",
     show_default=False)]
 
 #: Every bucket default comes from `BucketParams`, the one source of them.
@@ -128,6 +147,7 @@ class ScanOptions:
     eot: Eot = None
     eot_position: EotPosition = None
     token_dtype: TokenDtype = None
+    trust_statistics: TrustStatistics = False
     backend: Backend = "auto"
     device: Device = None
     devices: Devices = None
@@ -140,10 +160,12 @@ class ScanOptions:
     world_size: WorldSize = BucketParams.world_size
     output_format: OutFormat = OutputFormat.table
     output: Output = None
+    width: Width = None
 
     def scan(self) -> dict[str, Any]:
         """Keyword arguments of :func:`gpu_profiler.histogram` / ``profile`` for the source."""
-        return {**self.scan_source(), "backend": self.backend, "progress": not self.quiet,
+        return {**self.scan_source(), "trust_statistics": self.trust_statistics,
+                "backend": self.backend, "progress": not self.quiet,
                 "backend_options": gpu_options(self.backend, self.device, self.devices)}
 
     def scan_source(self) -> dict[str, Any]:
@@ -168,12 +190,24 @@ class ScanOptions:
 def scan_options(command: Callable[..., None]) -> Callable[..., None]:
     """Add every `ScanOptions` field to ``command``'s options; the command receives them
     as one keyword argument ``opts``."""
+    return _with_scan_options(command, ())
+
+
+def scan_options_except(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`scan_options` less the fields ``names`` (they keep their defaults), for a command
+    they mean nothing to (``report`` has no ``--output-format`` or ``--width``)."""
+    return functools.partial(_with_scan_options, without=names)
+
+
+def _with_scan_options(command: Callable[..., None], without: tuple[str, ...]
+                       ) -> Callable[..., None]:
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
            if p.name != "opts"]
     hints = inspect.get_annotations(ScanOptions, eval_str=True)
+    names = [f.name for f in fields(ScanOptions) if f.name not in without]
     shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                annotation=hints[f.name]) for f in fields(ScanOptions)]
-    names = [f.name for f in fields(ScanOptions)]
+                                annotation=hints[f.name]) for f in fields(ScanOptions)
+              if f.name in names]
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:

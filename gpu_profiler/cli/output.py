@@ -11,6 +11,26 @@ import typer
 from gpu_profiler.cli import options as o
 
 
+def gates(command: str, exprs: list[str] | None) -> list[Any]:
+    """The ``--fail-if`` conditions of ``command``, checked before any work is done."""
+    from gpu_profiler.gates import METRICS, parse_gates
+
+    return parse_gates(exprs or (), METRICS[command])
+
+
+def enforce(conditions: list[Any], result: Any) -> None:
+    """After the output is written: print each condition that holds, and exit 1 if any."""
+    if not conditions:
+        return
+    from gpu_profiler.gates import failures, metrics
+
+    failed = failures(conditions, metrics(result.to_dict()))
+    for line in failed:
+        typer.echo(line, err=True)
+    if failed:
+        raise typer.Exit(1)
+
+
 def emit(text: str, output: str | None) -> None:
     """Print ``text`` or write it atomically to ``output``."""
     if output:
@@ -23,18 +43,18 @@ def emit(text: str, output: str | None) -> None:
 
 def show(result: Any, fmt: o.OutputFormat, output: str | None,
          table: Callable[[Any, Any], None], markdown: Callable[[Any], str],
-         csv: Callable[[Any], str]) -> None:
-    """Print (or write atomically to ``output``) ``result`` as a rich table, JSON, Markdown
-    or CSV."""
+         csv: Callable[[Any], str], width: int | None = None) -> None:
+    """Print (or write atomically to ``output``) ``result`` as a rich table (``width``:
+    see `gpu_profiler.render.fit`), JSON, Markdown or CSV."""
     if fmt is o.OutputFormat.table:
-        from rich.console import Console
+        from gpu_profiler.render.fit import console
 
         if output:
-            console = Console(record=True, width=140, file=io.StringIO())
-            table(result, console)
-            emit(console.export_text(), output)
+            recorder = console(width, file=io.StringIO(), record=True)
+            table(result, recorder)
+            emit(recorder.export_text(), output)
         else:
-            table(result, Console())
+            table(result, console(width))
         return
     if fmt is o.OutputFormat.json:
         from gpu_profiler.render.formats import to_json

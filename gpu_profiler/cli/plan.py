@@ -16,24 +16,25 @@ from gpu_profiler.cli.output import show
 def plan(
     path: o.Path_,
     policy: Annotated[str, typer.Option(
-        "--policy", help="fixed (the bucket table's batch size per bucket) or sorted (filled "
-        "under the token budget).", rich_help_panel=a._ANA)] = "fixed",
+        "--policy", metavar="[fixed|sorted]",
+        help="fixed (the bucket table's batch size per bucket) or sorted (filled "
+        "under the token budget).")] = "fixed",
     order: Annotated[str, typer.Option(
-        "--order", help="stride (the interleaving planner) or random (steps shuffled).",
-        rich_help_panel=a._ANA)] = "stride",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every shuffle.",
-                                      rich_help_panel=a._ANA)] = 0,
-    epoch: Annotated[int, typer.Option("--epoch", help="Which epoch's plan (with the seed, "
-                                       "decides it).", rich_help_panel=a._ANA)] = 0,
+        "--order", metavar="[stride|random]",
+        help="stride (the interleaving planner) or random (steps shuffled).")] = "stride",
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every shuffle.")] = 0,
+    epoch: Annotated[int, typer.Option("--epoch", metavar="N",
+                                       help="Which epoch's plan (with the seed, "
+                                       "decides it).")] = 0,
     drop_last: a.DropLast = False,
     max_run: a.MaxRun = None,
     mixed_steps: Annotated[bool, typer.Option(
-        "--mixed-steps", help="Let one step's micro-batches (one per rank) come from "
-        "different buckets (default: one bucket per step, so no rank waits on another).",
-        rich_help_panel=a._ANA)] = False,
+        "--mixed-steps", metavar="", help="Let one step's micro-batches (one per rank) come from "
+        "different buckets (default: one bucket per step, so no rank waits on another).")] = False,
     emit_order: Annotated[str | None, typer.Option(
-        "--emit-order", help="Also write the bucket of every batch to FILE (one per line, or "
-        "numpy .npy).", rich_help_panel=a._ANA, show_default=False)] = None,
+        "--emit-order", metavar="FILE",
+        help="Also write the bucket of every batch to FILE (one per line, or "
+        "numpy .npy).", show_default=False)] = None,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -76,4 +77,4 @@ def plan(
     save_plan(opts.output, sampler.plan(), summary, indexed)
     if emit_order:
         write_order(emit_order, sampler.plan().bucket)
-    show(summary, opts.output_format, None, r.print_plan, r.plan_markdown, r.plan_csv)
+    show(summary, opts.output_format, None, r.print_plan, r.plan_markdown, r.plan_csv, opts.width)

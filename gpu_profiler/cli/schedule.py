@@ -8,34 +8,38 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import show
+from gpu_profiler.cli.output import enforce, gates, show
 
 
 @o.scan_options
 def schedule(
     path: o.Path_,
     order: Annotated[list[str] | None, typer.Option(
-        "--order", help="random, uniform-bucket, sequential, stride, or all (repeat or "
-        "comma-separate) (default: random,stride).", rich_help_panel=a._ANA,
-        show_default=False)] = None,
+        "--order", metavar="[random|uniform-bucket|sequential|stride|all]",
+        help="random, uniform-bucket, sequential, stride, or all (repeat or "
+        "comma-separate) (default: random,stride).", show_default=False)] = None,
     trials: Annotated[int | None, typer.Option(
-        "--trials", help="Seeds per random order for the expected longest run (default: 100, "
+        "--trials", metavar="N",
+        help="Seeds per random order for the expected longest run (default: 100, "
         "fewer, at least 10, past 20k batches an epoch; the count used is reported).",
-        rich_help_panel=a._ANA, show_default=False)] = None,
+        show_default=False)] = None,
     log_window: Annotated[int, typer.Option(
-        "--log-window", help="Batches per logging window (for the windowed spread).",
-        rich_help_panel=a._ANA)] = 50,
+        "--log-window", metavar="N",
+        help="Batches per logging window (for the windowed spread).")] = 50,
     seed: Annotated[int, typer.Option(
-        "--seed", help="Seed of the random orders.", rich_help_panel=a._ANA)] = 0,
+        "--seed", metavar="N", help="Seed of the random orders.")] = 0,
     policy: Annotated[str, typer.Option(
-        "--policy", help="Batches per bucket from this policy: fixed or sorted.",
-        rich_help_panel=a._ANA)] = "fixed",
+        "--policy", metavar="[fixed|sorted]",
+        help="Batches per bucket from this policy: fixed or sorted.")] = "fixed",
     drop_last: a.DropLast = False,
     max_run: a.MaxRun = None,
+    plot: a.Plot = None,
+    fail_if: o.FailIf = None,
     emit_order: Annotated[list[str] | None, typer.Option(
-        "--emit-order", help="Write the bucket index of every batch to FILE (one per line, "
+        "--emit-order", metavar="[ORDER=]FILE",
+        help="Write the bucket index of every batch to FILE (one per line, "
         "or numpy .npy): the interleaved (stride) order, or ORDER=FILE for another; "
-        "repeatable.", rich_help_panel=a._ANA, show_default=False)] = None,
+        "repeatable.", show_default=False)] = None,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -56,14 +60,18 @@ def schedule(
         write_order,
     )
     from gpu_profiler.render import analysis as r
+    from gpu_profiler.render import plots
     from gpu_profiler.render.output import check_writable
 
+    conditions = gates("schedule", fail_if)
     params = opts.params()
     orders = parse_orders(order or ("random", "stride"))
     emits = [_emit_target(e, orders) for e in emit_order or ()]
     for target in (opts.output, *(f for _, f in emits)):
         if target:
             check_writable(target)
+    if plot:
+        plots.check_plot(plot)
     hist, split = a.load_histogram(path, opts)
     result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
                                trials=trials, log_window=log_window, seed=seed,
@@ -71,8 +79,12 @@ def schedule(
     result = attach(replace(result, split=split), advise(hist, params, drop_last=drop_last))
     for name, target in emits:
         write_order(target, batch_order(result.batches, name, seed=seed, max_run=max_run))
+    if plot:
+        plots.save_figure(plots.schedule_figure(result, plots.titled(
+            path, "batch order over the epoch", split)), plot)
     show(result, opts.output_format, opts.output, r.print_schedule, r.schedule_markdown,
-         r.schedule_csv)
+         r.schedule_csv, opts.width)
+    enforce(conditions, result)
 
 
 def _emit_target(spec: str, orders: tuple[str, ...]) -> tuple[str, str]:

@@ -10,27 +10,24 @@ from typing import Annotated, Any
 
 import typer
 
-_RUN = "Beyond one process"
 
-
-
-def _option(flag: str, help: str) -> Any:
-    return typer.Option(flag, help=help, rich_help_panel=_RUN, show_default=False)
+def _option(flag: str, metavar: str, help: str) -> Any:
+    return typer.Option(flag, metavar=metavar, help=help, show_default=False)
 
 
 Workers = Annotated[int | None, _option(
-    "--workers", "Start a local Dask cluster of N worker processes for the run (with "
+    "--workers", "N", "Start a local Dask cluster of N worker processes for the run (with "
     "--backend cuda: dask-cuda, one worker per GPU).")]
 Dask = Annotated[str | None, _option(
-    "--dask", "Run the scan's tasks on this running Dask scheduler (e.g. tcp://host:8786).")]
+    "--dask", "ADDRESS", "Run the scan's tasks on this running Dask scheduler (e.g. tcp://host:8786).")]
 PartOf = Annotated[str | None, _option(
-    "--part", "Scan only slice I of N (I/N, 0 <= I < N) of the shard list, balanced by "
+    "--part", "I/N", "Scan only slice I of N (I/N, 0 <= I < N) of the shard list, balanced by "
     "bytes; save it with --save-hist and sum the slices with `gpu-profiler merge`.")]
 CacheDir = Annotated[str | None, _option(
-    "--cache-dir", "Keep each finished shard's histogram here: a rerun of a killed scan "
+    "--cache-dir", "DIR", "Keep each finished shard's histogram here: a rerun of a killed scan "
     "rescans only the unfinished shards.")]
 SkipBad = Annotated[bool, _option(
-    "--skip-bad-shards", "Count every other shard when one cannot be read; name the "
+    "--skip-bad-shards", "", "Count every other shard when one cannot be read; name the "
     "skipped ones and exit with code 3.")]
 
 
@@ -53,11 +50,10 @@ def client(workers: int | None, address: str | None, opts: Any) -> Iterator[Any]
         yield c
 
 
-def report_skipped(report: Any) -> None:
-    """Name each shard ``--skip-bad-shards`` left out on stderr, then exit with code 3."""
-    if not report.skipped:
-        return
+def name_skipped(report: Any) -> bool:
+    """Name each shard ``--skip-bad-shards`` left out on stderr; whether there was one
+    (``profile`` then exits with code 3)."""
     for shard, error in report.skipped:
         named = error if shard in error else f"{shard}: {error}"
         print(f"gpu-profiler: skipped {named}", file=sys.stderr)
-    raise typer.Exit(3)
+    return bool(report.skipped)

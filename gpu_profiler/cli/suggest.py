@@ -15,11 +15,14 @@ from gpu_profiler.cli.output import show
 def suggest(
     path: o.Path_,
     buckets: Annotated[int, typer.Option(
-        "--buckets", "-k", help="Number of buckets to propose.", rich_help_panel=a._ANA)],
+        "--buckets", "-k", metavar="N",
+        help="Number of buckets to propose.")],
     balance: Annotated[float, typer.Option(
-        "--balance", help="Also propose 'balanced' bounds minimizing padded/real tokens + "
-        "BALANCE x the largest bucket's batch share.", rich_help_panel=a._ANA)] = 0.0,
+        "--balance", metavar="X",
+        help="Also propose 'balanced' bounds minimizing padded/real tokens + "
+        "BALANCE x the largest bucket's batch share.")] = 0.0,
     drop_last: a.DropLast = False,
+    plot: a.Plot = None,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -35,14 +38,20 @@ def suggest(
     from gpu_profiler.analysis.advice import advise, attach
     from gpu_profiler.analysis.bounds import suggest_bounds
     from gpu_profiler.render import analysis as r
+    from gpu_profiler.render import plots
     from gpu_profiler.render.output import check_writable
 
     params = opts.params()
     if opts.output:
         check_writable(opts.output)
+    if plot:
+        plots.check_plot(plot)
     hist, split = a.load_histogram(path, opts)
     result = suggest_bounds(hist, buckets, params, balance=balance, drop_last=drop_last)
     result = attach(replace(result, split=split), advise(
         hist, params, buckets, drop_last=drop_last, suggestion=result))
+    if plot:
+        plots.save_figure(plots.suggest_figure(hist, result, plots.titled(
+            path, f"bounds for {buckets} buckets", split)), plot)
     show(result, opts.output_format, opts.output, r.print_suggestion, r.suggestion_markdown,
-         r.suggestion_csv)
+         r.suggestion_csv, opts.width)

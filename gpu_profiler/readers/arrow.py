@@ -37,6 +37,13 @@ def _columns_listing(schema: pa.Schema) -> str:
     return ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"
 
 
+def _only_one(names: list[str], name: str, where: str) -> None:
+    """A name that several fields carry does not say which one holds the lengths."""
+    if names.count(name) > 1:
+        raise ProfilerError(f"{where}: {names.count(name)} fields are named {name!r}; which "
+                            "one holds the lengths is ambiguous")
+
+
 def resolve_spec(schema: pa.Schema, column: str | None, offsets_of: str | None,
                  where: str) -> LengthSpec:
     """Pick and check the length source in ``schema``; ``where`` names the input in errors."""
@@ -47,6 +54,7 @@ def resolve_spec(schema: pa.Schema, column: str | None, offsets_of: str | None,
         if offsets_of not in names:
             raise ProfilerError(f"{where}: no column {offsets_of!r}; columns: "
                                 f"{_columns_listing(schema)}")
+        _only_one(names, offsets_of, where)
         t = schema.field(offsets_of).type
         if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
             raise ProfilerError(f"{where}: --offsets-of needs a list column, {offsets_of!r} "
@@ -65,6 +73,7 @@ def resolve_spec(schema: pa.Schema, column: str | None, offsets_of: str | None,
     if column not in names:
         raise ProfilerError(f"{where}: no column {column!r}; columns: "
                             f"{_columns_listing(schema)}")
+    _only_one(names, column, where)
     t = schema.field(column).type
     if not _is_int(t):
         hint = " (use --offsets-of for a list column)" if pa.types.is_list(t) or \
@@ -116,6 +125,9 @@ def coalesce(chunks: Iterable[Chunk], rows: int | None = None) -> Iterator[Chunk
     pending: list[Chunk] = []
     count = 0
     for c in chunks:
+        if pending and c.offsets != pending[0].offsets:  # lengths after offsets: a handover
+            yield _concat(pending)
+            pending, count = [], 0
         if (c.samples >= rows // 4 or not isinstance(c.data, np.ndarray)
                 or c.segments is not None or c.docs is not None):
             if pending:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
@@ -19,7 +20,8 @@ from gpu_profiler.runs import Run
 
 #: How each option that only some sources take is named in messages (the CLI's flags).
 FLAGS = {"column": "--column", "offsets_of": "--offsets-of", "unit": "--unit",
-         "eot": "--eot", "eot_position": "--eot-position", "token_dtype": "--token-dtype"}
+         "eot": "--eot", "eot_position": "--eot-position", "token_dtype": "--token-dtype",
+         "trust_statistics": "--trust-statistics"}
 #: The options a column-oriented source takes (Parquet, Arrow IPC, HF dirs, in memory).
 COLUMN_OPTIONS = frozenset({"column", "offsets_of"})
 UNITS = ("sequence", "document")
@@ -40,12 +42,16 @@ class SourceOptions:
             or ``start`` (llm.c: each EOT opens the document after it).
         token_dtype: ``uint16`` (default) or ``uint32``: the ids of a raw ``.bin`` token
             stream (llm.c headers and ``.npy`` headers say it themselves).
+        trust_statistics: count a Parquet row group whose footer statistics say every
+            value is equal (min == max) from those statistics, without reading it. Off by
+            default: a footer can lie, and only reading the column proves it.
     """
 
     unit: str | None = None
     eot: int | None = None
     eot_position: str | None = None
     token_dtype: str | None = None
+    trust_statistics: bool | None = None
 
     def __post_init__(self) -> None:
         for name, allowed in (("unit", UNITS), ("eot_position", EOT_POSITIONS),
@@ -62,8 +68,8 @@ class SourceOptions:
 
     def given(self) -> list[str]:
         """The names of the options given."""
-        return [n for n in ("unit", "eot", "eot_position", "token_dtype")
-                if getattr(self, n) is not None]
+        return [n for n in ("unit", "eot", "eot_position", "token_dtype", "trust_statistics")
+                if getattr(self, n) not in (None, False)]
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,9 @@ class Reading:
             take its best one.
         ordered: every part yields its samples in row order, each one read (no `Run` from
             statistics): what a per-sample array (`gpu_profiler.lengths`) needs.
+        inline: each part is read in the thread that asks for its chunks, with no thread
+            of its own (no decoding workers, no read-ahead): the scan runs many parts at
+            once, one per worker thread (`gpu_profiler.execute`).
         source: the options of the formats that take them (checked against each part's
             format when the source is opened: `gpu_profiler.readers.open_source`).
     """
@@ -91,6 +100,7 @@ class Reading:
     gpu_parquet: bool = False
     ipc_reader: str | None = None
     ordered: bool = False
+    inline: bool = False
     source: SourceOptions = SourceOptions()
 
     def __post_init__(self) -> None:
@@ -138,8 +148,10 @@ class FileShard:
     def label(self) -> str:
         return str(self.path)
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
+        """The size when first asked (planning asks: the scan, its tasks and its progress
+        then agree, and a shard costs one ``stat``)."""
         return self.path.stat().st_size
 
 

@@ -4,6 +4,7 @@ IPC stream shards) or a DatasetDict (``dataset_dict.json`` + one Dataset dir per
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from gpu_profiler.errors import ProfilerError
@@ -34,13 +35,16 @@ def _read_json(path: Path) -> dict:
 
 def _inside(folder: Path, name: object, meta: Path, what: str) -> Path:
     """``folder / name`` for a name from the metadata, which must be a relative path that
-    stays inside ``folder`` (names are printed escaped: they come from the file)."""
+    stays inside ``folder`` (names are printed escaped: they come from the file). A plain
+    file name (no separator, no link: what ``datasets`` writes) is inside without
+    resolving the path, which costs a system call per component."""
     if not isinstance(name, str) or not name:
         raise ProfilerError(f"{meta}: {what} must be named by a non-empty string, got "
                             f"{type(name).__name__} {_escaped(name)}")
     full = folder / name
     try:
-        inside = full.resolve().is_relative_to(folder.resolve())
+        inside = (os.sep not in name and name not in (".", "..") and "\0" not in name
+                  and not full.is_symlink()) or full.resolve().is_relative_to(folder.resolve())
     except (OSError, ValueError, RuntimeError):  # e.g. a NUL byte, a symlink loop
         inside = False
     if not inside or Path(name).is_absolute():

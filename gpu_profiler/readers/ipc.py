@@ -9,6 +9,9 @@ Two readers give identical chunks:
   and the reader of *light* scans (inputs small enough that starting numba would
   cost more than the whole scan; see :data:`gpu_profiler.engine.LIGHT_BYTES`) for files
   whose rows are (almost) all length column, where reading selectively saves nothing.
+  It reads only the length column (``included_fields``), opens only files whose framing
+  `ipc_check` passed, and hands over to the selective reader where it fails, so both
+  readers give the same numbers or the same error.
 
 ``GPU_PROFILER_IPC_READER=selective|pyarrow`` (read by the engine's plan) or ``reader=``
 forces one. A schema costs two
@@ -21,16 +24,17 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.readers import ipc_check
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
 from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
-from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt
+from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt, what
 
 #: Environment variable forcing the IPC reader: ``selective`` or ``pyarrow``.
 READER_ENV = "GPU_PROFILER_IPC_READER"
@@ -38,25 +42,34 @@ READERS = ("selective", "pyarrow")
 #: A file is "dense" when its other columns add at most this fraction of the length
 #: column's bytes per row: reading it whole costs no more than reading the column alone.
 DENSE_EXTRA = 1 / 8
+#: A file of at most this many bytes is read by pyarrow in one call, not batch by batch.
+WHOLE_BYTES = 16 << 20
 _MAX_SCHEMA = 64 << 20  # a larger schema message is taken for corruption
 
 
 @dataclass(frozen=True)
 class IpcPart(FileShard):
-    """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``)."""
+    """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``). Its schema,
+    once read (a scan checks every part's first), is kept until the part is read.
+
+    A light scan, or one that reads many parts inline (small shards, mostly), reads dense
+    files with pyarrow: it starts faster than the selective reader."""
 
     kind: str
+    _schema: dict[str, pa.Schema] = field(default_factory=dict, compare=False, repr=False)
 
     on_device = False
     read_ahead = True  # the readers work in the scan's thread: a read-ahead thread pays
 
     def schema(self) -> pa.Schema:
-        return schema(self.path, self.kind)
+        if "schema" not in self._schema:
+            self._schema["schema"] = schema(self.path, self.kind)
+        return self._schema["schema"]
 
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
-                      light=reading.light and not reading.ordered,
-                      segmented=reading.segmented)
+                      light=(reading.light or reading.inline) and not reading.ordered,
+                      segmented=reading.segmented, known=self._schema.pop("schema", None))
 
 
 def _is_stream(head: bytes, path: Path) -> bool:
@@ -97,23 +110,27 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
     if _big_endian(meta):
         raise big_endian_error(path)
     try:
-        return pa.ipc.read_schema(pa.py_buffer(framed))
+        read = pa.ipc.read_schema(pa.py_buffer(framed))
+        read.names  # decoded lazily: a name that is not UTF-8 fails here  # noqa: B018
+        return read
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise corrupt(path, kind, 8 if kind == "file" else 0,
                       f"schema message: {first_line(exc)}") from None
 
 
 def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
-           light: bool = False, segmented: bool = False) -> Iterator[Chunk]:
+           light: bool = False, segmented: bool = False,
+           known: pa.Schema | None = None) -> Iterator[Chunk]:
     """Chunks of the length column. ``reader`` forces ``selective`` or ``pyarrow``;
     otherwise a ``light`` scan reads dense files with pyarrow and everything else is read
-    selectively, in ``segmented`` chunks if asked."""
+    selectively, in ``segmented`` chunks if asked. ``known``: the file's schema, if
+    already read."""
     if reader is not None and reader not in READERS:
         raise ProfilerError(f"unknown IPC reader {reader!r}: choose one of: {', '.join(READERS)}")
-    if reader is None and light and dense(schema(path, kind), spec):
-        return _light_chunks(path, kind, spec)
+    if reader is None and light and dense(known or schema(path, kind), spec):
+        return _handed_over(path, kind, spec, inflate=False)
     if reader == "pyarrow":
-        return _pyarrow_chunks(path, kind, spec)
+        return _handed_over(path, kind, spec, inflate=True)
     return _selective_chunks(path, kind, spec, segmented)
 
 
@@ -124,10 +141,21 @@ def _selective_chunks(path: Path, kind: str, spec: LengthSpec,
     return ipc_selective.chunks(path, kind, spec, segmented)
 
 
-def _light_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
-    """pyarrow's reader of a dense file; should it fail, the selective reader takes over
-    where it stopped, so a damaged file gives the selective reader's result or error (which
-    names the byte offset) whichever reader started."""
+def _handed_over(path: Path, kind: str, spec: LengthSpec, inflate: bool) -> Iterator[Chunk]:
+    """pyarrow's reader; should it fail, the selective reader takes over where it stopped,
+    so a damaged file gives the selective reader's result or error (which names the byte
+    offset) whichever reader started, and damage outside the length column (which only
+    pyarrow reads) does not matter. A file that fails `ipc_check.check` is read
+    selectively from the start, and so is a compressed one unless ``inflate``: a light
+    scan leaves those to the selective reader, which inflates in bounded steps where
+    pyarrow inflates whole buffers."""
+    try:
+        walked = ipc_check.check(path, kind)
+    except ProfilerError:
+        walked = None
+    if walked is None or (walked.compressed and not inflate):
+        yield from _selective_chunks(path, kind, spec)
+        return
     done = 0
     try:
         for chunk in _pyarrow_chunks(path, kind, spec):
@@ -215,29 +243,64 @@ def _big_endian(meta: bytes) -> bool:
 def _pyarrow_error(path: Path, kind: str, exc: Exception,
                    batch: int | None = None) -> ProfilerError:
     where = f" at record batch {batch}" if batch is not None else ""
-    return ProfilerError(f"{path}: corrupt or truncated Arrow IPC {kind} file{where}: "
+    return ProfilerError(f"{path}: corrupt or truncated {what(kind)}{where}: "
                          f"{first_line(exc)}")
 
 
-def _open(path: Path, kind: str):
-    """pyarrow's reader of an IPC file (positioned reads) or stream (1 MiB reads). Never a
-    memory map: its pages would count as the process's resident memory."""
+def _open(path: Path, kind: str, spec: LengthSpec):
+    """pyarrow's reader of the length column of an IPC file (positioned reads) or stream
+    (1 MiB reads). Never a memory map: its pages would count as the process's resident
+    memory."""
+    field = schema(path, kind).get_field_index(spec.name)
     try:
+        options = pa.ipc.IpcReadOptions(included_fields=[field])
         if kind == "file":
-            return pa.ipc.open_file(pa.OSFile(str(path)))
-        return pa.ipc.open_stream(pa.input_stream(str(path), buffer_size=1 << 20))
+            reader = pa.ipc.open_file(pa.OSFile(str(path)), options=options)
+            if not reader.schema.field(0).equals(schema(path, kind).field(field)):
+                raise corrupt(path, kind, 8, "the footer's schema differs from the schema "
+                                             "message's")
+            return reader
+        return pa.ipc.open_stream(pa.input_stream(str(path), buffer_size=1 << 20),
+                                  options=options)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _pyarrow_error(path, kind, exc) from None
 
 
 def _pyarrow_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
-    reader = _open(path, kind)
-    index = reader.schema.get_field_index(spec.name)
-    columns = _columns(reader, kind, index, path)
+    """pyarrow's reader of the length column (of a file `ipc_check.check` passed)."""
+    columns = _whole(path, kind, spec) if os.path.getsize(path) <= WHOLE_BYTES else None
+    if columns is None:
+        columns = _columns(_open(path, kind, spec), kind, path)
     return arrays_to_chunks(columns if spec.offsets else _grouped(columns), spec)
 
 
-def _columns(reader, kind: str, index: int, path: Path) -> Iterator[pa.Array]:
+def _whole(path: Path, kind: str, spec: LengthSpec) -> Iterator[pa.Array] | None:
+    """The length column of every record batch of a small file, read in one call (batch
+    by batch costs more than its bytes) and checked as `_columns` checks them, as one
+    array when it can be; None when that fails (the batch-by-batch read then says where)."""
+    try:
+        with open(path, "rb") as f:
+            data = pa.py_buffer(f.read())
+        index = schema(path, kind).get_field_index(spec.name)
+        options = pa.ipc.IpcReadOptions(included_fields=[index])
+        reader = pa.ipc.open_file(data, options=options) if kind == "file" else \
+            pa.ipc.open_stream(data, options=options)
+        column = reader.read_all().column(0)
+        _validate(column)  # each batch's column, in one call
+        if spec.offsets or pa.types.is_dictionary(column.type):
+            return iter(column.chunks)
+        return iter([column.combine_chunks()])
+    except (pa.ArrowException, OSError, ValueError, ProfilerError):
+        return None
+
+
+def _validate(column: pa.Array | pa.ChunkedArray) -> None:
+    """Check a column against its buffers, in full for lists (pyarrow's quick check lets
+    decreasing offsets through)."""
+    column.validate(full=pa.types.is_list(column.type) or pa.types.is_large_list(column.type))
+
+
+def _columns(reader, kind: str, path: Path) -> Iterator[pa.Array]:
     """The length column of every record batch, each checked against its buffers (pyarrow's
     reader does not: a null count of -1 makes it count a missing validity bitmap)."""
     batch = 0
@@ -245,8 +308,8 @@ def _columns(reader, kind: str, index: int, path: Path) -> Iterator[pa.Array]:
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches)) \
             if kind == "file" else reader
         for rb in batches:
-            column = rb.column(index)
-            column.validate()
+            column = rb.column(0)
+            _validate(column)
             yield column
             batch += 1
     except (pa.ArrowException, OSError, ValueError) as exc:

@@ -16,8 +16,13 @@ FILE_MAGIC = b"ARROW1"
 
 def corrupt(path: Path, kind: str, offset: int, reason: str) -> ProfilerError:
     """The one-line error for a damaged IPC file: names the file and the byte offset."""
-    return ProfilerError(f"{path}: corrupt or truncated Arrow IPC {kind} file at byte "
-                         f"{offset}: {reason}")
+    return ProfilerError(f"{path}: corrupt or truncated {what(kind)} at byte {offset}: "
+                         f"{reason}")
+
+
+def what(kind: str) -> str:
+    """How errors name an IPC ``file`` or ``stream``."""
+    return "Arrow IPC file" if kind == "file" else "Arrow IPC stream"
 
 
 def big_endian_error(path: Path) -> ProfilerError:
@@ -50,8 +55,8 @@ SCHEMA, DICTIONARY_BATCH, RECORD_BATCH = 1, 2, 3
 
 # Columns of a parsed-message record (one int64 row per message).
 (R_MSG, R_TYPE, R_BODY, R_BODYLEN, R_ROWS, R_LEN, R_NULLS, R_VOFF, R_VLEN, R_DOFF, R_DLEN,
- R_CODEC, R_DICT, R_DELTA) = range(14)
-NREC = 14
+ R_CODEC, R_DICT, R_DELTA, R_CHILD) = range(15)
+NREC = 15
 
 # Layout vector handed to the parsers (see ipc_layout.Layout.vector).
 L_NODE, L_BUF, L_NODES, L_BUFS, L_VIEWS, L_VTOTAL, L_DICT = range(7)

@@ -38,6 +38,9 @@ WINDOW = 8 << 20
 SPARSE_SKIP = 64 << 10
 #: Sparsely read messages whose buffers are fetched together (concurrently).
 SPARSE_BATCH = 64
+#: Column bytes fetched at once from sparsely read messages (more only for one message
+#: whose column alone is larger): bounds the memory a file of huge batches holds.
+FETCH_BYTES = 64 << 20
 #: Decompressed bytes produced per step (bounds memory whatever a buffer declares).
 INFLATE_STEP = 4 << 20
 #: Fewest rows of plain batches handed over in place as one segmented chunk (fewer are
@@ -131,6 +134,7 @@ class SelectiveReader:
             raise big_endian_error(self.path)
         try:
             sch = pa.ipc.read_schema(pa.py_buffer(b[:pre + m]))
+            sch.names  # decoded lazily: a name that is not UTF-8 fails here  # noqa: B018
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise self.error(pos, f"schema message: {first_line(exc)}") from None
         if len(sch) != nfields:
@@ -204,14 +208,14 @@ class SelectiveReader:
                     nxt, status = int(last[fmt.R_MSG]), fmt.NEED_MORE
             if len(recs):  # batches come out in file order
                 if pending:
-                    yield self._fetch(np.concatenate(pending), col)
+                    yield from self._fetch(np.concatenate(pending), col)
                     pending = []
                 yield recs, win
             if later is not None:
                 pending.append(later)
             if pending and (col.ordered or len(pending) >= SPARSE_BATCH
                             or status == fmt.END):
-                yield self._fetch(np.concatenate(pending), col)
+                yield from self._fetch(np.concatenate(pending), col)
                 pending = []
             if status == fmt.END:
                 break
@@ -222,7 +226,7 @@ class SelectiveReader:
                 want = max(WINDOW, total if nxt == int(last[fmt.R_MSG]) else 0)
             pos = nxt
         if pending:
-            yield self._fetch(np.concatenate(pending), col)
+            yield from self._fetch(np.concatenate(pending), col)
 
     def _walk(self, data: np.ndarray, pos: int, layout: np.ndarray,
               state: np.ndarray) -> tuple[np.ndarray, int, int]:
@@ -241,9 +245,18 @@ class SelectiveReader:
         recs[:, fmt.R_BODY] += pos
         return recs, pos + int(start), int(status)
 
-    def _fetch(self, recs: np.ndarray, col: _Column) -> tuple[np.ndarray, Fetched]:
+    def _fetch(self, recs: np.ndarray, col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+        """The column's buffers of ``recs``, fetched in groups of about
+        :data:`FETCH_BYTES` (chunks read ahead hold a few groups, never the whole file)."""
+        self._checked(recs, col)  # the records as the file declares them, then their pieces
+        recs = _pieces(recs, col)
         vlo, vhi, dlo, dhi = self._checked(recs, col)
-        return recs, self._file.fetch(np.concatenate([vlo, dlo]), np.concatenate([vhi, dhi]))
+        size = (vhi - vlo) + (dhi - dlo)
+        group = (np.cumsum(size) - size) // FETCH_BYTES
+        cuts = np.r_[0, np.flatnonzero(np.diff(group)) + 1, len(recs)]
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            yield recs[lo:hi], self._file.fetch(np.concatenate([vlo[lo:hi], dlo[lo:hi]]),
+                                                np.concatenate([vhi[lo:hi], dhi[lo:hi]]))
 
     # -- file format ---------------------------------------------------------------------
 
@@ -314,7 +327,7 @@ class SelectiveReader:
     def _big_blocks(self, blocks: np.ndarray, kind: int, layout: np.ndarray,
                     col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         metas = self._file.fetch(blocks[:, 0], blocks[:, 0] + blocks[:, 1])
-        yield self._fetch(self._parse_at(metas, blocks, kind, layout), col)
+        yield from self._fetch(self._parse_at(metas, blocks, kind, layout), col)
 
     def _parse_at(self, fetched: Fetched, blocks: np.ndarray, kind: int,
                   layout: np.ndarray) -> np.ndarray:
@@ -426,7 +439,7 @@ class _Assembler:
         if gather.any():
             yield from self._gather(rb[gather], fetched)
         for rec in rb[~plain]:
-            yield from self._put(self._data(rec, fetched), self._validity(rec, fetched))
+            yield from self._inflated(rec, fetched)
 
     def finish(self) -> Iterator[Chunk]:
         if self.fill:
@@ -513,6 +526,7 @@ class _Assembler:
             at = _starts(rows + 1)
             _gather(fetched.data, src, rows + 1, tmp, at)
             fmt.offset_lengths(tmp, at, rows, self.out, dst)
+            self._check_offsets(recs, tmp[at], tmp[at + rows], self.out[dst[0]:dst[0] + n])
         else:
             _gather(fetched.data, src, rows, self.out, dst)
         if nulls.any():
@@ -521,6 +535,18 @@ class _Assembler:
         self.fill += n
         if self.fill >= CHUNK_ROWS:
             yield self._emit()
+
+    def _check_offsets(self, recs: np.ndarray, first: np.ndarray, last: np.ndarray,
+                       lengths: np.ndarray) -> None:
+        """List offsets that start below 0, end past the child array or decrease are
+        corrupt by the Arrow format's rules (pyarrow's validation refuses them too)."""
+        bad = (first < 0) | (last > recs[:, fmt.R_CHILD])
+        if bad.any():
+            rec = recs[int(np.argmax(bad))]
+            raise self.r.error(int(rec[fmt.R_MSG]), "list offsets reach outside the child "
+                                                    f"array of {int(rec[fmt.R_CHILD])} values")
+        if lengths.size and lengths.min() < 0:
+            raise self.r.error(int(recs[0, fmt.R_MSG]), "list offsets decrease")
 
     def _dictionary_message(self, rec: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:
         if rec[fmt.R_TYPE] == fmt.DICTIONARY_BATCH:
@@ -558,7 +584,10 @@ class _Assembler:
         extra = int(self.col.extra(rec[None])[0])
         raw = self._buffer(rec, fetched, fmt.R_DOFF, fmt.R_DLEN, (rows + extra) * w)
         if extra:
-            return np.diff(raw.view(self.col.item).astype(np.int64))
+            offsets = raw.view(self.col.item).astype(np.int64)
+            lengths = np.diff(offsets)
+            self._check_offsets(rec[None], offsets[:1], offsets[-1:], lengths)
+            return lengths
         dictionary = rec[fmt.R_TYPE] == fmt.DICTIONARY_BATCH
         return raw.view(self.col.dtype if dictionary else self.col.item)
 
@@ -572,39 +601,108 @@ class _Assembler:
     def _buffer(self, rec: np.ndarray, fetched: Fetched, off: int, length: int,
                 need: int) -> np.ndarray:
         """The first ``need`` bytes of one buffer of ``rec``, decompressed if need be."""
-        at = int(fetched.locate(np.array([rec[fmt.R_BODY] + rec[off]]))[0])
+        buf = _Inflater(self.r, rec, fetched, off, length, need)
+        out = buf.read(need)
+        buf.close()
+        return out
+
+    def _inflated(self, rec: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:
+        """A compressed record batch, inflated ``INFLATE_STEP`` bytes at a time and handed
+        on as it comes: a buffer declaring gigabytes (a 40 KB file can) costs a step of
+        memory, not the buffer."""
+        rows = int(rec[fmt.R_LEN])
+        w = self.col.item.itemsize
+        extra = int(self.col.offsets)
+        data = _Inflater(self.r, rec, fetched, fmt.R_DOFF, fmt.R_DLEN, (rows + extra) * w)
+        bits = _Inflater(self.r, rec, fetched, fmt.R_VOFF, fmt.R_VLEN, (rows + 7) // 8) \
+            if rec[fmt.R_NULLS] else None
+        step = max(8, INFLATE_STEP // w // 8 * 8)  # whole bytes of the validity bitmap
+        last = data.read(w).view(self.col.item).astype(np.int64) if extra else None
+        for lo in range(0, rows, step):
+            k = min(step, rows - lo)
+            values = data.read(k * w).view(self.col.item)
+            if last is not None:
+                offsets = np.concatenate([last, values.astype(np.int64)])
+                values = np.diff(offsets)
+                self._check_offsets(rec[None], offsets[:1], offsets[-1:], values)
+                last = offsets[-1:]
+            valid = None if bits is None else \
+                np.unpackbits(bits.read((k + 7) // 8), bitorder="little")[:k].view(bool)
+            yield from self._put(values, valid)
+        data.close()
+        if bits is not None:
+            bits.close()
+
+
+class _Inflater:
+    """One buffer of a message read front to back, decompressed a piece at a time when it
+    is compressed, and checked against the size it declares once closed."""
+
+    def __init__(self, reader: SelectiveReader, rec: np.ndarray, fetched: Fetched,
+                 off: int, length: int, need: int) -> None:
+        self.r = reader
+        self.where = int(rec[fmt.R_BODY] + rec[off])
+        at = int(fetched.locate(np.array([self.where]))[0])
+        self.pos = 0
+        self.stream: pa.CompressedInputStream | None = None
         codec = int(rec[fmt.R_CODEC])
         if codec < 0:
-            return fetched.data[at:at + need].copy()
+            self.raw = fetched.data[at:at + need]
+            return
         raw = fetched.data[at:at + int(rec[length])]
-        where = int(rec[fmt.R_BODY] + rec[off])
-        declared = int(raw[:8].view("<i8")[0])
-        if declared == -1:  # stored uncompressed
+        self.declared = int(raw[:8].view("<i8")[0])
+        if self.declared == -1:  # stored uncompressed
             if raw.size - 8 < need:
-                raise self.r.error(where, "buffer too short for the batch's rows")
-            return raw[8:8 + need].copy()
-        if declared < need:
-            raise self.r.error(where, f"compressed buffer declares {declared} bytes, the "
-                                      f"batch's rows need {need}")
-        stream = pa.CompressedInputStream(pa.BufferReader(pa.py_buffer(raw[8:])),
-                                          _CODECS[codec])
-        pieces, got = [], 0
+                raise reader.error(self.where, "buffer too short for the batch's rows")
+            self.raw = raw[8:8 + need]
+        elif self.declared < need:
+            raise reader.error(self.where, f"compressed buffer declares {self.declared} bytes, "
+                                           f"the batch's rows need {need}")
+        else:
+            self.stream = pa.CompressedInputStream(pa.BufferReader(pa.py_buffer(raw[8:])),
+                                                   _CODECS[codec])
+
+    def read(self, n: int) -> np.ndarray:
+        """The next ``n`` bytes (a copy)."""
+        if self.stream is None:
+            piece = self.raw[self.pos:self.pos + n].copy()
+            self.pos += n
+            return piece
+        pieces = self._inflate(n)
+        got = sum(len(p) for p in pieces)
+        self.pos += got
+        if got < n:
+            raise self.r.error(self.where, f"buffer decompresses to fewer than the "
+                                           f"{self.declared} bytes it declares")
+        return np.frombuffer(b"".join(pieces), np.uint8)
+
+    def close(self) -> None:
+        """Inflate (and drop) the rest: exactly the declared size, not a byte more."""
+        if self.stream is None:
+            return
+        while self.pos < self.declared:
+            got = sum(len(p) for p in self._inflate(min(INFLATE_STEP, self.declared - self.pos)))
+            if not got:
+                break
+            self.pos += got
+        if self.pos != self.declared or self._inflate(1):
+            raise self.r.error(self.where, f"buffer decompresses to a size other than the "
+                                           f"{self.declared} bytes it declares")
+
+    def _inflate(self, n: int) -> list[bytes]:
+        assert self.stream is not None
+        pieces: list[bytes] = []
         try:
-            while got < declared:
-                piece = stream.read(min(INFLATE_STEP, declared - got))
+            while n > 0:
+                piece = self.stream.read(n)
                 if not piece:
                     break
-                if got < need:
-                    pieces.append(piece[:need - got])
-                got += len(piece)
-            extra = stream.read(1)
+                pieces.append(piece)
+                n -= len(piece)
         except (pa.ArrowException, OSError, ValueError) as exc:
-            raise self.r.error(where, f"cannot decompress buffer: {first_line(exc)}") \
+            raise self.r.error(self.where, f"cannot decompress buffer: {first_line(exc)}") \
                 from None
-        if got != declared or extra:
-            raise self.r.error(where, f"buffer decompresses to a size other than the "
-                                      f"{declared} bytes it declares")
-        return np.frombuffer(b"".join(pieces), np.uint8)
+        return pieces
 
 
 def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarray,
@@ -617,6 +715,35 @@ def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarr
         fmt.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
     else:
         fmt.gather(data, src, counts * w, out.view(np.uint8), dst * w)
+
+
+def _pieces(recs: np.ndarray, col: _Column) -> np.ndarray:
+    """``recs`` with every plain record batch whose column holds more than
+    :data:`FETCH_BYTES` cut into records of consecutive rows (a multiple of 8 each, so
+    that validity bitmaps stay byte-aligned): a huge batch is fetched in bounded pieces."""
+    w = col.item.itemsize
+    rows = recs[:, fmt.R_LEN]
+    huge = ((recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH) & (recs[:, fmt.R_CODEC] < 0)
+            & (rows * w > FETCH_BYTES))
+    if col.ordered or not huge.any():
+        return recs
+    step = max(8, FETCH_BYTES // w // 8 * 8)
+    out = []
+    for rec, cut in zip(recs, huge, strict=True):
+        if not cut:
+            out.append(rec[None])
+            continue
+        first = np.arange(0, rec[fmt.R_LEN], step, dtype=np.int64)
+        n = np.minimum(step, rec[fmt.R_LEN] - first)
+        piece = np.repeat(rec[None], len(first), axis=0)
+        piece[:, fmt.R_LEN] = piece[:, fmt.R_ROWS] = n
+        piece[:, fmt.R_NULLS] = np.minimum(rec[fmt.R_NULLS], n)  # > 0: the bitmap is read
+        piece[:, fmt.R_DOFF] += first * w
+        piece[:, fmt.R_DLEN] = (n + int(col.offsets)) * w
+        piece[:, fmt.R_VOFF] += first // 8
+        piece[:, fmt.R_VLEN] = (n + 7) // 8
+        out.append(piece)
+    return np.concatenate(out)
 
 
 def _subset(recs: np.ndarray, keep: np.ndarray) -> np.ndarray:

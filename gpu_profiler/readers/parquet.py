@@ -1,7 +1,12 @@
-"""Parquet reader: only the length column's pages are read (column projection); row groups
-are decoded in parallel by a few worker threads that hand batches over a bounded queue, so
-memory stays bounded whatever the file size; a row group whose statistics prove every value
-equal (min == max, null count known) is counted from the footer without reading it.
+"""Parquet reader: only the length column's pages are read (column projection); the row
+groups of a large file are decoded in parallel by a few worker threads that hand batches
+over a bounded queue, so memory stays bounded whatever the file size; a file of one batch,
+or any file of a scan that runs many shards at once (`Reading.inline`), is decoded in the
+calling thread, with no thread started. With ``--trust-statistics`` a row group whose
+statistics say every value is equal (min == max, null count known) is counted from the
+footer without reading it; by default every value is read, since nothing but reading proves
+a footer right, and the default path never asks pyarrow for a column chunk's metadata
+(pyarrow's accessor aborts the process on some malformed footers instead of raising).
 
 Files are read with positioned reads through a bounded buffer, never memory-mapped (mapped
 pages would count toward the resident set)."""
@@ -12,8 +17,8 @@ import itertools
 import os
 import queue
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,7 +29,7 @@ from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
-from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
+from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Reading, ShardFormat
 from gpu_profiler.runs import Run
 
 MAGIC = b"PAR1"
@@ -62,22 +67,33 @@ def _open(path: Path, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile
 
 @dataclass(frozen=True)
 class ParquetPart(FileShard):
-    """A Parquet shard."""
+    """A Parquet shard. The footer its schema was read from is kept until the part is
+    read, so that a scan (which checks every schema first) parses each footer once."""
+
+    _footer: dict[str, pq.FileMetaData] = field(default_factory=dict, compare=False,
+                                                repr=False)
 
     on_device = False
     read_ahead = False  # its row groups decode ahead in worker threads already
 
     def schema(self) -> pa.Schema:
-        return schema(self.path)
+        if "md" not in self._footer:
+            self._footer["md"] = _open(self.path).metadata
+        try:
+            return self._footer["md"].schema.to_arrow_schema()
+        except _ERRORS as exc:
+            raise _corrupt(self.path, exc) from None
 
     def chunks(self, reading: Reading) -> Iterator[Chunk | Run]:
         if reading.gpu_parquet:
             from gpu_profiler.readers import device
 
             return device.parquet_chunks(self.path, reading.spec)
+        footer = self._footer.pop("md", None)
         if reading.ordered:
             return ordered_chunks(self.path, reading.spec)
-        return chunks(self.path, reading.spec)
+        return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
+                      inline=reading.inline, footer=footer)
 
 
 @dataclass(frozen=True)
@@ -106,15 +122,24 @@ class RowGroups(ParquetPart):
         if reading.gpu_parquet or reading.ordered:
             raise ProfilerError(f"{self.label}: a row-group range is read on the CPU, in "
                                 "any order")
-        return chunks(self.path, reading.spec, range(self.first, self.stop))
+        return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
+                      inline=reading.inline, footer=self._footer.pop("md", None),
+                      groups=range(self.first, self.stop))
 
 
 def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
     """``part`` cut into runs of whole row groups of about ``target`` bytes each (itself
-    when it has one such run)."""
-    md = _open(part.path).metadata
-    sizes = [sum(rg.column(j).total_compressed_size for j in range(rg.num_columns))
-             for rg in map(md.row_group, range(md.num_row_groups))]
+    when it has one such run, or when its footer cannot be read: its task then says why).
+    A row group's share of the file's bytes is judged by its ``total_byte_size``, never
+    asking for a column chunk's metadata (see the module)."""
+    try:
+        md = part._footer.get("md")
+        md = _open(part.path).metadata if md is None else md
+        whole = [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
+    except (ProfilerError, *_ERRORS):
+        return [part]
+    scale = part.nbytes / max(sum(whole), 1)
+    sizes = [round(n * scale) for n in whole]
     cuts, size = [0], 0
     for i, n in enumerate(sizes):
         if size >= target:
@@ -124,30 +149,26 @@ def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
     if len(cuts) == 1:
         return [part]
     cuts.append(len(sizes))
-    return [RowGroups(part.path, a, b, sum(sizes[a:b]))
+    return [RowGroups(part.path, first=a, stop=b, size=sum(sizes[a:b]))
             for a, b in itertools.pairwise(cuts)]
 
 
 FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
-                     lambda head, path: head.startswith(MAGIC), ParquetPart)
+                     lambda head, path: head.startswith(MAGIC), ParquetPart,
+                     takes=COLUMN_OPTIONS | {"trust_statistics"})
 
 
-def schema(path: Path) -> pa.Schema:
-    """The Arrow schema of a Parquet file (from its footer)."""
-    try:
-        return _open(path).schema_arrow
-    except _ERRORS as exc:
-        raise _corrupt(path, exc) from None
-
-
-def chunks(path: Path, spec: LengthSpec, groups: range | None = None
-           ) -> Iterator[Chunk | Run]:
-    """Chunks of the length column (and `Run` s for row groups counted from statistics),
-    of every row group or of ``groups``.
+def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
+           inline: bool = False, footer: pq.FileMetaData | None = None,
+           groups: range | None = None) -> Iterator[Chunk | Run]:
+    """Chunks of the length column (and, trusting statistics, `Run` s for row groups
+    counted from them), of every row group or of ``groups``, decoded in the calling thread
+    if ``inline`` or there is one batch to decode; ``footer``: the file's metadata, if
+    already read.
 
     The file is opened on the first ``next()``; order follows completion, not row groups.
     """
-    pf = _open(path)
+    pf = _open(path, footer)
     md = pf.metadata
     try:
         leaf = _leaf_index(md, spec)
@@ -157,11 +178,11 @@ def chunks(path: Path, spec: LengthSpec, groups: range | None = None
             rg = md.row_group(i)
             if not rg.num_rows:
                 continue
-            run = None if spec.offsets else _stats_run(rg, leaf)
+            run = _stats_run(rg, leaf) if trust_statistics and not spec.offsets else None
             if run is not None:
                 yield run
                 continue
-            batch = _batch_rows(rg, leaf)
+            batch = _batch_rows(rg, spec)
             joint = min(batch, todo[-1][1]) if todo else 0
             if rows + rg.num_rows <= joint:  # small row groups decode as one batch
                 todo[-1] = (todo[-1][0] + [i], joint)
@@ -171,7 +192,13 @@ def chunks(path: Path, spec: LengthSpec, groups: range | None = None
                 rows = rg.num_rows
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None
-    if todo:
+    if len(todo) == 1 or (todo and inline):
+        try:
+            for group, rows in todo:
+                yield from _decoded(pf, spec, group, rows)
+        except _ERRORS as exc:
+            raise _corrupt(path, exc, group) from None
+    elif todo:
         yield from _decode_parallel(path, md, spec, todo)
 
 
@@ -217,10 +244,13 @@ def _stats_run(rg: pq.RowGroupMetaData, leaf: int) -> Run | None:
     return Run(lo, values, nulls)
 
 
-def _batch_rows(rg: pq.RowGroupMetaData, leaf: int) -> int:
+def _batch_rows(rg: pq.RowGroupMetaData, spec: LengthSpec) -> int:
     """Rows per decoded batch: ``CHUNK_ROWS`` for a length column, fewer for wide list
-    columns so a batch stays near ``BATCH_BYTES``."""
-    per_row = max(rg.column(leaf).total_uncompressed_size, 1) / rg.num_rows
+    columns so a batch stays near ``BATCH_BYTES`` (judged by the whole row group's bytes,
+    an upper bound on the column's, read without asking for the column chunk's metadata)."""
+    if not spec.offsets:
+        return arrow.CHUNK_ROWS
+    per_row = max(rg.total_byte_size, 1) / rg.num_rows
     return int(min(arrow.CHUNK_ROWS, max(1024, BATCH_BYTES // per_row)))
 
 
@@ -256,13 +286,26 @@ def _decode_parallel(path: Path, md: pq.FileMetaData, spec: LengthSpec,
                 raise exc
             else:
                 yield item
-    finally:
+    finally:  # a worker sees ``stop`` before its next put: joining never polls
         stop.set()
-        while any(w.is_alive() for w in workers):
-            try:
-                out.get(timeout=0.05)
-            except queue.Empty:
-                pass
+        for w in workers:
+            w.join()
+
+
+def _decoded(pf: pq.ParquetFile, spec: LengthSpec, group: list[int],
+             rows: int) -> Iterator[Chunk]:
+    """The chunks of some row groups, decoded in this thread, ``rows`` at a time (read
+    whole when they fit: a batch reader costs more to set up than a small file to read)."""
+    md = pf.metadata
+    if sum(md.row_group(i).num_rows for i in group) <= rows:
+        columns = pf.read_row_groups(group, columns=[spec.name], use_threads=False).column(0)
+        arrays: Iterable[pa.Array] = columns.chunks
+    else:
+        arrays = (rb.column(0) for rb in pf.iter_batches(
+            batch_size=rows, row_groups=group, columns=[spec.name], use_threads=False))
+    for column in arrays:
+        if len(column):
+            yield array_to_chunk(column, spec)
 
 
 def _worker(path: Path, md: pq.FileMetaData, spec: LengthSpec, jobs: queue.SimpleQueue,
@@ -275,10 +318,8 @@ def _worker(path: Path, md: pq.FileMetaData, spec: LengthSpec, jobs: queue.Simpl
                 group, rows = jobs.get_nowait()
             except queue.Empty:
                 break
-            for rb in pf.iter_batches(batch_size=rows, row_groups=group, columns=[spec.name],
-                                      use_threads=False):
-                column = rb.column(0)
-                if len(column) and not put_unless_stopped(out, array_to_chunk(column, spec), stop):
+            for chunk in _decoded(pf, spec, group, rows):
+                if not put_unless_stopped(out, chunk, stop):
                     return
     except BaseException as exc:  # handed to the consumer, which raises it
         put_unless_stopped(out, (group, exc), stop)

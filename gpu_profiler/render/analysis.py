@@ -141,26 +141,6 @@ def policies_markdown(pols: Sequence[PolicyResult]) -> str:
     return "\n".join(out) + "\n"
 
 
-POLICY_CSV = ("split", "policy", "bucket", "lo", "hi", "samples", "batches", "batch_size", "tokens",
-              "padded_tokens", "padding_pct", "sample_pct", "token_pct", "batch_pct")
-
-
-def policies_csv(pols: Sequence[PolicyResult]) -> str:
-    """One row per policy and bucket, plus an ``all`` row per policy."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(POLICY_CSV)
-    for p in pols:
-        for b in p.buckets:
-            w.writerow((p.split or "", p.name, b.index, b.lo, b.hi, b.samples, b.batches,
-                        b.batch_size, b.tokens, b.padded_tokens, b.padding_pct, b.sample_pct,
-                        b.token_pct, b.batch_pct))
-        w.writerow((p.split or "", p.name, "all", "", "", p.samples, p.total_batches,
-                    p.rows_per_batch or "", p.tokens, p.padded_tokens, p.padding_pct, 100.0,
-                    100.0, 100.0))
-    return out.getvalue()
-
-
 # ---------------------------------------------------------------- suggest
 def _bounds(b: Sequence[int]) -> str:
     return ",".join(map(str, b))
@@ -217,15 +197,19 @@ def suggestion_markdown(s: Any) -> str:
 
 
 def suggestion_csv(s: Any) -> str:
-    """One row per proposal and bucket."""
+    """One row per proposal and bucket, and an ``all`` row per proposal with its totals
+    and steps per epoch (README, "CSV")."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(("split", "method", "bounds", "bucket", "lo", "hi", "samples", "batch_size",
-                "batches", "padded_tokens", "padding_pct", "batch_pct"))
+                "batches", "padded_tokens", "padding_pct", "batch_pct", "steps_per_epoch"))
     for q in s.proposals:
+        head = (s.split or "", q.method, _bounds(q.bounds))
         for b in q.policy.buckets:
-            w.writerow((s.split or "", q.method, _bounds(q.bounds), b.index, b.lo, b.hi, b.samples,
-                        b.batch_size, b.batches, b.padded_tokens, b.padding_pct, b.batch_pct))
+            w.writerow((*head, b.index, b.lo, b.hi, b.samples, b.batch_size, b.batches,
+                        b.padded_tokens, b.padding_pct, b.batch_pct, ""))
+        w.writerow((*head, "all", "", "", q.policy.samples, "", q.total_batches,
+                    q.padded_tokens, q.padding_pct, 100.0, q.steps_per_epoch))
     return out.getvalue()
 
 
@@ -289,15 +273,18 @@ def schedule_markdown(r: Any) -> str:
 
 
 def schedule_csv(r: Any) -> str:
-    """One row per order and bucket."""
+    """One row per order and bucket, and an ``all`` row per order with the epoch's batches
+    and the order's statistics (README, "CSV")."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(("split", "order", "bucket", "batches", "batch_pct", "exhausted_at", "tail_mix",
                 "longest_run", "longest_run_bucket", "expected_longest_run", "lag1_autocorr",
                 "window_spread"))
     for o in r.orders:
+        stats = (o.longest_run, o.longest_run_bucket, o.expected_longest_run, o.lag1_autocorr,
+                 o.window_spread)
         for i, n in enumerate(r.batches):
             w.writerow((r.split or "", o.name, i, n, r.batch_pct[i], o.exhausted_at[i],
-                        o.tail_mix[i], o.longest_run, o.longest_run_bucket, o.expected_longest_run,
-                        o.lag1_autocorr, o.window_spread))
+                        o.tail_mix[i], *stats))
+        w.writerow((r.split or "", o.name, "all", sum(r.batches), 100.0, "", "", *stats))
     return out.getvalue()

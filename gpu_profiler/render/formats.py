@@ -8,9 +8,16 @@ import json
 from typing import Any
 
 from gpu_profiler.analysis.buckets import BucketTable
+from gpu_profiler.histogram import PERCENTILES
 
-BUCKET_COLUMNS = ("index", "lo", "hi", "samples", "sample_pct", "tokens", "avg_len", "max_len",
-                  "est_batch_size", "est_batches", "batch_pct")
+#: The one CSV schema of ``profile`` (README, "CSV"): a row per bucket and an ``all`` row
+#: per split, of the bucket table (policy ``table``) and of each ``--policy``. On ``all``
+#: rows ``tokens`` is clipped and ``total_tokens`` unclipped, and the lengths (``max_len``,
+#: ``min_len``, ``mean_len``, ``p50``...) describe the unclipped distribution.
+PROFILE_CSV = ("split", "policy", "bucket", "lo", "hi", "samples", "sample_pct", "tokens",
+               "total_tokens", "avg_len", "max_len", "batch_size", "batches", "batch_pct",
+               "padded_tokens", "padding_pct", "steps_per_epoch", "min_len", "mean_len",
+               *PERCENTILES)
 
 
 def to_json(result: Any) -> str:
@@ -19,37 +26,56 @@ def to_json(result: Any) -> str:
 
 
 def to_csv(result: Any) -> str:
-    """One row per bucket (and per split, when the source has named splits); with
-    policies, one row per policy and bucket instead."""
-    if getattr(result, "policies", ()):
-        from gpu_profiler.render.analysis import policies_csv
-
-        return policies_csv(result.policies)
+    """A profile in the `PROFILE_CSV` schema."""
     out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(("split", *BUCKET_COLUMNS))
-    for split, table in split_tables(result):
-        for b in table.buckets:
-            w.writerow((split, *(getattr(b, c) for c in BUCKET_COLUMNS)))
+    w = csv.DictWriter(out, PROFILE_CSV, lineterminator="\n")
+    w.writeheader()
+    for split, t in split_tables(result):
+        for b in t.buckets:
+            w.writerow(dict(split=split, policy="table", bucket=b.index, lo=b.lo, hi=b.hi,
+                            samples=b.samples, sample_pct=b.sample_pct, tokens=b.tokens,
+                            avg_len=b.avg_len, max_len=b.max_len, batch_size=b.est_batch_size,
+                            batches=b.est_batches, batch_pct=b.batch_pct))
+        w.writerow(dict(split=split, policy="table", bucket="all", samples=t.total_samples,
+                        sample_pct=100.0, tokens=t.clipped_tokens, total_tokens=t.total_tokens,
+                        max_len=t.max_len, batches=t.total_est_batches, batch_pct=100.0,
+                        steps_per_epoch=t.steps_per_epoch, min_len=t.min_len,
+                        mean_len=t.mean_len, **t.percentiles))
+    for p in getattr(result, "policies", ()):
+        for pb in p.buckets:
+            w.writerow(dict(split=p.split or "", policy=p.name, bucket=pb.index, lo=pb.lo,
+                            hi=pb.hi, samples=pb.samples, sample_pct=pb.sample_pct,
+                            tokens=pb.tokens, batch_size=pb.batch_size, batches=pb.batches,
+                            batch_pct=pb.batch_pct, padded_tokens=pb.padded_tokens,
+                            padding_pct=pb.padding_pct))
+        w.writerow(dict(split=p.split or "", policy=p.name, bucket="all", samples=p.samples,
+                        sample_pct=100.0, tokens=p.tokens, batch_size=p.rows_per_batch or "",
+                        batches=p.total_batches, batch_pct=100.0, padded_tokens=p.padded_tokens,
+                        padding_pct=p.padding_pct, steps_per_epoch=p.steps_per_epoch))
     return out.getvalue()
 
 
 def to_markdown(result: Any) -> str:
-    """A Markdown table per split plus summary and warnings."""
-    parts = []
-    for split, t in split_tables(result):
-        if result.splits:
-            parts.append(f"### {split}\n")
-        parts.append("| bucket | samples | % samples | tokens | avg len | max len | batch size "
-                     "| est batches | % batches |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    """One Markdown bucket table (with a split column for a DatasetDict's splits and
+    total), each split's summary, then each warning once, naming its splits."""
+    tables = split_tables(result) if result.splits else [("", result.table)]
+    named = bool(result.splits)
+    parts = ["| split " * named + "| bucket | samples | % samples | tokens | avg len | "
+             "max len | batch size | est batches | % batches |\n"
+             + "|---" * named + "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for split, t in tables:
         for b in t.buckets:
-            parts.append(f"| [{b.lo}, {b.hi}) | {b.samples:,} | {b.sample_pct:.2f} | "
-                         f"{b.tokens:,} | {b.avg_len:.1f} | {b.max_len:,} | "
-                         f"{b.est_batch_size} | {b.est_batches:,.2f} | {b.batch_pct:.2f} |")
-        parts.append("")
-        parts.append(summary_line(t))
-        parts.extend(f"\n> **warning:** {w}" for w in t.warnings)
-        parts.append("")
+            parts.append(f"| {split} " * named + f"| [{b.lo}, {b.hi}) | {b.samples:,} | "
+                         f"{b.sample_pct:.2f} | {b.tokens:,} | {b.avg_len:.1f} | "
+                         f"{b.max_len:,} | {b.est_batch_size} | {b.est_batches:,.2f} | "
+                         f"{b.batch_pct:.2f} |")
+    parts.append("")
+    for split, t in tables:
+        prefix = f"**{split}**: " if named else ""
+        parts += [prefix + summary_line(t), "", prefix + distribution_line(t), ""]
+    for text, names in shared_warnings(tables).items():
+        where = f" ({', '.join(names)})" if named else ""
+        parts.append(f"> **warning{where}:** {text}\n")
     if getattr(result, "policies", ()):
         from gpu_profiler.render.analysis import policies_markdown
 
@@ -60,12 +86,36 @@ def to_markdown(result: Any) -> str:
 def summary_line(t: BucketTable) -> str:
     """Corpus-level counts in one sentence."""
     p = t.params
-    return (f"{t.total_samples:,} samples, {t.total_tokens:,} tokens; "
+    return (f"{t.total_samples:,} samples, {t.total_tokens:,} tokens unclipped "
+            f"({t.clipped_tokens:,} clipped to {p.max_seq_len:,}); "
             f"{t.total_est_batches:,.2f} est. batches = {t.steps_per_epoch:,.2f} steps/epoch "
             f"(grad_accum {p.grad_accum} x world_size {p.world_size}); "
             f"null {t.null_samples:,}, invalid {t.invalid_samples:,}, "
             f"unbucketed {t.unbucketed_samples:,}, truncated {t.truncated_samples:,} "
             f"({t.truncated_tokens:,} tokens cut at {p.max_seq_len:,})")
+
+
+def distribution_line(t: BucketTable) -> str:
+    """The unclipped lengths' min, percentiles, max and mean in one line."""
+    def n(k: str, v: int | None) -> str:
+        if v is not None:
+            return f"{v:,}"
+        bounds = t.percentile_bounds.get(k)
+        return f"{bounds[0]:,}..{bounds[1]:,}" if bounds else "-"
+
+    points = [("min", t.min_len), *t.percentiles.items(), ("max", t.max_len)]
+    mean = "-" if t.mean_len is None else f"{t.mean_len:,.1f}"
+    return ("lengths (unclipped): " + ", ".join(f"{k} {n(k, v)}" for k, v in points)
+            + f", mean {mean}")
+
+
+def shared_warnings(tables: list[tuple[str, BucketTable]]) -> dict[str, list[str]]:
+    """Each distinct warning of ``tables`` and the splits it applies to, in order."""
+    out: dict[str, list[str]] = {}
+    for name, table in tables:
+        for w in table.warnings:
+            out.setdefault(w, []).append(name)
+    return out
 
 
 def split_tables(result: Any) -> list[tuple[str, BucketTable]]:

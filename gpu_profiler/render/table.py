@@ -5,50 +5,66 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable
-from gpu_profiler.render.formats import split_tables, summary_line
+from gpu_profiler.render.formats import (
+    distribution_line,
+    shared_warnings,
+    split_tables,
+    summary_line,
+)
 
 
 def print_profile(result: Any, console: Any) -> None:
-    """Print ``result`` (a ProfileResult) on a rich console."""
-    for name, table in split_tables(result):
-        console.print(bucket_table_view(table, _title(result, name if result.splits else "")))
-        console.print(summary_line(table), highlight=False)
-        for w in table.warnings:
-            console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
-        console.print()
+    """Print ``result`` (a ProfileResult) on a rich console: one bucket table (of every
+    split and their total, a DatasetDict's), each split's summary, then each warning once,
+    naming the splits it applies to."""
+    tables = split_tables(result) if result.splits else [("", result.table)]
+    console.print(bucket_table_view(tables, _title(result)))
+    for name, table in tables:
+        prefix = f"{name}: " if name else ""
+        console.print(prefix + summary_line(table), highlight=False)
+        console.print(prefix + distribution_line(table), highlight=False)
+    for text, names in shared_warnings(tables).items():
+        where = f" ({', '.join(names)})" if any(names) else ""
+        console.print(f"[bold yellow]warning{where}:[/] {text}", highlight=False)
+    console.print()
     if getattr(result, "policies", ()):
         from gpu_profiler.render.analysis import print_policies
 
         print_policies(result.policies, result.table.params, console)
 
 
-def _title(result: Any, split: str) -> str:
-    from rich.markup import escape  # paths and "[train]" are text, not rich markup
+def _title(result: Any) -> str:
+    from rich.markup import escape  # paths are text, not rich markup
 
-    where = f"{result.source}" + (f" [{split}]" if split else "")
-    return escape(f"{where} — {result.length_source}, backend {result.backend}")
+    return escape(f"{result.source} — {result.length_source}, backend {result.backend}")
 
 
-def bucket_table_view(t: BucketTable, title: str) -> Any:
-    """A rich Table of the buckets."""
+def bucket_table_view(tables: list[tuple[str, BucketTable]], title: str) -> Any:
+    """A rich Table of the buckets of each ``(split, table)``: with a split column when
+    there are named splits, a section each."""
     from rich import box
+    from rich.markup import escape  # a split is text, not rich markup
     from rich.table import Table
 
     view = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD,
                  padding=(0, 1), collapse_padding=True, pad_edge=False,
                  caption="%: share of samples; bsz: est. batch size; batches: samples / bsz",
                  caption_justify="left")
-    for col in ("bucket", "samples", "%", "tokens", "avg", "max", "bsz", "batches",
-                "% batches"):
-        view.add_column(col, justify="left" if col == "bucket" else "right", no_wrap=True)
-    for b in t.buckets:
-        size = f"[red]{b.est_batch_size}[/]" if b.over_budget else str(b.est_batch_size)
-        share = f"{b.batch_pct:.1f}"
-        if b.batch_pct > DOMINANT_BATCH_PCT:
-            share = f"[bold yellow]{share}[/]"
-        view.add_row(f"{b.index} [{b.lo},{b.hi})", f"{b.samples:,}", f"{b.sample_pct:.1f}",
-                     _si(b.tokens), f"{b.avg_len:,.0f}", f"{b.max_len:,}", size,
-                     f"{b.est_batches:,.1f}", share)
+    named = any(name for name, _ in tables)
+    for col in ("split",) * named + ("bucket", "samples", "%", "tokens", "avg", "max", "bsz",
+                                     "batches", "% batches"):
+        view.add_column(col, justify="left" if col in ("split", "bucket") else "right",
+                        no_wrap=True)
+    for name, t in tables:
+        for b in t.buckets:
+            size = f"[red]{b.est_batch_size}[/]" if b.over_budget else str(b.est_batch_size)
+            share = f"{b.batch_pct:.1f}"
+            if b.batch_pct > DOMINANT_BATCH_PCT:
+                share = f"[bold yellow]{share}[/]"
+            view.add_row(*(escape(name),) * named, f"{b.index} [{b.lo},{b.hi})",
+                         f"{b.samples:,}", f"{b.sample_pct:.1f}", _si(b.tokens),
+                         f"{b.avg_len:,.0f}", f"{b.max_len:,}", size, f"{b.est_batches:,.1f}",
+                         share, end_section=b is t.buckets[-1])
     return view
 
 

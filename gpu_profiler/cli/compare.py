@@ -1,0 +1,63 @@
+"""``gpu-profiler compare``: two corpora, two runs, or one corpus under two bucketings."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gpu_profiler.cli import analysis as a
+from gpu_profiler.cli import options as o
+from gpu_profiler.cli.output import enforce, gates, show
+
+Other = Annotated[str | None, typer.Argument(
+    metavar="OTHER", help="The source to compare with PATH (a dataset or a saved "
+    "histogram; default: PATH itself, under --bounds-b).", show_default=False)]
+BoundsB = Annotated[str | None, typer.Option(
+    "--bounds-b", metavar="EDGES", help="Bucket edges for OTHER (default: --bounds).",
+    show_default=False)]
+
+
+@o.scan_options
+def compare(
+    path: o.Path_,
+    other: Other = None,
+    bounds_b: BoundsB = None,
+    drop_last: a.DropLast = False,
+    plot: a.Plot = None,
+    fail_if: o.FailIf = None,
+    *,
+    opts: o.ScanOptions,
+) -> None:
+    """Compare OTHER (B) with PATH (A): per-bucket deltas, percentile shifts, and the
+    distances between their lengths (ks, tv, w1).
+
+    Both are read with the same source options; of a DatasetDict, the train split is
+    compared unless --split names another. Every delta is B - A.
+    """
+    from dataclasses import replace
+
+    from gpu_profiler.analysis.compare import compare as run_compare
+    from gpu_profiler.params import parse_bounds
+    from gpu_profiler.render import compare as r
+    from gpu_profiler.render import plots
+    from gpu_profiler.render.output import check_writable
+
+    conditions = gates("compare", fail_if)
+    params_a = opts.params()
+    params_b = params_a if bounds_b is None else replace(params_a,
+                                                         bounds=parse_bounds(bounds_b))
+    if opts.output:
+        check_writable(opts.output)
+    if plot:
+        plots.check_plot(plot)
+    hist_a, _ = a.load_histogram(path, opts, whole=True)
+    hist_b = hist_a if other is None else a.load_histogram(other, opts, whole=True)[0]
+    result = run_compare(hist_a, hist_b, params_a, params_b, source_a=path,
+                         source_b=path if other is None else other, drop_last=drop_last)
+    if plot:
+        plots.save_figure(plots.compare_figure(hist_a, hist_b, result, plots.titled(
+            f"{result.a.source} vs {result.b.source}", "two length distributions")), plot)
+    show(result, opts.output_format, opts.output, r.print_compare, r.compare_markdown,
+         r.compare_csv, opts.width)
+    enforce(conditions, result)

@@ -1,0 +1,148 @@
+"""Execute a scan's plan: parts into histograms, one per *task* (consecutive parts grouped
+by bytes, or one part a task for whoever needs each shard's own: a cache, a scan that
+skips bad shards, `gpu_profiler.tasks`). When the plan reads parts `inline` and the backend
+allows (`Backend.per_part`), tasks run at once on worker threads, each part read in its
+worker's thread: many small shards keep every core busy and cost no thread start-up or
+wait of their own. Otherwise tasks run one after another, each part with its readers' own
+threads. The engine (or a sharded scan's task) sums the histograms."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from gpu_profiler.backends import Backend
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram, merge
+from gpu_profiler.prefetch import prefetched
+from gpu_profiler.progress import ScanProgress
+from gpu_profiler.readers import Part, Reading
+from gpu_profiler.readers.arrow import coalesce
+from gpu_profiler.runs import Run, RunTally
+
+#: Bytes of a task: consecutive parts run together until they hold this many, so that
+#: thousands of small shards make hundreds of tasks, each one histogram.
+TASK_BYTES = 8 << 20
+#: Tasks queued per worker beyond those running (bounds results waiting to be summed).
+AHEAD = 2
+
+#: What `histograms` calls with a task's indices and the error it raised, instead of
+#: raising it: the task then yields nothing (the callback raises to stop the scan).
+OnError = Callable[[list[int], Exception], None]
+
+
+def histograms(parts: list[Part], reading: Reading, backend: Backend, cap: int | None,
+               bar: ScanProgress, task_bytes: int = TASK_BYTES,
+               like: tuple[str, Any] | None = None, on_error: OnError | None = None
+               ) -> Iterator[tuple[list[int], LengthHistogram]]:
+    """``(indices in parts, their histogram)`` for every task (consecutive parts grouped up
+    to ``task_bytes``; 0: one part a task), as each finishes. ``like``: a label and the
+    schema every part must have, checked as each is read (for a scan that did not check
+    them all first); ``on_error``: see `OnError` (by default a task's error is raised)."""
+    tasks = _tasks(parts, task_bytes)
+    split = backend.per_part() if reading.inline else None
+    if split is None:
+        for task in tasks:
+            try:
+                hist = tasks_histogram([parts[i] for i in task], reading, backend, cap, bar,
+                                       like)
+            except Exception as exc:
+                if on_error is None:
+                    raise
+                on_error(task, exc)
+                continue
+            yield task, hist
+        return
+    workers, each = split
+    running: dict[Future, list[int]] = {}
+    with ThreadPoolExecutor(workers, thread_name_prefix="gpu-profiler-part") as pool:
+        try:
+            while True:
+                for task in itertools.islice(tasks, workers * (1 + AHEAD) - len(running)):
+                    running[pool.submit(tasks_histogram, [parts[i] for i in task], reading,
+                                        each, cap, None, like)] = task
+                if not running:
+                    return
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task = running.pop(future)
+                    try:
+                        hist = future.result()
+                    except Exception as exc:
+                        if on_error is None:
+                            raise
+                        on_error(task, exc)
+                        continue
+                    bar.update(samples=hist.total, nbytes=sum(parts[i].nbytes for i in task),
+                               parts=len(task))
+                    yield task, hist
+        finally:
+            for future in running:
+                future.cancel()
+
+
+def tasks_histogram(parts: list[Part], reading: Reading, backend: Backend, cap: int | None,
+                    bar: ScanProgress | None = None, like: tuple[str, Any] | None = None
+                    ) -> LengthHistogram:
+    """The histogram of some parts: their chunks coalesced (small parts together cost one
+    kernel call), their `Run` s (lengths known from metadata) counted apart. Parts read
+    ahead (not inline) are read in a background thread beside the backend. ``like``: as
+    in `histograms`."""
+    runs = RunTally()
+    chunks = coalesce(_chunks(parts, reading, runs, bar, like))
+    counter = backend
+    if not reading.inline and any(p.read_ahead for p in parts):
+        chunks, counter = prefetched(chunks), backend.beside_reader()
+    hist = counter.histogram(chunks, cap)
+    return merge([hist, runs.histogram(cap)]) if runs else hist
+
+
+def _tasks(parts: list[Part], task_bytes: int) -> Iterator[list[int]]:
+    """Indices of consecutive parts, grouped up to ``task_bytes``."""
+    task: list[int] = []
+    size = 0
+    for i, part in enumerate(parts):
+        task.append(i)
+        size += part.nbytes
+        if size >= task_bytes:
+            yield task
+            task, size = [], 0
+    if task:
+        yield task
+
+
+def _chunks(parts: list[Part], reading: Reading, runs: RunTally,
+            bar: ScanProgress | None, like: tuple[str, Any] | None) -> Iterator[Chunk]:
+    """The parts' chunks, each part's schema first checked against ``like`` (if any);
+    `Run` s go to ``runs``; ``bar`` (if any) counts as they come."""
+    for part in parts:
+        if like is not None and part.label != like[0]:
+            same_schema(part.label, part.schema(), like)
+        for chunk in part.chunks(reading):
+            if bar is not None:
+                bar.update(samples=chunk.samples)
+            if isinstance(chunk, Run):
+                runs.add(chunk)
+            else:
+                yield chunk
+        if bar is not None:
+            bar.update(nbytes=part.nbytes, parts=1)
+
+
+def same_schema(label: str, schema: Any, like: tuple[str, Any]) -> None:
+    """A `ProfilerError` unless ``schema`` (of the part ``label``) is ``like`` 's (a label
+    and the schema every part of the scan must have)."""
+    if not schema.equals(like[1], check_metadata=False):
+        raise ProfilerError(f"{label}: schema differs from {like[0]}: "
+                            f"{_schema_diff(schema, like[1])}")
+
+
+def _schema_diff(a: Any, b: Any) -> str:
+    fa = {f.name: str(f.type) for f in a}
+    fb = {f.name: str(f.type) for f in b}
+    diffs = [f"{n}: {fa.get(n, 'missing')} vs {fb.get(n, 'missing')}"
+             for n in dict.fromkeys([*fb, *fa]) if fa.get(n) != fb.get(n)]
+    return "; ".join(diffs) or "field order or nullability"

@@ -1,0 +1,107 @@
+"""Renderings of a `gpu_profiler.analysis.compare.Comparison`: rich tables, Markdown and
+CSV (JSON is its ``to_dict``). Every delta is B - A."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from gpu_profiler.analysis.compare import SHIFTS, side_value
+from gpu_profiler.histogram import PERCENTILES
+
+#: The one CSV schema of ``compare`` (README, "CSV"): a row per bucket index, then an
+#: ``all`` row with the totals, distances and shifts.
+COMPARE_CSV = ("bucket", "lo_a", "hi_a", "lo_b", "hi_b", "samples_a", "samples_b",
+               "samples_delta", "batches_a", "batches_b", "batches_delta", "padding_pct_a",
+               "padding_pct_b", "padding_pct_delta", "steps_per_epoch_a",
+               "steps_per_epoch_b", "ks", "tv", "w1", *(f"{k}_shift" for k in SHIFTS))
+
+#: The summary rows: (label, key of `Side.to_dict` or a percentile).
+_SUMMARY = (("samples", "total_samples"), ("tokens (unclipped)", "total_tokens"),
+            ("tokens (clipped)", "clipped_tokens"), ("min", "min_len"),
+            *((k, k) for k in PERCENTILES), ("max", "max_len"), ("mean", "mean_len"),
+            ("steps/epoch", "steps_per_epoch"), ("max batch %", "max_batch_pct"),
+            ("padding %", "padding_pct"))
+
+
+def _num(v: Any, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    sign = "+" if signed else ""
+    return f"{v:{sign},.0f}" if float(v).is_integer() else f"{v:{sign},.2f}"
+
+
+def _summary(c: Any) -> list[tuple[str, str, str, str]]:
+    a, b = c.a.to_dict(), c.b.to_dict()
+    return [(label, _num(side_value(a, key)), _num(side_value(b, key)),
+             _num(c.shift(key), signed=True)) for label, key in _SUMMARY]
+
+
+def _edges(d: dict[str, Any], side: str) -> str:
+    lo, hi = d[f"lo_{side}"], d[f"hi_{side}"]
+    return "-" if lo is None else f"[{lo},{hi})"
+
+
+def _bucket_cells(b: Any) -> list[str]:
+    """A `BucketDelta` as the per-bucket table's cells."""
+    d = b.to_dict()
+    return [str(b.index), _edges(d, "a"), _edges(d, "b"), _num(d["samples_a"]),
+            _num(d["samples_b"]), _num(d["samples_delta"], True),
+            _num(d["batches_delta"], True), _num(d["padding_pct_delta"], True)]
+
+
+def distance_line(c: Any) -> str:
+    """The three distances in one line."""
+    d = c.distances
+    return (f"distances: ks {d.ks:.4f}, tv {d.tv:.4f}, w1 {d.w1:,.2f} tokens"
+            + ("" if d.exact else " (not exact: see the warning)"))
+
+
+def print_compare(c: Any, console: Any) -> None:
+    """Summary side by side, the distances, then the per-bucket deltas."""
+    from rich.markup import escape
+
+    from gpu_profiler.render.analysis import _table, _warn
+
+    view = _table(escape(f"B: {c.b.source}  vs  A: {c.a.source}"), ("", "A", "B", "B - A"))
+    for row in _summary(c):
+        view.add_row(*row)
+    console.print(view)
+    console.print(distance_line(c), highlight=False)
+    per = _table("per bucket", ("bucket", "A", "B", "samples A", "samples B", "Δ samples",
+                                "batches Δ", "padding % Δ"),
+                 caption="A, B: bucket edges; batches: est. batches; padding: fixed policy")
+    for b in c.buckets:
+        per.add_row(*_bucket_cells(b))
+    console.print(per)
+    _warn(console, c.warnings)
+
+
+def compare_markdown(c: Any) -> str:
+    out = ["| | A | B | B - A |", "|---|--:|--:|--:|"]
+    out += [f"| {' | '.join(row)} |" for row in _summary(c)]
+    out += ["", distance_line(c), "",
+            "| bucket | A | B | samples A | samples B | Δ samples | batches Δ | padding % Δ |",
+            "|---|---|---|--:|--:|--:|--:|--:|"]
+    out += [f"| {' | '.join(_bucket_cells(b))} |" for b in c.buckets]
+    out += [f"\n> **warning:** {w}" for w in c.warnings]
+    return "\n".join(out) + "\n"
+
+
+def compare_csv(c: Any) -> str:
+    """A comparison in the `COMPARE_CSV` schema."""
+    out = io.StringIO()
+    w = csv.DictWriter(out, COMPARE_CSV, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    for b in c.buckets:
+        w.writerow({"bucket": b.index, **b.to_dict()})
+    d = c.to_dict()
+    w.writerow({**d, "bucket": "all", "samples_a": d["a"]["total_samples"],
+                "samples_b": d["b"]["total_samples"],
+                "samples_delta": d["total_samples_shift"],
+                "padding_pct_a": d["a"]["padding_pct"], "padding_pct_b": d["b"]["padding_pct"],
+                "padding_pct_delta": d["padding_pct_shift"],
+                "steps_per_epoch_a": d["a"]["steps_per_epoch"],
+                "steps_per_epoch_b": d["b"]["steps_per_epoch"]})
+    return out.getvalue()

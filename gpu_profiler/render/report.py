@@ -1,0 +1,181 @@
+"""The offline HTML report (``gpu-profiler report``): one self-contained file, inline CSS
+and inline SVG plots, nothing that reaches the network (every link in it is a ``#``
+fragment or a ``data:`` URI). Every string from the data (paths, split and field names,
+warnings) is HTML-escaped here; the SVGs are matplotlib's, which escapes its own text.
+
+Tables name each column's JSON key (``data-field``), so a reader (or a test) can match a
+cell to ``profile -f json``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+from gpu_profiler.render.analysis import policy_note
+
+_CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
+       padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; overflow-wrap: anywhere; } h2 { margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.2em 0.7em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+caption { caption-side: top; text-align: left; font-weight: 600; padding: 0.3em 0; }
+pre { background: #f4f4f4; padding: 0.8em; white-space: pre-wrap; overflow-wrap: anywhere; }
+.warning { border-left: 4px solid #D55E00; padding: 0.3em 0.8em; margin: 0.5em 0;
+           background: #fdf1ea; }
+figure { margin: 1em 0; } svg { max-width: 100%; height: auto; }
+"""
+
+#: Even if the page held a link, the browser would fetch nothing.
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def _cell(value: Any) -> str:
+    """A number as the tables show it: integers with thousands separators, other numbers
+    to two decimals; None as an empty cell."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return escape(str(value))
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:,.2f}"
+
+
+def table(caption: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence[Any]],
+          ident: str) -> str:
+    """An HTML table: ``columns`` are ``(json key, header)``; every value is escaped."""
+    head = "".join(f'<th data-field="{escape(k)}">{escape(h)}</th>' for k, h in columns)
+    body = "".join("<tr>" + "".join(f'<td data-field="{escape(k)}">{_cell(v)}</td>'
+                                    for (k, _), v in zip(columns, row, strict=True)) + "</tr>"
+                   for row in rows)
+    return (f'<table id="{escape(ident)}"><caption>{escape(caption)}</caption>'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+_BUCKETS = (("index", "bucket"), ("lo", "lo"), ("hi", "hi"), ("samples", "samples"),
+            ("sample_pct", "samples %"), ("tokens", "tokens (clipped)"),
+            ("avg_len", "avg len"), ("max_len", "max len"), ("est_batch_size", "batch size"),
+            ("est_batches", "est. batches"), ("batch_pct", "batches %"))
+_SUMMARY = ("total_samples", "total_tokens", "clipped_tokens", "truncated_samples",
+            "truncated_tokens", "null_samples", "invalid_samples", "unbucketed_samples",
+            "total_est_batches", "steps_per_epoch")
+
+
+def summary(split: str, t: Any) -> str:
+    """The corpus-level counts, then the distribution of the unclipped lengths."""
+    d = t.to_dict()
+    counts = table(f"summary ({split})", (("field", "field"), ("value", "value")),
+                   [(k, d[k]) for k in _SUMMARY], f"summary-{split}")
+    dist = {"min_len": t.min_len, "mean_len": t.mean_len, **t.percentiles,
+            "max_len": t.max_len}
+    cols = [(k, k) for k in dist]
+    lengths = table(f"lengths ({split}, unclipped, nearest-rank percentiles; tokens)", cols,
+                    [list(dist.values())], f"lengths-{split}")
+    bounds = "".join(f"<p>{escape(k)} lies in [{lo:,}, {hi:,}] (above the binned range)</p>"
+                     for k, (lo, hi) in t.percentile_bounds.items())
+    return counts + lengths + bounds
+
+
+def buckets(split: str, t: Any) -> str:
+    rows = [[getattr(b, k) for k, _ in _BUCKETS] for b in t.buckets]
+    return table(f"buckets ({split})", _BUCKETS, rows, f"buckets-{split}")
+
+
+def policies(pols: Sequence[Any]) -> str:
+    """Every policy side by side, then each one's buckets."""
+    cols = (("name", "policy"), ("total_batches", "batches"),
+            ("steps_per_epoch", "steps/epoch"), ("tokens", "tokens"),
+            ("padded_tokens", "padded tokens"), ("padding_pct", "padding %"))
+    split = pols[0].split if pols else None
+    out = [table("batching policies" + (f" of split {split}" if split else ""), cols,
+                 [[getattr(p, k) for k, _ in cols] for p in pols], "policies")]
+    per = (("index", "bucket"), ("lo", "lo"), ("hi", "hi"), ("samples", "samples"),
+           ("batch_size", "batch size"), ("batches", "batches"),
+           ("sample_pct", "samples %"), ("token_pct", "tokens %"),
+           ("batch_pct", "batches %"), ("padding_pct", "padding %"))
+    for p in pols:
+        out.append(f"<p>{escape(p.name)}: {escape(policy_note(p))}</p>")
+        if p.buckets:
+            out.append(table(f"{p.name}: buckets", per,
+                             [[getattr(b, k) for k, _ in per] for b in p.buckets],
+                             f"policy-{p.name}"))
+    return "".join(out)
+
+
+def proposals(s: Any) -> str:
+    """The proposals side by side (``s`` a `Suggestion`), or why there are none (``s`` the
+    reason)."""
+    if isinstance(s, str):
+        return f"<p>No bounds to propose: {escape(s)}</p>"
+    cols = (("method", "method"), ("bounds", "bounds"), ("padded_tokens", "padded tokens"),
+            ("padding_pct", "padding %"), ("total_batches", "batches"),
+            ("steps_per_epoch", "steps/epoch"), ("max_batch_pct", "largest share %"))
+    rows = [[q.method, ",".join(map(str, q.bounds)), *(getattr(q, k) for k, _ in cols[2:])]
+            for q in s.proposals]
+    return table(f"bounds for {s.buckets} buckets, scored under the fixed policy", cols, rows,
+                 "suggestions")
+
+
+def orders(r: Any) -> str:
+    cols = (("name", "order"), ("longest_run", "longest run"),
+            ("longest_run_bucket", "of bucket"), ("expected_longest_run", "mean longest"),
+            ("lag1_autocorr", "lag-1 corr"), ("window_spread", "window spread"),
+            ("window_min", "window min"), ("window_max", "window max"))
+    return table(f"batch orders ({sum(r.batches):,} batches, policy {r.policy}, windows of "
+                 f"{r.log_window} batches)", cols,
+                 [[getattr(o, k) for k, _ in cols] for o in r.orders], "orders")
+
+
+def warnings(found: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """Every warning once, with where it was found (each names its own fix)."""
+    where: dict[str, list[str]] = {}
+    for origin, texts in found:
+        for w in texts:
+            where.setdefault(w, []).append(origin)
+    if not where:
+        return "<p>No warnings.</p>"
+    return "".join(f'<div class="warning"><b>{escape(", ".join(dict.fromkeys(o)))}:</b> '
+                   f"{escape(w)}</div>" for w, o in where.items())
+
+
+def inline_svg(fig: Any) -> str:
+    """``fig`` as an ``<svg>`` element for the page: no XML prolog, no RDF metadata."""
+    from gpu_profiler.render.plots import figure_bytes
+
+    svg = figure_bytes(fig, "svg").decode()
+    svg = svg[svg.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+
+
+def figure(caption: str, fig: Any) -> str:
+    return f"<figure>{inline_svg(fig)}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any]],
+                tables: Sequence[tuple[str, Any]], pols: Sequence[Any], suggestion: Any | str,
+                schedule: Any, found: Sequence[tuple[str, Sequence[str]]],
+                figures: dict[str, tuple[str, Any]]) -> str:
+    """The page. ``tables``: ``(split, BucketTable)``, the whole source last (``all``);
+    ``suggestion``: a `Suggestion`, or why there is none; ``figures``: ``(caption,
+    matplotlib figure)`` of the ``profile``, ``suggest`` (when there is a suggestion) and
+    ``schedule`` sections; ``found``: warnings by origin."""
+    params = table("parameters", (("name", "name"), ("value", "value")), parameters,
+                   "parameters")
+    parts = [f"<h1>{escape(title)}</h1>",
+             "<h2>Summary</h2>", *(summary(s, t) for s, t in tables),
+             "<h2>Buckets</h2>", *(buckets(s, t) for s, t in tables),
+             figure(*figures["profile"]),
+             "<h2>Warnings</h2>", warnings(found),
+             "<h2>Batching policies</h2>", policies(pols),
+             "<h2>Bounds suggestions</h2>", proposals(suggestion),
+             figure(*figures["suggest"]) if "suggest" in figures else "",
+             "<h2>Batch order</h2>", orders(schedule), figure(*figures["schedule"]),
+             "<h2>Command</h2>", f"<pre id=\"command\">{escape(command)}</pre>", params]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+            f"<title>{escape(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+            + "\n".join(parts) + "\n</body></html>\n")

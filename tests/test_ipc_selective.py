@@ -652,3 +652,28 @@ def test_buffers_are_reused_only_once_dropped():
     del view
     assert reuse.take(100) is first()  # nothing refers to it any more
     assert reuse.take(10, np.int64).dtype == np.int64
+
+
+@pytest.mark.parametrize("kind", ["stream", "file"])
+def test_one_huge_batch_is_read_in_bounded_pieces(tmp_path, monkeypatch, kind):
+    """A single record batch far larger than a window (a 4 GB file can be one batch) is
+    fetched in pieces of at most FETCH_BYTES, never whole, and counted exactly."""
+    monkeypatch.setattr(ipc_selective, "WINDOW", 64 << 10)
+    monkeypatch.setattr(ipc_selective, "FETCH_BYTES", 64 << 10)
+    t = lengths_table(200_000, pa.int32(), nulls=0.01).select(["length"])
+    path = write(tmp_path / "one.arrow", t, kind, 200_000)
+    sizes = []
+    window, fetch = ipc_selective.SelectiveReader._window, ipc_selective.PositionedFile.fetch
+
+    def spy_window(self, pos, n):
+        sizes.append(n)
+        return window(self, pos, n)
+
+    def spy_fetch(self, lo, hi, into=None):
+        sizes.append(int((hi - lo).sum()))
+        return fetch(self, lo, hi, into)
+
+    monkeypatch.setattr(ipc_selective.SelectiveReader, "_window", spy_window)
+    monkeypatch.setattr(ipc_selective.PositionedFile, "fetch", spy_fetch)
+    assert outcome(path, kind) == reference(path, kind)
+    assert max(sizes) <= 2 * (64 << 10) < path.stat().st_size // 4

@@ -677,3 +677,30 @@ def test_one_huge_batch_is_read_in_bounded_pieces(tmp_path, monkeypatch, kind):
     monkeypatch.setattr(ipc_selective.PositionedFile, "fetch", spy_fetch)
     assert outcome(path, kind) == reference(path, kind)
     assert max(sizes) <= 2 * (64 << 10) < path.stat().st_size // 4
+
+
+@pytest.mark.parametrize("kind", ["stream", "file"])
+@pytest.mark.parametrize(("compression", "offsets"), [
+    (None, [-1, 2, 3, 6]), (None, [0, 2, 3, 7]), (None, [0, 2, 3, 0x7FFFFFFF]),
+    (None, [0, 3, 2, 6]), ("zstd", [0, 3, 2, 6])])  # pyarrow writes only this one compressed
+def test_list_offsets_outside_the_child_are_corrupt_in_both_readers(tmp_path, kind,
+                                                                    compression, offsets):
+    """Offsets that start below 0, end past the child array (6 values) or decrease break
+    the Arrow format's own rules: both readers refuse them, whatever --offsets-of reads."""
+    t = pa.table({"input_ids": pa.array([[1, 2], [3], [4, 5, 6]], pa.list_(pa.int32()))})
+    path = write(tmp_path / "l.arrow", t, kind)
+    good = np.array([0, 2, 3, 6], np.int32).tobytes()
+    spec = LengthSpec("input_ids", offsets=True)
+    if compression is None:
+        data = path.read_bytes()
+        assert data.count(good) == 1
+        path.write_bytes(data.replace(good, np.array(offsets, np.int32).tobytes()))
+    else:  # rewrite the batch compressed, around the bad offsets
+        arr = pa.ListArray.from_buffers(pa.list_(pa.int32()), 3, [
+            None, pa.py_buffer(np.array(offsets, np.int32).tobytes())],
+            children=[pa.array([1, 2, 3, 4, 5, 6], pa.int32())])
+        bad = pa.table({"input_ids": arr})
+        path = write(tmp_path / "z.arrow", bad, kind, compression=compression)
+    got, want = outcome(path, kind, spec), reference(path, kind, spec)
+    assert isinstance(got, ProfilerError) and isinstance(want, ProfilerError), (got, want)
+    assert "offsets" in str(got)

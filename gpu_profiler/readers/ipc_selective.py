@@ -202,7 +202,7 @@ class SelectiveReader:
             later = None
             if not (win.covers(vlo[-1:], vhi[-1:]) & win.covers(dlo[-1:], dhi[-1:]))[0]:
                 recs = recs[:-1]  # only the last message can run past the window
-                if sparse:
+                if sparse or total > WINDOW:  # fetched on its own, in bounded pieces
                     later = last[None]
                 else:  # read it again, whole, at the start of the next window
                     nxt, status = int(last[fmt.R_MSG]), fmt.NEED_MORE

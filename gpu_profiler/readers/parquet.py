@@ -4,9 +4,10 @@ over a bounded queue, so memory stays bounded whatever the file size; a file of 
 or any file of a scan that runs many shards at once (`Reading.inline`), is decoded in the
 calling thread, with no thread started. With ``--trust-statistics`` a row group whose
 statistics say every value is equal (min == max, null count known) is counted from the
-footer without reading it; by default every value is read, since nothing but reading proves
-a footer right, and the default path never asks pyarrow for a column chunk's metadata
-(pyarrow's accessor aborts the process on some malformed footers instead of raising).
+footer without reading it (`parquet_stats`, in a helper process); by default every value is
+read, since nothing but reading proves a footer right, and the default path never asks
+pyarrow for a column chunk's metadata (its accessor aborts the process on some malformed
+footers instead of raising).
 
 Files are read with positioned reads through a bounded buffer, never memory-mapped (mapped
 pages would count toward the resident set)."""
@@ -172,13 +173,18 @@ def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
     md = pf.metadata
     try:
         leaf = _leaf_index(md, spec)
+        runs: list[Run | None] = [None] * md.num_row_groups
+        if trust_statistics and not spec.offsets:
+            from gpu_profiler.readers import parquet_stats
+
+            runs = parquet_stats.runs(path, leaf)
         todo: list[tuple[list[int], int]] = []  # (row groups, rows per batch)
         rows = 0
         for i in groups if groups is not None else range(md.num_row_groups):
             rg = md.row_group(i)
             if not rg.num_rows:
                 continue
-            run = _stats_run(rg, leaf) if trust_statistics and not spec.offsets else None
+            run = runs[i]
             if run is not None:
                 yield run
                 continue
@@ -221,27 +227,6 @@ def _leaf_index(md: pq.FileMetaData, spec: LengthSpec) -> int:
         if path == spec.name or (spec.offsets and path.split(".", 1)[0] == spec.name):
             return j
     raise ValueError(f"no leaf column for {spec.name!r}")
-
-
-def _stats_run(rg: pq.RowGroupMetaData, leaf: int) -> Run | None:
-    """A `Run` when the statistics alone give this row group's histogram exactly: every
-    non-null value equal (min == max) or every value null, with the null count known and
-    consistent with the row count. Otherwise None (the row group is decoded)."""
-    col = rg.column(leaf)
-    stats = col.statistics
-    if stats is None or not stats.has_null_count or col.physical_type not in ("INT32", "INT64"):
-        return None
-    nulls, values = stats.null_count, stats.num_values
-    if nulls < 0 or values < 0 or nulls + values != rg.num_rows:
-        return None
-    if values == 0:
-        return Run(0, 0, nulls)
-    if not stats.has_min_max:
-        return None
-    lo, hi = stats.min, stats.max
-    if not isinstance(lo, int) or lo != hi:
-        return None
-    return Run(lo, values, nulls)
 
 
 def _batch_rows(rg: pq.RowGroupMetaData, spec: LengthSpec) -> int:

@@ -64,7 +64,7 @@ def print_compare(c: Any, console: Any) -> None:
 
     from gpu_profiler.render.analysis import _table, _warn
 
-    view = _table(escape(f"B: {c.b.source}  vs  A: {c.a.source}"), ("", "A", "B", "B - A"))
+    view = _table(escape(f"A: {c.a.source}  vs  B: {c.b.source}"), ("", "A", "B", "B - A"))
     for row in _summary(c):
         view.add_row(*row)
     console.print(view)

@@ -168,3 +168,20 @@ def test_python_profile_policies_of_the_train_split(train_test, train_hist):
     assert r.policies[0].total_batches == evaluate_policy(train_hist, "fixed").total_batches
     ds = datasets.load_from_disk(str(train_test))  # an in-memory DatasetDict too
     assert gp.profile(ds, policies="fixed").policies[0].to_dict() == r.policies[0].to_dict()
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_one_dominant_bucket_is_one_warning_naming_every_split(tmp_path, fmt, capsys):
+    """Three splits with the same long-bucket excess: one warning names all three (the
+    first split's fix, the others' shares), not three near-identical ones."""
+    x = train_lengths()
+    dd = save(tmp_path / "dd", train=x, validation=x[:2000], test=x[2000:4000])
+    rc, out, _ = run(["profile", dd, "-q", "-f", fmt], capsys)
+    warnings = [line for line in out.splitlines() if "warning" in line]
+    assert rc == 0 and len(warnings) == 1, warnings
+    line = warnings[0]
+    assert "train, validation, test" in line and "numbers of train" in line
+    d = json.loads(run(["profile", dd, "-q", "-f", "json"], capsys)[1])
+    for split in ("validation", "test"):  # each split's own numbers, in the warning too
+        a = d["splits"][split]["advice"]
+        assert f"{split}: {a['batch_pct']:.1f}% of its {a['total_batches']:,} batches" in line

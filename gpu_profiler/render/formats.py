@@ -110,11 +110,28 @@ def distribution_line(t: BucketTable) -> str:
 
 
 def shared_warnings(tables: list[tuple[str, BucketTable]]) -> dict[str, list[str]]:
-    """Each distinct warning of ``tables`` and the splits it applies to, in order."""
+    """Each distinct warning of ``tables`` and the splits it applies to, in order. The
+    advice on one dominant bucket is one warning whatever split it is given for: the first
+    split's text, then the other splits' shares of their batches."""
     out: dict[str, list[str]] = {}
+    advised: dict[tuple[int, int, int], list[tuple[str, Any]]] = {}
     for name, table in tables:
+        advice = getattr(table, "advice", None)
         for w in table.warnings:
+            if advice is not None and w == advice.text:
+                same = advised.setdefault((advice.bucket, advice.lo, advice.hi), [])
+                same.append((name, advice))
+                if len(same) > 1:
+                    continue
             out.setdefault(w, []).append(name)
+    for same in advised.values():
+        if len(same) > 1:
+            (first, advice), rest = same[0], same[1:]
+            others = "; ".join(f"{n}: {a.batch_pct:.1f}% of its {a.total_batches:,} batches"
+                               for n, a in rest)
+            out = {(f"{w} (numbers of {first}; {others})" if w == advice.text else w):
+                   ([first] + [n for n, _ in rest] if w == advice.text else names)
+                   for w, names in out.items()}
     return out
 
 

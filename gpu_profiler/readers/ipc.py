@@ -128,9 +128,9 @@ def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
     if reader is not None and reader not in READERS:
         raise ProfilerError(f"unknown IPC reader {reader!r}: choose one of: {', '.join(READERS)}")
     if reader is None and light and dense(known or schema(path, kind), spec):
-        return _handed_over(path, kind, spec, inflate=False)
+        return _handed_over(path, kind, spec, inflate=False, known=known)
     if reader == "pyarrow":
-        return _handed_over(path, kind, spec, inflate=True)
+        return _handed_over(path, kind, spec, inflate=True, known=known)
     return _selective_chunks(path, kind, spec, segmented)
 
 
@@ -141,24 +141,30 @@ def _selective_chunks(path: Path, kind: str, spec: LengthSpec,
     return ipc_selective.chunks(path, kind, spec, segmented)
 
 
-def _handed_over(path: Path, kind: str, spec: LengthSpec, inflate: bool) -> Iterator[Chunk]:
+def _handed_over(path: Path, kind: str, spec: LengthSpec, inflate: bool,
+                 known: pa.Schema | None = None) -> Iterator[Chunk]:
     """pyarrow's reader; should it fail, the selective reader takes over where it stopped,
     so a damaged file gives the selective reader's result or error (which names the byte
     offset) whichever reader started, and damage outside the length column (which only
     pyarrow reads) does not matter. A file that fails `ipc_check.check` is read
     selectively from the start, and so is a compressed one unless ``inflate``: a light
     scan leaves those to the selective reader, which inflates in bounded steps where
-    pyarrow inflates whole buffers."""
+    pyarrow inflates whole buffers. A small file is read once, for the check and for
+    pyarrow (`WHOLE_BYTES`)."""
+    data = None
     try:
-        walked = ipc_check.check(path, kind)
-    except ProfilerError:
+        if os.path.getsize(path) <= WHOLE_BYTES:
+            with open(path, "rb") as f:
+                data = f.read()
+        walked = ipc_check.check(path, kind, data)
+    except (ProfilerError, OSError):
         walked = None
     if walked is None or (walked.compressed and not inflate):
         yield from _selective_chunks(path, kind, spec)
         return
     done = 0
     try:
-        for chunk in _pyarrow_chunks(path, kind, spec):
+        for chunk in _pyarrow_chunks(path, kind, spec, data, known):
             yield chunk
             done += chunk.samples
     except ProfilerError:
@@ -266,25 +272,30 @@ def _open(path: Path, kind: str, spec: LengthSpec):
         raise _pyarrow_error(path, kind, exc) from None
 
 
-def _pyarrow_chunks(path: Path, kind: str, spec: LengthSpec) -> Iterator[Chunk]:
-    """pyarrow's reader of the length column (of a file `ipc_check.check` passed)."""
-    columns = _whole(path, kind, spec) if os.path.getsize(path) <= WHOLE_BYTES else None
+def _pyarrow_chunks(path: Path, kind: str, spec: LengthSpec, data: bytes | None = None,
+                    known: pa.Schema | None = None) -> Iterator[Chunk]:
+    """pyarrow's reader of the length column (of a file `ipc_check.check` passed; ``data``:
+    its bytes, when small, ``known``: its schema, when read already)."""
+    columns = None
+    if data is not None:
+        columns = _whole(data, kind, (known or schema(path, kind)).get_field_index(spec.name),
+                         spec)
     if columns is None:
         columns = _columns(_open(path, kind, spec), kind, path)
     return arrays_to_chunks(columns if spec.offsets else _grouped(columns), spec)
 
 
-def _whole(path: Path, kind: str, spec: LengthSpec) -> Iterator[pa.Array] | None:
-    """The length column of every record batch of a small file, read in one call (batch
-    by batch costs more than its bytes) and checked as `_columns` checks them, as one
-    array when it can be; None when that fails (the batch-by-batch read then says where)."""
+def _whole(data: bytes, kind: str, index: int, spec: LengthSpec
+           ) -> Iterator[pa.Array] | None:
+    """Column ``index`` of every record batch of a small file's bytes, read in one call
+    (batch by batch costs more than its bytes) and checked as `_columns` checks them, as
+    one array when it can be; None when that fails (the batch-by-batch read then says
+    where)."""
     try:
-        with open(path, "rb") as f:
-            data = pa.py_buffer(f.read())
-        index = schema(path, kind).get_field_index(spec.name)
         options = pa.ipc.IpcReadOptions(included_fields=[index])
-        reader = pa.ipc.open_file(data, options=options) if kind == "file" else \
-            pa.ipc.open_stream(data, options=options)
+        buf = pa.py_buffer(data)
+        reader = pa.ipc.open_file(buf, options=options) if kind == "file" else \
+            pa.ipc.open_stream(buf, options=options)
         column = reader.read_all().column(0)
         _validate(column)  # each batch's column, in one call
         if spec.offsets or pa.types.is_dictionary(column.type):

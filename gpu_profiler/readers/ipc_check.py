@@ -49,6 +49,8 @@ class _Window:
         self.start, self.data = 0, b""
 
     def read(self, pos: int, n: int) -> bytes:
+        if self.fd < 0:  # the whole file, given
+            return self.data[pos:pos + n]
         if not (self.start <= pos and pos + n <= self.start + len(self.data)):
             self.start = pos
             self.data = os.pread(self.fd, max(n, _WINDOW), pos)
@@ -90,13 +92,18 @@ class _Flat:
         return start + 4, n
 
 
-def check(path: Path, kind: str) -> Walked:
-    """Walk ``path`` (an IPC ``file`` or ``stream``) as described above.
+def check(path: Path, kind: str, data: bytes | None = None) -> Walked:
+    """Walk ``path`` (an IPC ``file`` or ``stream``; ``data``: its bytes, when read
+    already) as described above.
 
     Raises:
         ProfilerError: a size or offset that lies outside the file, a footer that
             disagrees with its messages, or a batch inflating past :data:`MAX_INFLATED`.
     """
+    if data is not None:
+        w = _Window(-1, len(data))
+        w.data = data  # every read falls inside it
+        return _file(path, w) if kind == "file" else _stream(path, w, 0, w.size)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:

@@ -78,8 +78,7 @@ def _mutants(rng: np.random.Generator, data: bytes, n: int) -> list[bytes]:
         i = int(rng.integers(0, max(len(b) - 8, 1)))
         i -= i % 4
         word = crafted[int(rng.integers(0, len(crafted)))]
-        b[i:i + 8] = struct.pack("<q", word)[:len(b) - i] if i + 8 > len(b) else \
-            struct.pack("<q", word)
+        b[i:i + 8] = struct.pack("<q", word)[:len(b) - i]  # the file may be under 8 bytes
         out.append(bytes(b))
     return out
 

@@ -223,25 +223,13 @@ def _big_endian(meta: bytes) -> bool:
     """Whether a Schema message's flatbuffer declares big-endian data (Message.header ->
     Schema.endianness), read in Python so that checking a file needs no numba. Malformed
     metadata reads as False: pyarrow's verifying parser reports it next."""
-
-    def read(fmt: str, p: int) -> int:
-        if p < 0:
-            raise struct.error("negative offset")
-        return struct.unpack_from(fmt, meta, p)[0]
-
-    def field(table: int, i: int) -> int | None:
-        vtable = table - read("<i", table)
-        slot = 4 + 2 * i
-        at = read("<H", vtable + slot) if slot + 2 <= read("<H", vtable) else 0
-        return table + at if at else None
-
+    fb = ipc_check.Flat(meta)
     try:
-        message = read("<I", 0)
-        header = field(message, 2)
+        header = fb.table(fb.get("<I", 0), 2)
         if header is None:
             return False
-        endianness = field(header + read("<I", header), 0)
-        return endianness is not None and read("<h", endianness) == 1
+        endianness = fb.field(header, 0)
+        return endianness is not None and fb.get("<h", endianness) == 1
     except struct.error:
         return False
 
@@ -253,16 +241,15 @@ def _pyarrow_error(path: Path, kind: str, exc: Exception,
                          f"{first_line(exc)}")
 
 
-def _open(path: Path, kind: str, spec: LengthSpec):
-    """pyarrow's reader of the length column of an IPC file (positioned reads) or stream
-    (1 MiB reads). Never a memory map: its pages would count as the process's resident
-    memory."""
-    field = schema(path, kind).get_field_index(spec.name)
+def _open(path: Path, kind: str, first: pa.Schema, index: int):
+    """pyarrow's reader of field ``index`` (of ``first``, the schema message's schema) of
+    an IPC file (positioned reads) or stream (1 MiB reads). Never a memory map: its pages
+    would count as the process's resident memory."""
     try:
-        options = pa.ipc.IpcReadOptions(included_fields=[field])
+        options = pa.ipc.IpcReadOptions(included_fields=[index])
         if kind == "file":
             reader = pa.ipc.open_file(pa.OSFile(str(path)), options=options)
-            if not reader.schema.field(0).equals(schema(path, kind).field(field)):
+            if not reader.schema.field(0).equals(first.field(index)):
                 raise corrupt(path, kind, 8, "the footer's schema differs from the schema "
                                              "message's")
             return reader
@@ -276,12 +263,11 @@ def _pyarrow_chunks(path: Path, kind: str, spec: LengthSpec, data: bytes | None 
                     known: pa.Schema | None = None) -> Iterator[Chunk]:
     """pyarrow's reader of the length column (of a file `ipc_check.check` passed; ``data``:
     its bytes, when small, ``known``: its schema, when read already)."""
-    columns = None
-    if data is not None:
-        columns = _whole(data, kind, (known or schema(path, kind)).get_field_index(spec.name),
-                         spec)
+    first = known or schema(path, kind)
+    index = first.get_field_index(spec.name)
+    columns = None if data is None else _whole(data, kind, index, spec)
     if columns is None:
-        columns = _columns(_open(path, kind, spec), kind, path)
+        columns = _columns(_open(path, kind, first, index), kind, path)
     return arrays_to_chunks(columns if spec.offsets else _grouped(columns), spec)
 
 

@@ -58,7 +58,7 @@ class _Window:
         return self.data[at:at + n]
 
 
-class _Flat:
+class Flat:
     """Bounds-checked reads of one flatbuffer (a message's metadata or a file's footer)."""
 
     def __init__(self, buf: bytes) -> None:
@@ -148,7 +148,7 @@ def _file(path: Path, w: _Window) -> Walked:
     schema = _message(path, "file", w, 8, start)
     if schema is None or schema[0] != SCHEMA:
         raise corrupt(path, "file", 8, "the file does not open with its schema message")
-    fb = _Flat(w.read(start, flen))
+    fb = Flat(w.read(start, flen))
     compressed, batches = False, 0
     try:
         footer = fb.get("<I", 0)
@@ -186,7 +186,7 @@ def _message(path: Path, kind: str, w: _Window, pos: int, end: int
     if length < 0 or pos + prefix + length > end:
         raise corrupt(path, kind, pos, f"message metadata of {length} bytes does not fit "
                                        "the file")
-    fb = _Flat(w.read(pos + prefix, length))
+    fb = Flat(w.read(pos + prefix, length))
     try:
         root = fb.get("<I", 0)
         at = fb.field(root, 1)
@@ -209,7 +209,7 @@ def _message(path: Path, kind: str, w: _Window, pos: int, end: int
     return header, prefix + length + body, squeezed
 
 
-def _inflated(path: Path, kind: str, w: _Window, fb: _Flat, batch: int, body_at: int,
+def _inflated(path: Path, kind: str, w: _Window, fb: Flat, batch: int, body_at: int,
               body: int, pos: int) -> None:
     """Refuse a compressed batch whose buffers declare more than :data:`MAX_INFLATED`."""
     first, n = fb.vector(batch, 2)

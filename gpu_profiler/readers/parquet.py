@@ -172,12 +172,11 @@ def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
     pf = _open(path, footer)
     md = pf.metadata
     try:
-        leaf = _leaf_index(md, spec)
         runs: list[Run | None] = [None] * md.num_row_groups
         if trust_statistics and not spec.offsets:
             from gpu_profiler.readers import parquet_stats
 
-            runs = parquet_stats.runs(path, leaf)
+            runs = parquet_stats.runs(path, _leaf_index(md, spec))
         todo: list[tuple[list[int], int]] = []  # (row groups, rows per batch)
         rows = 0
         for i in groups if groups is not None else range(md.num_row_groups):

@@ -376,10 +376,6 @@ class _Column:
         return np.where(recs[:, fmt.R_TYPE] == fmt.DICTIONARY_BATCH, self.dtype.itemsize,
                         self.item.itemsize)
 
-    def extra(self, recs: np.ndarray) -> np.ndarray:
-        """1 for list offsets (one more entry than rows), else 0."""
-        return ((recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH) & self.offsets).astype(np.int64)
-
     @staticmethod
     def what(rec: np.ndarray) -> str:
         return "dictionary batch" if rec[fmt.R_TYPE] == fmt.DICTIONARY_BATCH else \
@@ -578,16 +574,12 @@ class _Assembler:
         yield from self._put(lengths, valid)
 
     def _data(self, rec: np.ndarray, fetched: Fetched) -> np.ndarray:
-        """The values (or, for list offsets, the lengths) of one batch."""
+        """The values of one batch of a dictionary-encoded column: a dictionary batch's
+        values, or a record batch's indices (never list offsets: those are not
+        dictionary-encoded, and compressed ones are `_inflated`)."""
         rows = int(rec[fmt.R_LEN])
         w = int(self.col.width(rec[None])[0])
-        extra = int(self.col.extra(rec[None])[0])
-        raw = self._buffer(rec, fetched, fmt.R_DOFF, fmt.R_DLEN, (rows + extra) * w)
-        if extra:
-            offsets = raw.view(self.col.item).astype(np.int64)
-            lengths = np.diff(offsets)
-            self._check_offsets(rec[None], offsets[:1], offsets[-1:], lengths)
-            return lengths
+        raw = self._buffer(rec, fetched, fmt.R_DOFF, fmt.R_DLEN, rows * w)
         dictionary = rec[fmt.R_TYPE] == fmt.DICTIONARY_BATCH
         return raw.view(self.col.dtype if dictionary else self.col.item)
 

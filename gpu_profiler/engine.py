@@ -156,12 +156,14 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     reading = planned.reading
     if reading is None:  # e.g. an empty HF dataset (no shards): zeros, not an error
         return planned.empty(cap, column, offsets_of)
-    _check_schemas(planned.parts, planned.like)
+    _check_schemas([p for p in planned.parts if not execute.reads_together(p, reading)],
+                   planned.like)
     hists = {}
     with ScanProgress(len(planned.parts), progress) as bar:
         for name, ps in planned.splits.items():
             total = LengthHistogram.empty(cap or 0)
-            for _, h in execute.histograms(ps, reading, planned.backend, cap, bar):
+            for _, h in execute.histograms(ps, reading, planned.backend, cap, bar,
+                                           like=planned.like):
                 total = merge([total, h])  # a running sum: memory stays O(cap)
             hists[name] = exact(total, ps, reading.spec)
     return Scan(hists, reading.spec, planned.backend.name,
@@ -225,10 +227,12 @@ def _small(parts: list[Part]) -> bool:
 
 def _check_schemas(parts: list[Part], like: tuple[str, Any]) -> None:
     """Every part's schema is ``like`` 's (the first part's label and schema), read in
-    parallel: a footer or schema message each, before any part is read."""
-    if len(parts) < 2:
+    parallel: a footer or schema message each, before any part is read (the parts read
+    together are checked as they are read: see `execute.reads_together`)."""
+    parts = [p for p in parts if p.label != like[0]]
+    if not parts:
         return
     with ThreadPoolExecutor(cores(), thread_name_prefix="gpu-profiler-plan") as pool:
-        schemas = pool.map(lambda p: p.schema(), parts[1:])
-        for part, schema in zip(parts[1:], schemas, strict=True):
+        schemas = pool.map(lambda p: p.schema(), parts)
+        for part, schema in zip(parts, schemas, strict=True):
             execute.same_schema(part.label, schema, like)

@@ -21,6 +21,7 @@ from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import Part, Reading
 from gpu_profiler.readers.arrow import coalesce
+from gpu_profiler.readers.base import SMALL_BYTES
 from gpu_profiler.runs import Run, RunTally
 
 #: Bytes of a task: consecutive parts run together until they hold this many, so that
@@ -116,20 +117,68 @@ def _tasks(parts: list[Part], task_bytes: int) -> Iterator[list[int]]:
 
 def _chunks(parts: list[Part], reading: Reading, runs: RunTally,
             bar: ScanProgress | None, like: tuple[str, Any] | None) -> Iterator[Chunk]:
-    """The parts' chunks, each part's schema first checked against ``like`` (if any);
-    `Run` s go to ``runs``; ``bar`` (if any) counts as they come."""
-    for part in parts:
-        if like is not None and part.label != like[0]:
-            same_schema(part.label, part.schema(), like)
-        for chunk in part.chunks(reading):
-            if bar is not None:
-                bar.update(samples=chunk.samples)
-            if isinstance(chunk, Run):
-                runs.add(chunk)
-            else:
+    """The parts' chunks: runs of small parts read together where their class can
+    (`Together`), the others (and those it leaves) each by its own reader, its schema first
+    checked against ``like`` (if any); `Run` s go to ``runs``; ``bar`` (if any) counts as
+    they come."""
+    for group in _groups(parts, reading):
+        alone = group
+        if len(group) > 1:
+            left, chunks = type(group[0]).together(group, reading, like)
+            for chunk in chunks:
+                if bar is not None:
+                    bar.update(samples=chunk.samples)
                 yield chunk
+            alone = [group[i] for i in left]
+            if bar is not None:
+                kept = set(left)
+                bar.update(nbytes=sum(p.nbytes for i, p in enumerate(group) if i not in kept),
+                           parts=len(group) - len(kept))
+        for part in alone:
+            yield from _alone(part, reading, runs, bar, like)
+
+
+def _groups(parts: list[Part], reading: Reading) -> Iterator[list[Part]]:
+    """``parts`` as runs of consecutive parts of one class that `reads_together`, and
+    single parts."""
+    run: list[Part] = []
+    for part in parts:
+        if not reads_together(part, reading):
+            if run:
+                yield run
+                run = []
+            yield [part]
+        elif run and type(run[0]) is not type(part):
+            yield run
+            run = [part]
+        else:
+            run.append(part)
+    if run:
+        yield run
+
+
+def reads_together(part: Part, reading: Reading) -> bool:
+    """Whether ``part`` is read together with its neighbours (its schema is then checked
+    there, not before the scan): a small part whose class can (`Together`), in a scan
+    neither light (whose kernels may not be built yet) nor ordered."""
+    return (not reading.light and not reading.ordered and part.nbytes <= SMALL_BYTES
+            and getattr(part, "together", None) is not None)
+
+
+def _alone(part: Part, reading: Reading, runs: RunTally, bar: ScanProgress | None,
+           like: tuple[str, Any] | None) -> Iterator[Chunk]:
+    """One part's chunks, read by its own reader."""
+    if like is not None and part.label != like[0]:
+        same_schema(part.label, part.schema(), like)
+    for chunk in part.chunks(reading):
         if bar is not None:
-            bar.update(nbytes=part.nbytes, parts=1)
+            bar.update(samples=chunk.samples)
+        if isinstance(chunk, Run):
+            runs.add(chunk)
+        else:
+            yield chunk
+    if bar is not None:
+        bar.update(nbytes=part.nbytes, parts=1)
 
 
 def same_schema(label: str, schema: Any, like: tuple[str, Any]) -> None:

@@ -108,8 +108,30 @@ class Reading:
             raise TypeError(f"Reading.source must be SourceOptions, got {self.source!r}")
 
 
+#: A shard of at most this many bytes may be read together with its neighbours (`Together`).
+SMALL_BYTES = 4 << 20
+
+
+class Together(Protocol):
+    """Reads many small shards of one format at once: their bytes into one buffer, their
+    metadata parsed and their columns gathered by one kernel call each, instead of a reader
+    set up per shard (whose cost is most of a small shard's). A `Part` class that has one
+    names it ``together``; `gpu_profiler.execute` hands it runs of consecutive small parts
+    (`SMALL_BYTES`) of that class, when the scan is neither light nor ordered."""
+
+    def __call__(self, parts: list[Part], reading: Reading,
+                 like: tuple[str, pa.Schema] | None) -> tuple[list[int], Iterator[Chunk]]:
+        """``(indices of the parts left to their own readers, chunks of all the others)``.
+        A part is left when it holds anything this reader does not read itself (another
+        schema, compression, damage): its own reader then reads it or raises its error, so
+        both ways give the same numbers or the same error. Every part read here has the
+        schema of ``like`` (a label and a schema; None: of ``parts[0]``)."""
+        ...
+
+
 class Part(Protocol):
-    """One shard (file) or in-memory object of a split.
+    """One shard (file) or in-memory object of a split. A class may also have
+    ``together``, a `Together` that reads many of its small parts at once.
 
     Attributes:
         label: names the part in errors and progress.

@@ -1,0 +1,47 @@
+"""Parquet decoded in numba, for many small shards at once: the constants shared with the
+kernel in `gpu_profiler.kernels.parquet`, and the kernel as `parquet_many` calls it (native,
+see `gpu_profiler.native`). The kernel never raises on a file: it *leaves* it, with one of
+the reasons below, and pyarrow then reads it (or gives its error)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu_profiler import native
+
+# Why a file was left (``info[f, I_STATUS]``); READ: its lengths are in ``values``.
+(READ, L_FOOTER, L_METADATA, L_SCHEMA, L_COLUMN, L_CODEC, L_ENCODING, L_PAGES, L_ROOM,
+ L_REFERENCE, L_RANGE) = range(11)
+LEFT = {
+    L_FOOTER: "no Parquet footer (bad magic or length, or an encrypted footer)",
+    L_METADATA: "footer metadata malformed or of a kind not read here",
+    L_SCHEMA: "schema differs from the first file's",
+    L_COLUMN: "length column missing, nested, repeated or not a signed integer of the "
+              "expected width",
+    L_CODEC: "compression other than none or snappy",
+    L_ENCODING: "an encoding other than PLAIN or dictionary",
+    L_PAGES: "pages malformed or disagreeing with the metadata",
+    L_ROOM: "more rows or a larger page than the buffers hold",
+    L_REFERENCE: "the first file's footer could not be read",
+    L_RANGE: "a value outside the column's integer width",
+}
+
+# Columns of the per-file ``info`` array.
+(I_STATUS, I_ROWS, I_NULLS, I_NEED, I_SCHEMA, I_SCHEMA_END, I_ARROW, I_ARROW_END) = range(8)
+NINFO = 8
+#: Size of the kernel's int64 work array (its reason, a needed size, and two stacks).
+WORK = 256
+
+
+def lengths(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes, width: int,
+            scratch: np.ndarray, dictionary: np.ndarray, values: np.ndarray,
+            valid: np.ndarray, info: np.ndarray) -> tuple[int, int]:
+    """Decode the ``name`` column (signed, ``width`` bits) of the whole Parquet files at
+    ``buf[starts[f]:+sizes[f]]`` into ``values`` (and ``valid``), the files read back to
+    back: ``(values written, nulls among them)``; ``info`` (files x `NINFO`) says per file.
+    ``scratch`` holds one decompressed page, ``dictionary`` one dictionary page's values."""
+    work = np.zeros(WORK, np.int64)
+    key = np.frombuffer(name, np.uint8) if name else np.zeros(0, np.uint8)
+    written, nulls = native.kernel("parquet_lengths")(
+        buf, starts, sizes, key, width, scratch, dictionary, values, valid, info, work)
+    return written, nulls

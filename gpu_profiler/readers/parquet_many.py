@@ -1,0 +1,155 @@
+"""Many small Parquet shards read together (`gpu_profiler.readers.base.Together`): a run of
+them read into one buffer (one ``preadv`` each), their footers and length columns decoded
+by one native kernel call (`gpu_profiler.kernels.parquet`), their lengths handed over as a
+few large chunks. pyarrow's set-up per file (its ParquetFile, footer, Thrift objects and
+threads: ~0.3-1 ms) costs more than decoding a small shard, which the kernel does in tens
+of microseconds.
+
+What the kernel does not read itself (another codec or encoding, a nested, unsigned or
+logical-typed column, a footer or schema unlike the first file's, damage) it leaves, and
+so does this module: those parts go to their own reader, which reads them or gives their
+one-line error. Every part read here has the first part's schema, byte for byte (its
+Parquet schema and its ``ARROW:schema``), and the first part's schema is checked against
+the scan's (``like``)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from typing import cast
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.readers import arrow
+from gpu_profiler.readers import parquet_format as fmt
+from gpu_profiler.readers.base import FileShard, Part, Reading
+
+#: Bits of the Arrow integer types whose columns are read here.
+WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+#: Bytes of decompressed page the kernel is first given (pyarrow writes pages of 1 MiB).
+PAGE_BYTES = 1 << 20
+#: A file needing more rows or a larger page than this is left to pyarrow.
+MOST_ROWS, MOST_PAGE = 1 << 28, 1 << 28
+
+_local = threading.local()  # each worker thread's read buffer, reused run after run
+
+
+def together(parts: list[Part], reading: Reading,
+             like: tuple[str, pa.Schema] | None) -> tuple[list[int], Iterator[Chunk]]:
+    """``(indices of the parts left to their own readers, chunks of the others)`` (see
+    `Together`); every part is left when the scan needs what this reader lacks (list
+    offsets, statistics, the GPU decoder) or the first part's column is not read here."""
+    every = list(range(len(parts)))
+    spec = reading.spec
+    if reading.gpu_parquet or reading.source.trust_statistics or spec.offsets:
+        return every, iter(())
+    width = _width(parts[0], spec.name, like)
+    if width is None:
+        return every, iter(())
+    buf, starts, sizes, unread = _read(parts)
+    info, values, valid = _decode(buf, starts, sizes, spec.name.encode(), width)
+    left = sorted(unread | {i for i in every if info[i, fmt.I_STATUS] != fmt.READ})
+    return left, _chunks(values, valid)
+
+
+def _width(first: Part, name: str, like: tuple[str, pa.Schema] | None) -> int | None:
+    """Bits of the first part's length column, if it is a signed integer and the first
+    part has the scan's schema (else None: its own reader then says what is wrong)."""
+    try:
+        schema = first.schema()
+    except ProfilerError:
+        return None
+    if like is not None and first.label != like[0] and \
+            not schema.equals(like[1], check_metadata=False):
+        return None
+    index = schema.get_field_index(name)
+    return None if index < 0 else WIDTHS.get(schema.field(index).type)
+
+
+def _read(parts: list[Part]) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[int]]:
+    """The parts' whole files back to back in this thread's buffer: ``(buffer, starts,
+    sizes, indices of the parts that could not be read as they were sized)``."""
+    sizes = np.array([p.nbytes for p in parts], np.int64)
+    starts = np.zeros(len(parts), np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    total = int(sizes.sum())
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.size < total:
+        buf = _local.buf = np.empty(max(total, 16 << 20), np.uint8)
+    view = memoryview(buf)
+    unread = set()
+    for i, part in enumerate(parts):
+        at, size = int(starts[i]), int(sizes[i])
+        try:
+            fd = os.open(cast(FileShard, part).path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                got = os.preadv(fd, [view[at:at + size]], 0)
+            finally:
+                os.close(fd)
+        except OSError:
+            got = -1
+        if got != size:
+            unread.add(i)
+            sizes[i] = 0  # the kernel leaves it (no footer)
+    return buf, starts, sizes, unread
+
+
+def _decode(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
+            width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(info, values, valid or None)`` of one kernel call over every file, and a second
+    one over those that needed more room than guessed (more rows than bytes, or pages over
+    `PAGE_BYTES`), with the first file again as their schema's reference."""
+    info, values, valid = _call(buf, starts, sizes, name, width, _rows(int(sizes.sum())),
+                                PAGE_BYTES)
+    room = np.flatnonzero((info[:, fmt.I_STATUS] == fmt.L_ROOM)
+                          & (info[:, fmt.I_ROWS] <= MOST_ROWS)
+                          & (info[:, fmt.I_NEED] <= MOST_PAGE))
+    if not room.size:
+        return info, values, valid
+    again = room if room[0] == 0 else np.concatenate([[0], room])
+    rows = int(info[again, fmt.I_ROWS].sum())
+    page = max(PAGE_BYTES, int(info[again, fmt.I_NEED].max()))
+    info2, values2, valid2 = _call(buf, starts[again], sizes[again], name, width, rows, page)
+    skip = 0
+    if room[0] != 0:  # the reference, read before: its values are there already
+        skip = int(info2[0, fmt.I_ROWS]) if info2[0, fmt.I_STATUS] == fmt.READ else 0
+        info2 = info2[1:]
+    info[room] = info2
+    values = np.concatenate([values, values2[skip:]])
+    if valid is not None or valid2 is not None:
+        valid = np.concatenate([
+            np.ones(values.size - values2.size + skip, bool) if valid is None else valid,
+            np.ones(values2.size - skip, bool) if valid2 is None else valid2[skip:]])
+    return info, values, valid
+
+
+def _rows(nbytes: int) -> int:
+    """Room for values the first call gets: a value per byte read (Parquet holds a length
+    in a byte or two), at most `arrow.CHUNK_ROWS`: an array of that size is recycled by
+    the allocator once freed, where a larger one is mapped afresh every time (and its
+    pages faulted in, which costs more than decoding into them)."""
+    return min(max(nbytes, 1 << 16), arrow.CHUNK_ROWS)
+
+
+def _call(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes, width: int,
+          rows: int, page: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """One kernel call with room for ``rows`` values and pages of ``page`` bytes."""
+    info = np.empty((starts.size, fmt.NINFO), np.int64)
+    values = np.empty(rows, np.int64)
+    valid = np.empty(rows, bool)
+    scratch = np.empty(page, np.uint8)
+    dictionary = np.empty(page // 4 + 1, np.int64)
+    n, nulls = fmt.lengths(buf, starts, sizes, name, width, scratch, dictionary, values,
+                           valid, info)
+    return info, values[:n], valid[:n] if nulls else None
+
+
+def _chunks(values: np.ndarray, valid: np.ndarray | None) -> Iterator[Chunk]:
+    """The values in chunks of `arrow.CHUNK_ROWS`."""
+    step = arrow.CHUNK_ROWS
+    for lo in range(0, values.size, step):
+        yield Chunk(values[lo:lo + step], None if valid is None else valid[lo:lo + step])

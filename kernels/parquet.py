@@ -49,18 +49,21 @@ T_STOP, T_TRUE, T_FALSE, T_I8, T_I16, T_I32, T_I64, T_DOUBLE, T_BINARY, T_LIST, 
     T_MAP, T_STRUCT = range(13)
 # Parquet enums used here.
 INT32, INT64 = 1, 2
-REQUIRED, OPTIONAL = 0, 1
+REQUIRED, OPTIONAL, REPEATED = 0, 1, 2
 CONVERTED_INT = (15, 16, 17, 18)  # INT_8 .. INT_64
 LOGICAL_INTEGER = 10
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = 0, 2, 3, 8
 UNCOMPRESSED, SNAPPY = 0, 1
 # The work array: [0] why the file is being left, [1] a page size the scratch lacked,
-# [2] the reason a malformed read gives here; then the Thrift skip stack (2 words a level)
-# and the schema's nesting stack.
+# [2] the reason a malformed read gives here; then the Thrift skip stack (2 words a level),
+# the schema's nesting stack and levels, and every leaf's levels (its size bounds the
+# leaves of a file read here).
 W_WHY, W_NEED, W_BAD = 0, 1, 2
 SKIP_AT, SKIP_LEVELS = 8, 48
 NEST_AT, NEST_LEVELS = SKIP_AT + 2 * SKIP_LEVELS, 64
+LEVELS_AT = NEST_AT + NEST_LEVELS  # each open group's (definition << 8 | repetition) level
+LEAF_AT = LEVELS_AT + NEST_LEVELS  # each leaf's (definition << 8 | repetition) level
 ARROW_KEY = np.frombuffer(b"ARROW:schema", np.uint8).copy()
 #: Bound on a run or group count in the hybrid encoding (no page holds more values).
 MAX_RUN = np.int64(1) << 40
@@ -84,10 +87,11 @@ def _has(p, n, hi, st):
 
 
 @njit(cache=True, nogil=True)
-def _varint(b, p, hi, st):
-    """``(unsigned varint at p as int64, next position)``; at most 10 bytes."""
+def _varint(b, p, hi, st, most=5):
+    """``(unsigned varint at p as int64, next position)``: at most ``most`` bytes (5 for a
+    32-bit value, 10 for a 64-bit one; Thrift refuses longer ones)."""
     v = np.int64(0)
-    for k in range(10):
+    for k in range(most):
         _has(p, 1, hi, st)
         c = np.int64(b[p])
         p += 1
@@ -99,21 +103,24 @@ def _varint(b, p, hi, st):
 
 
 @njit(cache=True, nogil=True)
-def _zigzag(b, p, hi, st):
-    v, p = _varint(b, p, hi, st)
+def _zigzag(b, p, hi, st, most):
+    v, p = _varint(b, p, hi, st, most)
     return ((v >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(v & 1), p
 
 
 @njit(cache=True, nogil=True)
-def _int(b, p, hi, t, st):
-    """An i8/i16/i32/i64 value of type ``t`` (range-checked for its width)."""
+def _int(b, p, hi, t, want, st):
+    """An integer field of type ``t``, which must be the struct's type for it (``want``:
+    Thrift skips a field of another type, so would miss it), range-checked."""
+    if t != want:
+        _leave(st, st[W_BAD])
     if t == T_I8:
         _has(p, 1, hi, st)
         v = np.int64(b[p])
         return (v - 256 if v >= 128 else v), p + 1
     if t != T_I16 and t != T_I32 and t != T_I64:
         _leave(st, st[W_BAD])
-    v, p = _zigzag(b, p, hi, st)
+    v, p = _zigzag(b, p, hi, st, 10 if t == T_I64 else 5)
     if t == T_I32 and not -(1 << 31) <= v < (1 << 31):
         _leave(st, st[W_BAD])
     if t == T_I16 and not -(1 << 15) <= v < (1 << 15):
@@ -133,12 +140,33 @@ def _field(b, p, hi, last, st):
     t = c & 0xF
     d = c >> 4
     if d == 0:
-        fid, p = _zigzag(b, p, hi, st)
+        fid, p = _zigzag(b, p, hi, st, 5)
     else:
         fid = last + d
     if t == T_STOP or t > T_STRUCT:
         _leave(st, st[W_BAD])
     return fid, t, p
+
+
+@njit(cache=True, nogil=True)
+def _seen(seen, fid):
+    """``seen`` (a mask of field ids) with ``fid``."""
+    return seen | (np.int64(1) << fid) if 0 < fid < 63 else seen
+
+
+@njit(cache=True, nogil=True)
+def _is(t, want, st):
+    """A field of the struct's type for it (Thrift would skip another, and miss it)."""
+    if t != want:
+        _leave(st, st[W_BAD])
+
+
+@njit(cache=True, nogil=True)
+def _require(seen, fields, st):
+    """Every field of the mask ``fields`` was given (Thrift refuses a struct that lacks a
+    required field: so does this reader)."""
+    if seen & fields != fields:
+        _leave(st, st[W_BAD])
 
 
 @njit(cache=True, nogil=True)
@@ -172,7 +200,7 @@ def _skip(b, p, hi, t, st):
             _has(p, 1, hi, st)
             p += 1
         elif t == T_I16 or t == T_I32 or t == T_I64:
-            _, p = _varint(b, p, hi, st)
+            _, p = _varint(b, p, hi, st, 10 if t == T_I64 else 5)
         elif t == T_DOUBLE:
             _has(p, 8, hi, st)
             p += 8
@@ -319,7 +347,7 @@ def _int_type(b, p, hi, st):
                 if u == T_STOP:
                     break
                 if g == 1:
-                    width, p = _int(b, p, hi, u, st)
+                    width, p = _int(b, p, hi, u, T_I8, st)
                 elif g == 2 and (u == T_TRUE or u == T_FALSE):
                     signed = u == T_TRUE
                 else:
@@ -346,15 +374,15 @@ def _element(b, p, hi, st):
         if t == T_STOP:
             break
         if fid == 1:
-            typ, p = _int(b, p, hi, t, st)
+            typ, p = _int(b, p, hi, t, T_I32, st)
         elif fid == 3:
-            rep, p = _int(b, p, hi, t, st)
+            rep, p = _int(b, p, hi, t, T_I32, st)
         elif fid == 4:
             n0, n1, p = _binary(b, p, hi, t, st)
         elif fid == 5:
-            children, p = _int(b, p, hi, t, st)
+            children, p = _int(b, p, hi, t, T_I32, st)
         elif fid == 6:
-            conv, p = _int(b, p, hi, t, st)
+            conv, p = _int(b, p, hi, t, T_I32, st)
         elif fid == 10 and t == T_STRUCT:
             width, signed, p = _int_type(b, p, hi, st)
         else:
@@ -403,6 +431,7 @@ def _schema(b, p, hi, name, width, st):
         _leave(st, L_METADATA)
     level = 0
     st[NEST_AT] = top
+    st[LEVELS_AT] = 0
     leaves = 0
     found, phys, max_def, matches = -1, -1, -1, 0
     for _ in range(n - 1):
@@ -416,16 +445,22 @@ def _schema(b, p, hi, name, width, st):
                     _width(typ, conv, logical, signed) != width:
                 _leave(st, L_COLUMN)
             found, phys, max_def = leaves, typ, rep
+        if rep < REQUIRED or rep > REPEATED:
+            _leave(st, L_METADATA)
+        levels = st[LEVELS_AT + level] + (256 if rep != REQUIRED else 0) + \
+            (1 if rep == REPEATED else 0)
         if children > 0:
             if level + 1 == NEST_LEVELS or children > n:
                 _leave(st, L_METADATA)
             level += 1
             st[NEST_AT + level] = children
+            st[LEVELS_AT + level] = levels
         elif children == 0:
             _leave(st, L_METADATA)  # a group of nothing
         else:
-            if typ < 0:
+            if typ < 0 or LEAF_AT + leaves >= st.size:
                 _leave(st, L_METADATA)
+            st[LEAF_AT + leaves] = levels
             leaves += 1
         while level > 0 and st[NEST_AT + level] == 0:
             level -= 1
@@ -457,7 +492,9 @@ def _arrow_schema(b, p, hi, st):
                 v0, v1, p = _binary(b, p, hi, u, st)
             else:
                 p = _skip(b, p, hi, u, st)
-        if k0 >= 0 and _equal(b, k0, k1, ARROW_KEY):
+        if k0 < 0:
+            _leave(st, L_METADATA)
+        if _equal(b, k0, k1, ARROW_KEY):
             seen += 1
             a0, a1 = v0, v1
     if seen > 1 or (seen == 1 and a0 < 0):
@@ -466,51 +503,103 @@ def _arrow_schema(b, p, hi, st):
 
 
 @njit(cache=True, nogil=True)
-def _column_meta(b, p, hi, st):
-    """ColumnMetaData: ``(type, codec, values, compressed size, data page offset,
-    dictionary page offset (-1: none), next position)``."""
+def _histogram(b, p, hi, t, length, st):
+    """A level histogram of SizeStatistics: a list of ``length`` i64, or of none (pyarrow
+    checks it)."""
+    if t != T_LIST:
+        _leave(st, L_METADATA)
+    n, e, q = _list(b, p, hi, st)
+    if (n != length and n != 0) or e != T_I64:
+        _leave(st, L_METADATA)
+    return _skip(b, p, hi, t, st)
+
+
+@njit(cache=True, nogil=True)
+def _column_meta(b, p, hi, levels, st):
+    """ColumnMetaData of a leaf with these levels (definition << 8 | repetition): ``(type,
+    codec, values, compressed size, data page offset, dictionary page offset (-1: none),
+    next position)``."""
     typ, codec, nvals, size, data, dic = -1, -1, -1, -1, -1, -1
-    fid = 0
+    fid, seen = 0, 0
     while True:
         fid, t, p = _field(b, p, hi, fid, st)
         if t == T_STOP:
             break
+        seen = _seen(seen, fid)
         if fid == 1:
-            typ, p = _int(b, p, hi, t, st)
+            typ, p = _int(b, p, hi, t, T_I32, st)
         elif fid == 4:
-            codec, p = _int(b, p, hi, t, st)
+            codec, p = _int(b, p, hi, t, T_I32, st)
         elif fid == 5:
-            nvals, p = _int(b, p, hi, t, st)
+            nvals, p = _int(b, p, hi, t, T_I64, st)
+        elif fid == 6:
+            _, p = _int(b, p, hi, t, T_I64, st)
+        elif fid == 2 or fid == 3:
+            _is(t, T_LIST, st)
+            p = _skip(b, p, hi, t, st)
         elif fid == 7:
-            size, p = _int(b, p, hi, t, st)
+            size, p = _int(b, p, hi, t, T_I64, st)
         elif fid == 9:
-            data, p = _int(b, p, hi, t, st)
+            data, p = _int(b, p, hi, t, T_I64, st)
         elif fid == 11:
-            dic, p = _int(b, p, hi, t, st)
+            dic, p = _int(b, p, hi, t, T_I64, st)
+        elif fid == 13:  # PageEncodingStats: three required i32
+            _is(t, T_LIST, st)
+            n, e, p = _list(b, p, hi, st)
+            if e != T_STRUCT:
+                _leave(st, L_METADATA)
+            for _ in range(n):
+                g, got = 0, 0
+                while True:
+                    g, u, p = _field(b, p, hi, g, st)
+                    if u == T_STOP:
+                        break
+                    got = _seen(got, g)
+                    p = _int(b, p, hi, u, T_I32, st)[1] if 1 <= g <= 3 else _skip(b, p, hi, u, st)
+                _require(got, 0b1110, st)
+        elif fid == 16:  # SizeStatistics
+            _is(t, T_STRUCT, st)
+            g = 0
+            while True:
+                g, u, p = _field(b, p, hi, g, st)
+                if u == T_STOP:
+                    break
+                if g == 2:
+                    p = _histogram(b, p, hi, u, (levels & 255) + 1, st)
+                elif g == 3:
+                    p = _histogram(b, p, hi, u, (levels >> 8) + 1, st)
+                else:
+                    p = _skip(b, p, hi, u, st)
         else:
             p = _skip(b, p, hi, t, st)
+    _require(seen, 0b1011111110, st)  # fields 1-7 and 9
     if typ < 0 or codec < 0 or nvals < 0 or size < 0 or data < 0:
         _leave(st, L_METADATA)
     return typ, codec, nvals, size, data, dic, p
 
 
 @njit(cache=True, nogil=True)
-def _column_chunk(b, p, hi, st):
+def _column_chunk(b, p, hi, levels, st):
     """ColumnChunk: its metadata (as `_column_meta`, without the position), and the next
     position; a chunk in another file or encrypted is left."""
     meta = (-1, -1, -1, -1, -1, -1)
-    fid = 0
+    fid, seen = 0, 0
     while True:
         fid, t, p = _field(b, p, hi, fid, st)
         if t == T_STOP:
             break
-        if fid == 3 and t == T_STRUCT:
-            typ, codec, nvals, size, data, dic, p = _column_meta(b, p, hi, st)
+        seen = _seen(seen, fid)
+        if fid == 3:
+            _is(t, T_STRUCT, st)
+            typ, codec, nvals, size, data, dic, p = _column_meta(b, p, hi, levels, st)
             meta = (typ, codec, nvals, size, data, dic)
+        elif fid == 2:
+            _, p = _int(b, p, hi, t, T_I64, st)
         elif fid == 1 or fid == 8 or fid == 9:
             _leave(st, L_METADATA)
         else:
             p = _skip(b, p, hi, t, st)
+    _require(seen, 0b100, st)
     if meta[0] < 0:
         _leave(st, L_METADATA)
     return meta, p
@@ -525,34 +614,37 @@ def _page_header(b, p, hi, st):
     bytes, compressed, next position)`` (-1: not given)."""
     ptype, usize, csize = -1, -1, -1
     nv, enc, denc, nulls, rows, dlen, rlen, comp = -1, -1, -1, -1, -1, -1, -1, 1
-    fid = 0
+    fid, seen = 0, 0
     while True:
         fid, t, p = _field(b, p, hi, fid, st)
         if t == T_STOP:
             break
+        seen = _seen(seen, fid)
         if fid == 1:
-            ptype, p = _int(b, p, hi, t, st)
+            ptype, p = _int(b, p, hi, t, T_I32, st)
         elif fid == 2:
-            usize, p = _int(b, p, hi, t, st)
+            usize, p = _int(b, p, hi, t, T_I32, st)
         elif fid == 3:
-            csize, p = _int(b, p, hi, t, st)
-        elif (fid == 5 or fid == 7 or fid == 8) and t == T_STRUCT:
-            g = 0
+            csize, p = _int(b, p, hi, t, T_I32, st)
+        elif fid == 5 or fid == 7 or fid == 8:
+            _is(t, T_STRUCT, st)
+            g, got = 0, 0
             while True:
                 g, u, p = _field(b, p, hi, g, st)
                 if u == T_STOP:
                     break
+                got = _seen(got, g)
                 if g == 1:
-                    nv, p = _int(b, p, hi, u, st)
+                    nv, p = _int(b, p, hi, u, T_I32, st)
                 elif fid == 8 and g == 7 and (u == T_TRUE or u == T_FALSE):
                     comp = 1 if u == T_TRUE else 0
-                elif (fid == 8 and 2 <= g <= 6) or (fid == 5 and 2 <= g <= 3) or \
+                elif (fid == 8 and 2 <= g <= 6) or (fid == 5 and 2 <= g <= 4) or \
                         (fid == 7 and g == 2):
-                    v, p = _int(b, p, hi, u, st)
+                    v, p = _int(b, p, hi, u, T_I32, st)
                     if fid != 8:
                         if g == 2:
                             enc = v
-                        else:
+                        elif g == 3:
                             denc = v
                     elif g == 2:
                         nulls = v
@@ -566,8 +658,10 @@ def _page_header(b, p, hi, st):
                         rlen = v
                 else:
                     p = _skip(b, p, hi, u, st)
+            _require(got, 0b11110 if fid == 5 else 0b110 if fid == 7 else 0b1111110, st)
         else:
             p = _skip(b, p, hi, t, st)
+    _require(seen, 0b1110, st)
     if ptype < 0 or usize < 0 or csize < 0:
         _leave(st, L_PAGES)
     return ptype, usize, csize, nv, enc, denc, nulls, rows, dlen, rlen, comp, p
@@ -887,27 +981,34 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
     p, hi = e - 8 - flen, e - 8
     schema, rgs, kv, num_rows = -1, -1, -1, -1
     s0, s1 = -1, -1
-    fid = 0
+    fid, seen = 0, 0
     while True:
         fid, t, p = _field(b, p, hi, fid, st)
         if t == T_STOP:
             break
-        if fid == 2 and t == T_LIST:
+        seen = _seen(seen, fid)
+        if fid == 1:
+            _, p = _int(b, p, hi, t, T_I32, st)
+        elif fid == 2:
+            _is(t, T_LIST, st)
             schema = p
             p = _skip(b, p, hi, t, st)
             s0, s1 = schema, p
         elif fid == 3:
-            num_rows, p = _int(b, p, hi, t, st)
-        elif fid == 4 and t == T_LIST:
+            num_rows, p = _int(b, p, hi, t, T_I64, st)
+        elif fid == 4:
+            _is(t, T_LIST, st)
             rgs = p
             p = _skip(b, p, hi, t, st)
-        elif fid == 5 and t == T_LIST:
+        elif fid == 5:
+            _is(t, T_LIST, st)
             kv = p
             p = _skip(b, p, hi, t, st)
         elif fid == 8 or fid == 9:
             _leave(st, L_METADATA)  # encrypted
         else:
             p = _skip(b, p, hi, t, st)
+    _require(seen, 0b11110, st)
     if schema < 0 or rgs < 0 or num_rows < 0:
         _leave(st, L_METADATA)
     leaf, phys, max_def, leaves, _ = _schema(b, schema, hi, name, width, st)
@@ -929,26 +1030,32 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
     rows, nulls = 0, 0
     for _ in range(n):
         cols, rg_rows = -1, -1
-        fid = 0
+        fid, seen = 0, 0
         while True:
             fid, t, p = _field(b, p, hi, fid, st)
             if t == T_STOP:
                 break
-            if fid == 1 and t == T_LIST:
+            seen = _seen(seen, fid)
+            if fid == 1:
+                _is(t, T_LIST, st)
                 cols = p
                 p = _skip(b, p, hi, t, st)
-            elif fid == 3:
-                rg_rows, p = _int(b, p, hi, t, st)
+            elif fid == 2 or fid == 3:
+                v, p = _int(b, p, hi, t, T_I64, st)
+                rg_rows = v if fid == 3 else rg_rows
             else:
                 p = _skip(b, p, hi, t, st)
+        _require(seen, 0b1110, st)
         if cols < 0 or rg_rows < 0 or rg_rows > num_rows - rows:
             _leave(st, L_METADATA)
         nc, t, q = _list(b, cols, hi, st)
         if nc != leaves or t != T_STRUCT:
             _leave(st, L_METADATA)
-        for _ in range(leaf):
-            q = _skip(b, q, hi, T_STRUCT, st)
-        meta, q = _column_chunk(b, q, hi, st)
+        meta = (-1, -1, -1, -1, -1, -1)
+        for k in range(nc):  # every one, as pyarrow parses (and checks) them all
+            chunk, q = _column_chunk(b, q, hi, st[LEAF_AT + k], st)
+            if k == leaf:
+                meta = chunk
         typ, codec, nvals, csize, data, dic = meta
         if typ != phys or nvals != rg_rows:
             _leave(st, L_METADATA)

@@ -684,58 +684,67 @@ def _copy(src, p, dst, o, n):
 
 @njit(cache=True, nogil=True)
 def _snappy(b, p, hi, out, m, st):
-    """Decompress the raw snappy block ``b[p:hi]`` into ``out[:m]`` (exactly ``m`` bytes)."""
+    """Decompress the raw snappy block ``b[p:hi]`` into ``out[:m]`` (exactly ``m`` bytes).
+    (The loop breaks on a malformed element instead of raising in it: it runs once per
+    element, a few bytes, and stays a tight loop that way.)"""
     n, p = _varint(b, p, hi, st)
     if n != m:
         _leave(st, L_PAGES)
     o = 0
+    b_words, out_words = b.size - 16, out.size - 16  # two words may be moved from/to here
+    bad = False
     while p < hi:
         tag = np.int64(b[p])
         p += 1
         kind = tag & 3
         if kind == 0:
             ln = tag >> 2
-            if ln < 16 and p + 16 <= b.size and o + 16 <= out.size:  # short: two words
-                ln += 1
-                if ln > hi - p or ln > m - o:
-                    _leave(st, L_PAGES)
-                _store64(out, o, _load64(b, p))
-                _store64(out, o + 8, _load64(b, p + 8))
-                o += ln
-                p += ln
-                continue
             if ln >= 60:
                 nb = ln - 59
-                _has(p, nb, hi, st)
+                if nb > hi - p:
+                    bad = True
+                    break
                 ln = 0
                 for k in range(nb):
                     ln |= np.int64(b[p + k]) << (8 * k)
                 p += nb
             ln += 1
             if ln > hi - p or ln > m - o:
-                _leave(st, L_PAGES)
-            _copy(b, p, out, o, ln)
+                bad = True
+                break
+            if ln <= 16 and p <= b_words and o <= out_words:
+                _store64(out, o, _load64(b, p))
+                _store64(out, o + 8, _load64(b, p + 8))
+            else:
+                _copy(b, p, out, o, ln)
             o += ln
             p += ln
             continue
         if kind == 1:
-            _has(p, 1, hi, st)
+            if p >= hi:
+                bad = True
+                break
             ln = 4 + ((tag >> 2) & 7)
             off = ((tag >> 5) << 8) | np.int64(b[p])
             p += 1
         elif kind == 2:
-            _has(p, 2, hi, st)
+            if p + 2 > hi:
+                bad = True
+                break
             ln = 1 + (tag >> 2)
             off = np.int64(b[p]) | (np.int64(b[p + 1]) << 8)
             p += 2
         else:
-            _has(p, 4, hi, st)
+            if p + 4 > hi:
+                bad = True
+                break
             ln = 1 + (tag >> 2)
             off = _u32(b, p)
             p += 4
         if off == 0 or off > o or ln > m - o:
-            _leave(st, L_PAGES)
-        if off >= 8 and ln <= 16 and o + 16 <= out.size:  # two words, each read final
+            bad = True
+            break
+        if off >= 8 and ln <= 16 and o <= out_words:  # two words, each read final
             _store64(out, o, _load64(out, o - off))
             _store64(out, o + 8, _load64(out, o - off + 8))
         elif off >= 8:
@@ -745,6 +754,8 @@ def _snappy(b, p, hi, out, m, st):
             for k in range(ln):
                 out[o + k] = out[s + k]
         o += ln
+    if bad:
+        _leave(st, L_PAGES)
     if o != m:
         _leave(st, L_PAGES)
 

@@ -63,7 +63,44 @@ W_WHY, W_NEED, W_BAD = 0, 1, 2
 SKIP_AT, SKIP_LEVELS = 8, 48
 NEST_AT, NEST_LEVELS = SKIP_AT + 2 * SKIP_LEVELS, 64
 LEVELS_AT = NEST_AT + NEST_LEVELS  # each open group's (definition << 8 | repetition) level
-LEAF_AT = LEVELS_AT + NEST_LEVELS  # each leaf's (definition << 8 | repetition) level
+FIELDS = 17  # field ids a struct reader keeps (1-16)
+# Where `_struct` keeps each struct's fields (FIELDS words each): one area per struct
+# kind, so that a struct's fields outlive the parsing of those it holds.
+(A_FILE, A_ELEMENT, A_LOGICAL, A_INT, A_KV, A_ROW_GROUP, A_CHUNK, A_META, A_STATS, A_SIZE,
+ A_PAGE, A_SUB) = range(LEVELS_AT + NEST_LEVELS, LEVELS_AT + NEST_LEVELS + 12 * FIELDS,
+                        FIELDS)
+LEAF_AT = A_SUB + FIELDS  # each leaf's (definition << 8 | repetition) level, to the end
+
+
+def _fields(*typed: tuple[int, int]) -> np.ndarray:
+    """The Thrift type of each field id a struct reader keeps (0: skipped); T_TRUE stands
+    for a bool."""
+    types = np.zeros(FIELDS, np.int64)
+    for fid, t in typed:
+        types[fid] = t
+    return types
+
+
+# The fields read of each Parquet struct (parquet.thrift).
+FILE_FIELDS = _fields((1, T_I32), (2, T_LIST), (3, T_I64), (4, T_LIST), (5, T_LIST),
+                      (8, T_STRUCT), (9, T_BINARY))
+ELEMENT_FIELDS = _fields((1, T_I32), (3, T_I32), (4, T_BINARY), (5, T_I32), (6, T_I32),
+                         (10, T_STRUCT))
+LOGICAL_FIELDS = _fields((LOGICAL_INTEGER, T_STRUCT))
+INT_FIELDS = _fields((1, T_I8), (2, T_TRUE))
+KV_FIELDS = _fields((1, T_BINARY), (2, T_BINARY))
+ROW_GROUP_FIELDS = _fields((1, T_LIST), (2, T_I64), (3, T_I64))
+CHUNK_FIELDS = _fields((1, T_BINARY), (2, T_I64), (3, T_STRUCT), (8, T_STRUCT), (9, T_BINARY))
+META_FIELDS = _fields((1, T_I32), (2, T_LIST), (3, T_LIST), (4, T_I32), (5, T_I64),
+                      (6, T_I64), (7, T_I64), (9, T_I64), (11, T_I64), (13, T_LIST),
+                      (16, T_STRUCT))
+STATS_FIELDS = _fields((1, T_I32), (2, T_I32), (3, T_I32))
+SIZE_FIELDS = _fields((2, T_LIST), (3, T_LIST))
+PAGE_FIELDS = _fields((1, T_I32), (2, T_I32), (3, T_I32), (5, T_STRUCT), (7, T_STRUCT),
+                      (8, T_STRUCT))
+DATA_FIELDS = _fields((1, T_I32), (2, T_I32), (3, T_I32), (4, T_I32))
+DICT_FIELDS = _fields((1, T_I32), (2, T_I32), (3, T_TRUE))
+V2_FIELDS = _fields(*((g, T_I32) for g in range(1, 7)), (7, T_TRUE))
 ARROW_KEY = np.frombuffer(b"ARROW:schema", np.uint8).copy()
 #: Bound on a run or group count in the hybrid encoding (no page holds more values).
 MAX_RUN = np.int64(1) << 40
@@ -149,12 +186,6 @@ def _field(b, p, hi, last, st):
 
 
 @njit(cache=True, nogil=True)
-def _seen(seen, fid):
-    """``seen`` (a mask of field ids) with ``fid``."""
-    return seen | (np.int64(1) << fid) if 0 < fid < 63 else seen
-
-
-@njit(cache=True, nogil=True)
 def _is(t, want, st):
     """A field of the struct's type for it (Thrift would skip another, and miss it)."""
     if t != want:
@@ -167,6 +198,38 @@ def _require(seen, fields, st):
     required field: so does this reader)."""
     if seen & fields != fields:
         _leave(st, st[W_BAD])
+
+
+@njit(cache=True, nogil=True)
+def _struct(b, p, hi, types, at, st):
+    """Read the struct at ``p``: each field whose id has a type in ``types`` (which it
+    must have: Thrift skips a field of another type, and misses it) into ``st[at + id]``
+    (an integer or bool: its value; a list, struct or binary: its position), every other
+    field skipped. ``(mask of the ids read, bit 0: others too; next position)``."""
+    for k in range(FIELDS):
+        st[at + k] = -1
+    fid, seen = 0, 0
+    while True:
+        fid, t, p = _field(b, p, hi, fid, st)
+        if t == T_STOP:
+            return seen, p
+        want = types[fid] if 0 < fid < FIELDS else 0
+        if want == 0:
+            seen |= 1
+            p = _skip(b, p, hi, t, st)
+            continue
+        if want == T_TRUE:
+            if t != T_TRUE and t != T_FALSE:
+                _leave(st, st[W_BAD])
+            v = 1 if t == T_TRUE else 0
+        elif want <= T_I64:
+            v, p = _int(b, p, hi, t, want, st)
+        else:
+            _is(t, want, st)
+            v = p
+            p = _skip(b, p, hi, t, st)
+        st[at + fid] = v
+        seen |= np.int64(1) << fid
 
 
 @njit(cache=True, nogil=True)
@@ -332,34 +395,15 @@ def _u32(b, p):
 
 @njit(cache=True, nogil=True)
 def _int_type(b, p, hi, st):
-    """``(bit width, signed)`` of a LogicalType union at ``p`` if it is INTEGER, else
-    ``(-1, False)``; and the next position."""
-    width, signed, other = -1, False, False
-    fid = 0
-    while True:
-        fid, t, p = _field(b, p, hi, fid, st)
-        if t == T_STOP:
-            break
-        if fid == LOGICAL_INTEGER and t == T_STRUCT:
-            g = 0
-            while True:
-                g, u, p = _field(b, p, hi, g, st)
-                if u == T_STOP:
-                    break
-                if g == 1:
-                    width, p = _int(b, p, hi, u, T_I8, st)
-                elif g == 2 and (u == T_TRUE or u == T_FALSE):
-                    signed = u == T_TRUE
-                else:
-                    p = _skip(b, p, hi, u, st)
-            if width < 0:
-                other = True
-        else:
-            other = True
-            p = _skip(b, p, hi, t, st)
-    if other:
-        width = -2
-    return width, signed, p
+    """``(bit width, signed)`` of the LogicalType union at ``p`` if it is INTEGER, else
+    ``(-2, False)``."""
+    seen, _ = _struct(b, p, hi, LOGICAL_FIELDS, A_LOGICAL, st)
+    if seen != np.int64(1) << LOGICAL_INTEGER:
+        return -2, False
+    seen, _ = _struct(b, st[A_LOGICAL + LOGICAL_INTEGER], hi, INT_FIELDS, A_INT, st)
+    if seen != 0b110:
+        return -2, False
+    return st[A_INT + 1], st[A_INT + 2] == 1
 
 
 @njit(cache=True, nogil=True)
@@ -367,28 +411,14 @@ def _element(b, p, hi, st):
     """A SchemaElement: ``(type, repetition, name start, name end, children (-1: none),
     converted type, logical int width (-1: none, -2: another logical type), signed,
     next position)``."""
-    typ, rep, n0, n1, children, conv, width, signed = -1, -1, -1, -1, -1, -1, -1, False
-    fid = 0
-    while True:
-        fid, t, p = _field(b, p, hi, fid, st)
-        if t == T_STOP:
-            break
-        if fid == 1:
-            typ, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 3:
-            rep, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 4:
-            n0, n1, p = _binary(b, p, hi, t, st)
-        elif fid == 5:
-            children, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 6:
-            conv, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 10 and t == T_STRUCT:
-            width, signed, p = _int_type(b, p, hi, st)
-        else:
-            p = _skip(b, p, hi, t, st)
-    if n0 < 0:
-        _leave(st, L_METADATA)
+    seen, p = _struct(b, p, hi, ELEMENT_FIELDS, A_ELEMENT, st)
+    _require(seen, 0b10000, st)
+    typ, rep, children, conv = st[A_ELEMENT + 1], st[A_ELEMENT + 3], st[A_ELEMENT + 5], \
+        st[A_ELEMENT + 6]
+    n0, n1, _ = _binary(b, st[A_ELEMENT + 4], hi, T_BINARY, st)
+    width, signed = -1, False
+    if seen & (1 << 10):
+        width, signed = _int_type(b, st[A_ELEMENT + 10], hi, st)
     return typ, rep, n0, n1, children, conv, width, signed, p
 
 
@@ -478,131 +508,67 @@ def _arrow_schema(b, p, hi, st):
     n, t, p = _list(b, p, hi, st)
     if t != T_STRUCT:
         _leave(st, L_METADATA)
-    a0, a1, seen = 0, 0, 0
+    a0, a1, found = 0, 0, 0
     for _ in range(n):
-        k0, k1, v0, v1 = -1, -1, -1, -1
-        fid = 0
-        while True:
-            fid, u, p = _field(b, p, hi, fid, st)
-            if u == T_STOP:
-                break
-            if fid == 1:
-                k0, k1, p = _binary(b, p, hi, u, st)
-            elif fid == 2:
-                v0, v1, p = _binary(b, p, hi, u, st)
-            else:
-                p = _skip(b, p, hi, u, st)
-        if k0 < 0:
-            _leave(st, L_METADATA)
+        seen, p = _struct(b, p, hi, KV_FIELDS, A_KV, st)
+        _require(seen, 0b10, st)
+        k0, k1, _ = _binary(b, st[A_KV + 1], hi, T_BINARY, st)
         if _equal(b, k0, k1, ARROW_KEY):
-            seen += 1
-            a0, a1 = v0, v1
-    if seen > 1 or (seen == 1 and a0 < 0):
+            if not seen & 0b100:
+                _leave(st, L_METADATA)
+            found += 1
+            a0, a1, _ = _binary(b, st[A_KV + 2], hi, T_BINARY, st)
+    if found > 1:
         _leave(st, L_METADATA)
     return a0, a1
 
 
 @njit(cache=True, nogil=True)
-def _histogram(b, p, hi, t, length, st):
-    """A level histogram of SizeStatistics: a list of ``length`` i64, or of none (pyarrow
-    checks it)."""
-    if t != T_LIST:
-        _leave(st, L_METADATA)
-    n, e, q = _list(b, p, hi, st)
+def _histogram(b, p, hi, length, st):
+    """A level histogram of SizeStatistics at ``p``: a list of ``length`` i64, or of none
+    (pyarrow checks it)."""
+    n, e, _ = _list(b, p, hi, st)
     if (n != length and n != 0) or e != T_I64:
         _leave(st, L_METADATA)
-    return _skip(b, p, hi, t, st)
 
 
 @njit(cache=True, nogil=True)
 def _column_meta(b, p, hi, levels, st):
     """ColumnMetaData of a leaf with these levels (definition << 8 | repetition): ``(type,
-    codec, values, compressed size, data page offset, dictionary page offset (-1: none),
-    next position)``."""
-    typ, codec, nvals, size, data, dic = -1, -1, -1, -1, -1, -1
-    fid, seen = 0, 0
-    while True:
-        fid, t, p = _field(b, p, hi, fid, st)
-        if t == T_STOP:
-            break
-        seen = _seen(seen, fid)
-        if fid == 1:
-            typ, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 4:
-            codec, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 5:
-            nvals, p = _int(b, p, hi, t, T_I64, st)
-        elif fid == 6:
-            _, p = _int(b, p, hi, t, T_I64, st)
-        elif fid == 2 or fid == 3:
-            _is(t, T_LIST, st)
-            p = _skip(b, p, hi, t, st)
-        elif fid == 7:
-            size, p = _int(b, p, hi, t, T_I64, st)
-        elif fid == 9:
-            data, p = _int(b, p, hi, t, T_I64, st)
-        elif fid == 11:
-            dic, p = _int(b, p, hi, t, T_I64, st)
-        elif fid == 13:  # PageEncodingStats: three required i32
-            _is(t, T_LIST, st)
-            n, e, p = _list(b, p, hi, st)
-            if e != T_STRUCT:
-                _leave(st, L_METADATA)
-            for _ in range(n):
-                g, got = 0, 0
-                while True:
-                    g, u, p = _field(b, p, hi, g, st)
-                    if u == T_STOP:
-                        break
-                    got = _seen(got, g)
-                    p = _int(b, p, hi, u, T_I32, st)[1] if 1 <= g <= 3 else _skip(b, p, hi, u, st)
-                _require(got, 0b1110, st)
-        elif fid == 16:  # SizeStatistics
-            _is(t, T_STRUCT, st)
-            g = 0
-            while True:
-                g, u, p = _field(b, p, hi, g, st)
-                if u == T_STOP:
-                    break
-                if g == 2:
-                    p = _histogram(b, p, hi, u, (levels & 255) + 1, st)
-                elif g == 3:
-                    p = _histogram(b, p, hi, u, (levels >> 8) + 1, st)
-                else:
-                    p = _skip(b, p, hi, u, st)
-        else:
-            p = _skip(b, p, hi, t, st)
+    codec, values, compressed size, data page offset, dictionary page offset (-1: none))``,
+    its PageEncodingStats and SizeStatistics checked as pyarrow checks them."""
+    seen, _ = _struct(b, p, hi, META_FIELDS, A_META, st)
     _require(seen, 0b1011111110, st)  # fields 1-7 and 9
+    if seen & (1 << 13):
+        n, e, q = _list(b, st[A_META + 13], hi, st)
+        if e != T_STRUCT:
+            _leave(st, L_METADATA)
+        for _ in range(n):
+            got, q = _struct(b, q, hi, STATS_FIELDS, A_STATS, st)
+            _require(got, 0b1110, st)
+    if seen & (1 << 16):
+        got, _ = _struct(b, st[A_META + 16], hi, SIZE_FIELDS, A_SIZE, st)
+        if got & 0b100:
+            _histogram(b, st[A_SIZE + 2], hi, (levels & 255) + 1, st)
+        if got & 0b1000:
+            _histogram(b, st[A_SIZE + 3], hi, (levels >> 8) + 1, st)
+    m = A_META
+    typ, codec, nvals, size, data, dic = st[m + 1], st[m + 4], st[m + 5], st[m + 7], \
+        st[m + 9], st[m + 11]
     if typ < 0 or codec < 0 or nvals < 0 or size < 0 or data < 0:
         _leave(st, L_METADATA)
-    return typ, codec, nvals, size, data, dic, p
+    return typ, codec, nvals, size, data, dic
 
 
 @njit(cache=True, nogil=True)
 def _column_chunk(b, p, hi, levels, st):
-    """ColumnChunk: its metadata (as `_column_meta`, without the position), and the next
-    position; a chunk in another file or encrypted is left."""
-    meta = (-1, -1, -1, -1, -1, -1)
-    fid, seen = 0, 0
-    while True:
-        fid, t, p = _field(b, p, hi, fid, st)
-        if t == T_STOP:
-            break
-        seen = _seen(seen, fid)
-        if fid == 3:
-            _is(t, T_STRUCT, st)
-            typ, codec, nvals, size, data, dic, p = _column_meta(b, p, hi, levels, st)
-            meta = (typ, codec, nvals, size, data, dic)
-        elif fid == 2:
-            _, p = _int(b, p, hi, t, T_I64, st)
-        elif fid == 1 or fid == 8 or fid == 9:
-            _leave(st, L_METADATA)
-        else:
-            p = _skip(b, p, hi, t, st)
-    _require(seen, 0b100, st)
-    if meta[0] < 0:
+    """ColumnChunk: its metadata (as `_column_meta`) and the next position; a chunk in
+    another file or encrypted is left."""
+    seen, p = _struct(b, p, hi, CHUNK_FIELDS, A_CHUNK, st)
+    if seen & (1 << 1 | 1 << 8 | 1 << 9):
         _leave(st, L_METADATA)
-    return meta, p
+    _require(seen, 0b1100, st)  # file_offset, and the metadata this reader needs
+    return _column_meta(b, st[A_CHUNK + 3], hi, levels, st), p
 
 
 # --- pages ------------------------------------------------------------------------------
@@ -611,57 +577,29 @@ def _column_chunk(b, p, hi, levels, st):
 def _page_header(b, p, hi, st):
     """PageHeader: ``(type, uncompressed size, compressed size, values, encoding,
     definition level encoding, nulls, rows, definition levels' bytes, repetition levels'
-    bytes, compressed, next position)`` (-1: not given)."""
-    ptype, usize, csize = -1, -1, -1
-    nv, enc, denc, nulls, rows, dlen, rlen, comp = -1, -1, -1, -1, -1, -1, -1, 1
-    fid, seen = 0, 0
-    while True:
-        fid, t, p = _field(b, p, hi, fid, st)
-        if t == T_STOP:
-            break
-        seen = _seen(seen, fid)
-        if fid == 1:
-            ptype, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 2:
-            usize, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 3:
-            csize, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 5 or fid == 7 or fid == 8:
-            _is(t, T_STRUCT, st)
-            g, got = 0, 0
-            while True:
-                g, u, p = _field(b, p, hi, g, st)
-                if u == T_STOP:
-                    break
-                got = _seen(got, g)
-                if g == 1:
-                    nv, p = _int(b, p, hi, u, T_I32, st)
-                elif fid == 8 and g == 7 and (u == T_TRUE or u == T_FALSE):
-                    comp = 1 if u == T_TRUE else 0
-                elif (fid == 8 and 2 <= g <= 6) or (fid == 5 and 2 <= g <= 4) or \
-                        (fid == 7 and g == 2):
-                    v, p = _int(b, p, hi, u, T_I32, st)
-                    if fid != 8:
-                        if g == 2:
-                            enc = v
-                        elif g == 3:
-                            denc = v
-                    elif g == 2:
-                        nulls = v
-                    elif g == 3:
-                        rows = v
-                    elif g == 4:
-                        enc = v
-                    elif g == 5:
-                        dlen = v
-                    else:
-                        rlen = v
-                else:
-                    p = _skip(b, p, hi, u, st)
-            _require(got, 0b11110 if fid == 5 else 0b110 if fid == 7 else 0b1111110, st)
-        else:
-            p = _skip(b, p, hi, t, st)
+    bytes, compressed, next position)`` (-1: not given), from the header of its type;
+    every header given is checked."""
+    seen, p = _struct(b, p, hi, PAGE_FIELDS, A_PAGE, st)
     _require(seen, 0b1110, st)
+    ptype, usize, csize = st[A_PAGE + 1], st[A_PAGE + 2], st[A_PAGE + 3]
+    nv, enc, denc, nulls, rows, dlen, rlen, comp = -1, -1, -1, -1, -1, -1, -1, 1
+    if seen & (1 << 5):
+        got, _ = _struct(b, st[A_PAGE + 5], hi, DATA_FIELDS, A_SUB, st)
+        _require(got, 0b11110, st)
+        if ptype == DATA_PAGE:
+            nv, enc, denc = st[A_SUB + 1], st[A_SUB + 2], st[A_SUB + 3]
+    if seen & (1 << 7):
+        got, _ = _struct(b, st[A_PAGE + 7], hi, DICT_FIELDS, A_SUB, st)
+        _require(got, 0b110, st)
+        if ptype == DICTIONARY_PAGE:
+            nv, enc = st[A_SUB + 1], st[A_SUB + 2]
+    if seen & (1 << 8):
+        got, _ = _struct(b, st[A_PAGE + 8], hi, V2_FIELDS, A_SUB, st)
+        _require(got, 0b1111110, st)
+        if ptype == DATA_PAGE_V2:
+            nv, nulls, rows, enc, dlen, rlen = st[A_SUB + 1], st[A_SUB + 2], \
+                st[A_SUB + 3], st[A_SUB + 4], st[A_SUB + 5], st[A_SUB + 6]
+            comp = 0 if st[A_SUB + 7] == 0 else 1
     if ptype < 0 or usize < 0 or csize < 0:
         _leave(st, L_PAGES)
     return ptype, usize, csize, nv, enc, denc, nulls, rows, dlen, rlen, comp, p
@@ -989,38 +927,15 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
     if flen > size - 12:
         _leave(st, L_FOOTER)
     st[W_BAD] = L_METADATA
-    p, hi = e - 8 - flen, e - 8
-    schema, rgs, kv, num_rows = -1, -1, -1, -1
-    s0, s1 = -1, -1
-    fid, seen = 0, 0
-    while True:
-        fid, t, p = _field(b, p, hi, fid, st)
-        if t == T_STOP:
-            break
-        seen = _seen(seen, fid)
-        if fid == 1:
-            _, p = _int(b, p, hi, t, T_I32, st)
-        elif fid == 2:
-            _is(t, T_LIST, st)
-            schema = p
-            p = _skip(b, p, hi, t, st)
-            s0, s1 = schema, p
-        elif fid == 3:
-            num_rows, p = _int(b, p, hi, t, T_I64, st)
-        elif fid == 4:
-            _is(t, T_LIST, st)
-            rgs = p
-            p = _skip(b, p, hi, t, st)
-        elif fid == 5:
-            _is(t, T_LIST, st)
-            kv = p
-            p = _skip(b, p, hi, t, st)
-        elif fid == 8 or fid == 9:
-            _leave(st, L_METADATA)  # encrypted
-        else:
-            p = _skip(b, p, hi, t, st)
+    hi = e - 8
+    seen, _ = _struct(b, hi - flen, hi, FILE_FIELDS, A_FILE, st)
     _require(seen, 0b11110, st)
-    if schema < 0 or rgs < 0 or num_rows < 0:
+    if seen & (1 << 8 | 1 << 9):
+        _leave(st, L_METADATA)  # encrypted
+    schema, num_rows, rgs = st[A_FILE + 2], st[A_FILE + 3], st[A_FILE + 4]
+    kv = st[A_FILE + 5] if seen & (1 << 5) else -1
+    s0, s1 = schema, _skip(b, schema, hi, T_LIST, st)
+    if num_rows < 0:
         _leave(st, L_METADATA)
     leaf, phys, max_def, leaves, _ = _schema(b, schema, hi, name, width, st)
     a0, a1 = (0, 0) if kv < 0 else _arrow_schema(b, kv, hi, st)
@@ -1040,23 +955,9 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
         _leave(st, L_METADATA)
     rows, nulls = 0, 0
     for _ in range(n):
-        cols, rg_rows = -1, -1
-        fid, seen = 0, 0
-        while True:
-            fid, t, p = _field(b, p, hi, fid, st)
-            if t == T_STOP:
-                break
-            seen = _seen(seen, fid)
-            if fid == 1:
-                _is(t, T_LIST, st)
-                cols = p
-                p = _skip(b, p, hi, t, st)
-            elif fid == 2 or fid == 3:
-                v, p = _int(b, p, hi, t, T_I64, st)
-                rg_rows = v if fid == 3 else rg_rows
-            else:
-                p = _skip(b, p, hi, t, st)
+        seen, p = _struct(b, p, hi, ROW_GROUP_FIELDS, A_ROW_GROUP, st)
         _require(seen, 0b1110, st)
+        cols, rg_rows = st[A_ROW_GROUP + 1], st[A_ROW_GROUP + 3]
         if cols < 0 or rg_rows < 0 or rg_rows > num_rows - rows:
             _leave(st, L_METADATA)
         nc, t, q = _list(b, cols, hi, st)

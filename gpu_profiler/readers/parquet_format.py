@@ -29,8 +29,9 @@ LEFT = {
 # Columns of the per-file ``info`` array.
 (I_STATUS, I_ROWS, I_NULLS, I_NEED, I_SCHEMA, I_SCHEMA_END, I_ARROW, I_ARROW_END) = range(8)
 NINFO = 8
-#: Size of the kernel's int64 work array (its reason, a needed size, and two stacks).
-WORK = 256
+#: Size of the kernel's int64 work array (its reason, a needed size, its stacks and
+#: struct fields, and every leaf column's levels: a file of more leaves is left).
+WORK = 4096
 
 
 def lengths(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes, width: int,

@@ -80,7 +80,7 @@ def _read(parts: list[Part]) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[in
     buf = getattr(_local, "buf", None)
     if buf is None or buf.size < total:
         buf = _local.buf = np.empty(max(total, 16 << 20), np.uint8)
-    view = memoryview(buf)
+    view = buf.data
     unread = set()
     for i, part in enumerate(parts):
         at, size = int(starts[i]), int(sizes[i])

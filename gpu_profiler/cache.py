@@ -1,9 +1,9 @@
 """Resumable scans (``--cache-dir``): each finished shard's histogram, kept in a directory
 under a key that changes whenever the shard or what is counted of it could (path, size,
-mtime_ns, the row groups of a range, the length column or offsets, the source options,
-the cap, the reader version). Entries are written atomically; their first line holds a
-SHA-256 of the rest. One that is corrupt, or whose key is another's, is rejected
-(reported, then rescanned), never trusted."""
+mtime_ns, the row groups or record batches of a range, the length column or offsets, the
+source options, the cap, the reader version). Entries are written atomically; their first
+line holds a SHA-256 of the rest. One that is corrupt, or whose key is another's, is
+rejected (reported, then rescanned), never trusted."""
 
 from __future__ import annotations
 
@@ -45,10 +45,9 @@ class ShardCache:
             raise ProfilerError(f"{part.label}: --cache-dir needs shards on disk, not an "
                                 "in-memory source")
         st = os.stat(path)
-        groups = getattr(part, "row_groups", None)
+        span = getattr(part, "span", None)
         return {"path": os.path.abspath(path), "size": st.st_size,
-                "mtime_ns": st.st_mtime_ns, "row_groups": groups and list(groups),
-                **self._common}
+                "mtime_ns": st.st_mtime_ns, "span": span and list(span), **self._common}
 
     def get(self, key: dict[str, Any]) -> tuple[LengthHistogram | None, str | None]:
         """The histogram of the shard with this `key` when a valid entry has it; else

@@ -176,6 +176,12 @@ class FileShard:
         then agree, and a shard costs one ``stat``)."""
         return self.path.stat().st_size
 
+    @property
+    def span(self) -> tuple[str, int, int] | None:
+        """The part of the file it is, as a cache key holds it (a range of row groups or
+        record batches, first and stop): None for the whole file."""
+        return None
+
 
 @dataclass(frozen=True)
 class ShardFormat:

@@ -72,6 +72,76 @@ class IpcPart(FileShard):
                       segmented=reading.segmented, known=self._schema.pop("schema", None))
 
 
+@dataclass(frozen=True)
+class BatchRange(IpcPart):
+    """Record batches ``first`` to ``stop - 1`` of an IPC shard: those whose messages start
+    at byte ``start`` or later, before ``end`` (its share of the file, the bytes from its
+    first batch's message to the next range's): a task's share of a shard too large for
+    one (`batch_ranges`). Always read by the selective reader, and never together with
+    neighbours (a range is part of one file)."""
+
+    first: int = 0
+    stop: int = 0
+    start: int = 0
+    end: int = 0
+
+    together = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.path} (record batches {self.first}..{self.stop - 1})"
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+    @property
+    def span(self) -> tuple[str, int, int]:
+        return "record batches", self.first, self.stop
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
+        return _selective_chunks(self.path, self.kind, reading.spec, reading.segmented,
+                                 (self.start, self.end))
+
+
+def batch_ranges(part: IpcPart, target: int, spec: LengthSpec) -> list[IpcPart]:
+    """``part`` cut into runs of consecutive record batches of about ``target`` bytes each
+    (`BatchRange`), found from metadata only (`SelectiveReader.batch_spans`); ``part``
+    itself when it makes one run, when its framing cannot be walked (its task then says
+    why), or when it is a stream whose length column is dictionary-encoded (a batch's
+    dictionary may lie in any message before it; a file's are all in its footer, read by
+    every range). The ranges' shares add up to the file's size."""
+    from gpu_profiler.readers.ipc_selective import SelectiveReader
+
+    cuts, firsts = [0], [0]  # where each range starts: byte, batch
+    n = size = done = 0
+    try:
+        with SelectiveReader(part.path, part.kind) as r:
+            index = r.schema.get_field_index(spec.name)
+            if index < 0 or (part.kind == "stream"
+                             and pa.types.is_dictionary(r.schema.field(index).type)):
+                return [part]
+            for spans in r.batch_spans(spec):
+                for start, end in spans.tolist():
+                    if start < done:  # a file's Blocks out of order: not cut by offsets
+                        return [part]
+                    if size >= target:
+                        cuts.append(start)
+                        firsts.append(n)
+                        size = 0
+                    size += end - start
+                    done = end
+                    n += 1
+            total = r.file_size
+    except ProfilerError:
+        return [part]
+    if len(cuts) == 1:
+        return [part]
+    return [BatchRange(part.path, part.kind, first=a, stop=b, start=lo, end=hi)
+            for a, b, lo, hi in zip(firsts, firsts[1:] + [n], cuts, cuts[1:] + [total],
+                                    strict=True)]
+
+
 def _is_stream(head: bytes, path: Path) -> bool:
     """A stream opens with a continuation marker (or, before format 0.15, a length)."""
     return head[:4] == b"\xff\xff\xff\xff" or (
@@ -134,11 +204,11 @@ def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
     return _selective_chunks(path, kind, spec, segmented)
 
 
-def _selective_chunks(path: Path, kind: str, spec: LengthSpec,
-                      segmented: bool = False) -> Iterator[Chunk]:
+def _selective_chunks(path: Path, kind: str, spec: LengthSpec, segmented: bool = False,
+                      between: tuple[int, int] | None = None) -> Iterator[Chunk]:
     from gpu_profiler.readers import ipc_selective
 
-    return ipc_selective.chunks(path, kind, spec, segmented)
+    return ipc_selective.chunks(path, kind, spec, segmented, between)
 
 
 def _handed_over(path: Path, kind: str, spec: LengthSpec, inflate: bool,

@@ -124,7 +124,8 @@ def _chunks(parts: list[Part], reading: Reading, runs: RunTally,
     for group in _groups(parts, reading):
         alone = group
         if len(group) > 1:
-            left, chunks = type(group[0]).together(group, reading, like)
+            left, chunks = type(group[0]).together(  # type: ignore[attr-defined]
+                group, reading, like)  # (an optional attribute: see reads_together)
             for chunk in chunks:
                 if bar is not None:
                     bar.update(samples=chunk.samples)

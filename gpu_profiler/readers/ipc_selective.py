@@ -79,14 +79,14 @@ class SelectiveReader:
         self.kind = kind
         self._file = PositionedFile(self.path)
         self._windows = _Reuse(_WINDOWS)
+        self._lo, self._hi = between or (0, self._file.size)
+        # where a walk of the stream stops (a file's Blocks may point anywhere in it)
+        self._end = min(self._hi, self._file.size) if kind == "stream" else self._file.size
         try:
             self._start, self._schema_meta, self.schema = self._read_schema()
         except BaseException:
             self._file.close()
             raise
-        self._lo, self._hi = between or (0, self._file.size)
-        # where a walk of the stream stops (a file's Blocks may point anywhere in it)
-        self._end = min(self._hi, self._file.size) if kind == "stream" else self._file.size
 
     def close(self) -> None:
         self._file.close()

@@ -83,8 +83,9 @@ def test_one_large_shard_is_cut_into_row_group_tasks_and_cached(client, corpora,
 def huge(tmp_path_factory):
     """One-shard corpora of many record batches (the cluster's tasks are an eighth of a
     corpus, so each is cut into ranges): an IPC stream and file of lengths (some null)
-    and token lists in 40 batches of unequal rows, the same file with the lengths
-    dictionary-encoded, that as a stream, one of one batch, and a one-shard HF dir."""
+    and token lists in 40 batches of unequal rows, the stream LZ4-compressed, the file
+    with the lengths dictionary-encoded, that as a stream, one of one batch, and a
+    one-shard HF dir."""
     import datasets
 
     d = tmp_path_factory.mktemp("huge")
@@ -98,13 +99,16 @@ def huge(tmp_path_factory):
     cuts = np.r_[0, np.cumsum(rows)]
     batches = [table.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
     coded = pa.table({"length": pa.array(lengths % 500, mask=~valid).dictionary_encode()})
-    for name, t, opener, parts in (
-            ("huge.arrows", table, pa.ipc.new_stream, batches),
-            ("huge.arrow", table, pa.ipc.new_file, batches),
-            ("coded.arrow", coded, pa.ipc.new_file, coded.to_batches(max_chunksize=1500)),
-            ("coded.arrows", coded, pa.ipc.new_stream, coded.to_batches(max_chunksize=1500)),
-            ("one.arrow", table, pa.ipc.new_file, [table])):
-        with opener(d / name, t.schema) as w:
+    lz4 = pa.ipc.IpcWriteOptions(compression="lz4")
+    for name, t, opener, parts, options in (
+            ("huge.arrows", table, pa.ipc.new_stream, batches, None),
+            ("packed.arrows", table, pa.ipc.new_stream, batches, lz4),
+            ("huge.arrow", table, pa.ipc.new_file, batches, None),
+            ("coded.arrow", coded, pa.ipc.new_file, coded.to_batches(max_chunksize=1500), None),
+            ("coded.arrows", coded, pa.ipc.new_stream, coded.to_batches(max_chunksize=1500),
+             None),
+            ("one.arrow", table, pa.ipc.new_file, [table], None)):
+        with opener(d / name, t.schema, options=options) as w:
             for b in parts:
                 w.write(b)
     hf = datasets.Dataset.from_dict({"length": lengths[:6000].tolist()})
@@ -112,7 +116,7 @@ def huge(tmp_path_factory):
     numpy = {n: gp.histogram(x, backend="numpy", cap=8192) for n, x in (
         ("huge", pa.array(lengths, mask=~valid)), ("coded", pa.array(lengths % 500, mask=~valid)),
         ("hf", pa.array(lengths[:6000])))}
-    return d, numpy
+    return d, {"packed": numpy["huge"], **numpy}
 
 
 def _tasks(path, **kwargs):
@@ -126,7 +130,8 @@ def _tasks(path, **kwargs):
 
 @pytest.mark.parametrize("name,kwargs", [("huge.arrows", {}), ("huge.arrow", {}),
                                          ("huge.arrows", {"offsets_of": "input_ids"}),
-                                         ("coded.arrow", {}), ("hf", {})])
+                                         ("packed.arrows", {}), ("coded.arrow", {}),
+                                         ("hf", {})])
 def test_huge_ipc_shard_is_cut_into_batch_ranges(client, huge, name, kwargs):
     from gpu_profiler.readers.ipc import BatchRange
 
@@ -147,11 +152,14 @@ def test_huge_ipc_shard_is_cut_into_batch_ranges(client, huge, name, kwargs):
         assert alone == numpy[name.split(".")[0]]
 
 
-def test_ipc_shard_of_one_batch_or_streamed_dictionaries_is_not_cut(huge):
+def test_ipc_shard_of_one_batch_or_streamed_dictionaries_is_not_cut(huge, monkeypatch):
     d, _ = huge
     for name in ("one.arrow", "coded.arrows"):
         (part,) = _tasks(d / name)
         assert part.span is None and part.path == d / name
+    monkeypatch.setenv("GPU_PROFILER_IPC_READER", "pyarrow")  # ranges need the selective one
+    (part,) = _tasks(d / "huge.arrows")
+    assert part.span is None
 
 
 def test_batch_ranges_are_cached_apart_and_reused(client, huge, tmp_path):

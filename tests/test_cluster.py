@@ -84,8 +84,8 @@ def huge(tmp_path_factory):
     """One-shard corpora of many record batches (the cluster's tasks are an eighth of a
     corpus, so each is cut into ranges): an IPC stream and file of lengths (some null)
     and token lists in 40 batches of unequal rows, the stream LZ4-compressed, the file
-    with the lengths dictionary-encoded, that as a stream, one of one batch, and a
-    one-shard HF dir."""
+    with the lengths dictionary-encoded, that as a stream, streams whose dictionary is
+    replaced or grows by deltas every batch, one of one batch, and a one-shard HF dir."""
     import datasets
 
     d = tmp_path_factory.mktemp("huge")
@@ -97,26 +97,38 @@ def huge(tmp_path_factory):
                                    pa.array(np.zeros(int((lengths % 97).sum()), np.int32)))
     table = pa.table({"length": pa.array(lengths, mask=~valid), "input_ids": ids})
     cuts = np.r_[0, np.cumsum(rows)]
+    decoded = {"huge": lengths, "packed": lengths, "coded": lengths % 500}
     batches = [table.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
     coded = pa.table({"length": pa.array(lengths % 500, mask=~valid).dictionary_encode()})
     lz4 = pa.ipc.IpcWriteOptions(compression="lz4")
-    for name, t, opener, parts, options in (
-            ("huge.arrows", table, pa.ipc.new_stream, batches, None),
-            ("packed.arrows", table, pa.ipc.new_stream, batches, lz4),
-            ("huge.arrow", table, pa.ipc.new_file, batches, None),
-            ("coded.arrow", coded, pa.ipc.new_file, coded.to_batches(max_chunksize=1500), None),
-            ("coded.arrows", coded, pa.ipc.new_stream, coded.to_batches(max_chunksize=1500),
-             None),
-            ("one.arrow", table, pa.ipc.new_file, [table], None)):
-        with opener(d / name, t.schema, options=options) as w:
+    deltas = pa.ipc.IpcWriteOptions(emit_dictionary_deltas=True)
+    changing = {}
+    for name, grow in (("replaced", False), ("deltas", True)):
+        values = [rng.permutation(12000)[:300] if not grow else
+                  (np.arange(100 * (k + 1)) * 7919) % 12000 for k in range(40)]
+        index = [rng.integers(0, len(v), int(n)) for v, n in zip(values, rows, strict=True)]
+        changing[name] = [pa.record_batch([pa.DictionaryArray.from_arrays(
+            pa.array(i, mask=~valid[a:b]), v)], names=["length"])
+            for i, v, a, b in zip(index, values, cuts[:-1], cuts[1:], strict=True)]
+        decoded[name] = np.concatenate([v[i] for i, v in zip(index, values, strict=True)])
+    for name, opener, parts, options in (
+            ("huge.arrows", pa.ipc.new_stream, batches, None),
+            ("packed.arrows", pa.ipc.new_stream, batches, lz4),
+            ("huge.arrow", pa.ipc.new_file, batches, None),
+            ("coded.arrow", pa.ipc.new_file, coded.to_batches(max_chunksize=1500), None),
+            ("coded.arrows", pa.ipc.new_stream, coded.to_batches(max_chunksize=1500), None),
+            ("replaced.arrows", pa.ipc.new_stream, changing["replaced"], None),
+            ("deltas.arrows", pa.ipc.new_stream, changing["deltas"], deltas),
+            ("one.arrow", pa.ipc.new_file, [table], None)):
+        with opener(d / name, parts[0].schema, options=options) as w:
             for b in parts:
                 w.write(b)
     hf = datasets.Dataset.from_dict({"length": lengths[:6000].tolist()})
     hf.save_to_disk(str(d / "hf"), num_shards=1)
-    numpy = {n: gp.histogram(x, backend="numpy", cap=8192) for n, x in (
-        ("huge", pa.array(lengths, mask=~valid)), ("coded", pa.array(lengths % 500, mask=~valid)),
-        ("hf", pa.array(lengths[:6000])))}
-    return d, {"packed": numpy["huge"], **numpy}
+    numpy = {n: gp.histogram(pa.array(x, mask=~valid), backend="numpy", cap=8192)
+             for n, x in decoded.items()}
+    numpy["hf"] = gp.histogram(pa.array(lengths[:6000]), backend="numpy", cap=8192)
+    return d, numpy
 
 
 def _tasks(path, **kwargs):
@@ -131,7 +143,8 @@ def _tasks(path, **kwargs):
 @pytest.mark.parametrize("name,kwargs", [("huge.arrows", {}), ("huge.arrow", {}),
                                          ("huge.arrows", {"offsets_of": "input_ids"}),
                                          ("packed.arrows", {}), ("coded.arrow", {}),
-                                         ("hf", {})])
+                                         ("coded.arrows", {}), ("replaced.arrows", {}),
+                                         ("deltas.arrows", {}), ("hf", {})])
 def test_huge_ipc_shard_is_cut_into_batch_ranges(client, huge, name, kwargs):
     from gpu_profiler.readers.ipc import BatchRange
 
@@ -146,17 +159,18 @@ def test_huge_ipc_shard_is_cut_into_batch_ranges(client, huge, name, kwargs):
     assert ranges[-1].stop == count and all(p.first < p.stop for p in ranges)
     assert [p.start for p in ranges] == [0] + [p.end for p in ranges[:-1]]
     assert ranges[-1].end == shard.stat().st_size
+    if name in ("coded.arrows", "replaced.arrows", "deltas.arrows"):  # read from before
+        assert all(p.dictionaries for p in ranges[1:]) and not ranges[0].dictionaries
     alone = gp.histogram(d / name, cap=8192, **kwargs)
     assert gp.histogram(d / name, cap=8192, client=client, **kwargs) == alone
     if not kwargs:
         assert alone == numpy[name.split(".")[0]]
 
 
-def test_ipc_shard_of_one_batch_or_streamed_dictionaries_is_not_cut(huge, monkeypatch):
+def test_ipc_shard_of_one_batch_is_not_cut(huge, monkeypatch):
     d, _ = huge
-    for name in ("one.arrow", "coded.arrows"):
-        (part,) = _tasks(d / name)
-        assert part.span is None and part.path == d / name
+    (part,) = _tasks(d / "one.arrow")
+    assert part.span is None and part.path == d / "one.arrow"
     monkeypatch.setenv("GPU_PROFILER_IPC_READER", "pyarrow")  # ranges need the selective one
     (part,) = _tasks(d / "huge.arrows")
     assert part.span is None

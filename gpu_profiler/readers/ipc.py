@@ -77,13 +77,16 @@ class BatchRange(IpcPart):
     """Record batches ``first`` to ``stop - 1`` of an IPC shard: those whose messages start
     at byte ``start`` or later, before ``end`` (its share of the file, the bytes from its
     first batch's message to the next range's): a task's share of a shard too large for
-    one (`batch_ranges`). Always read by the selective reader, and never together with
-    neighbours (a range is part of one file)."""
+    one (`batch_ranges`). In a stream whose length column is dictionary-encoded, the
+    messages at ``dictionaries`` hold the dictionary its first batch uses. Always read by
+    the selective reader, and never together with neighbours (a range is part of one
+    file)."""
 
     first: int = 0
     stop: int = 0
     start: int = 0
     end: int = 0
+    dictionaries: tuple[int, ...] = ()
 
     together = None
 
@@ -101,45 +104,50 @@ class BatchRange(IpcPart):
 
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return _selective_chunks(self.path, self.kind, reading.spec, reading.segmented,
-                                 (self.start, self.end))
+                                 (self.start, self.end), self.dictionaries)
 
 
 def batch_ranges(part: IpcPart, target: int, spec: LengthSpec) -> list[IpcPart]:
     """``part`` cut into runs of consecutive record batches of about ``target`` bytes each
     (`BatchRange`), found from metadata only (`SelectiveReader.batch_spans`); ``part``
-    itself when it makes one run, when its framing cannot be walked (its task then says
-    why), or when it is a stream whose length column is dictionary-encoded (a batch's
-    dictionary may lie in any message before it; a file's are all in its footer, read by
-    every range). The ranges' shares add up to the file's size."""
+    itself when it makes one run or when its framing cannot be walked (its task then says
+    why). A dictionary-encoded length column's dictionaries are in a file's footer, read
+    by every range; in a stream, a range names the messages before it that hold its
+    first batch's dictionary. The ranges' shares add up to the file's size."""
     from gpu_profiler.readers.ipc_selective import SelectiveReader
 
     cuts, firsts = [0], [0]  # where each range starts: byte, batch
+    needs: list[tuple[int, ...]] = [()]  # ... and the dictionaries before it that it needs
+    held: list[int] = []  # the dictionary messages so far: the last replacement, its deltas
     n = size = done = 0
     try:
         with SelectiveReader(part.path, part.kind) as r:
-            index = r.schema.get_field_index(spec.name)
-            if index < 0 or (part.kind == "stream"
-                             and pa.types.is_dictionary(r.schema.field(index).type)):
-                return [part]
             for spans in r.batch_spans(spec):
-                for start, end in spans.tolist():
+                for start, end, dictionary in spans.tolist():
                     if start < done:  # a file's Blocks out of order: not cut by offsets
                         return [part]
-                    if size >= target:
-                        cuts.append(start)
-                        firsts.append(n)
-                        size = 0
-                    size += end - start
                     done = end
-                    n += 1
+                    if dictionary == 0:  # a stream's replacement dictionary...
+                        held = [start]
+                    elif dictionary > 0:  # ... or a delta to it
+                        held.append(start)
+                    else:  # a record batch
+                        if size >= target:
+                            cuts.append(start)
+                            firsts.append(n)
+                            needs.append(tuple(held))
+                            size = 0
+                        n += 1
+                    size += end - start
             total = r.file_size
     except ProfilerError:
         return [part]
     if len(cuts) == 1:
         return [part]
-    return [BatchRange(part.path, part.kind, first=a, stop=b, start=lo, end=hi)
-            for a, b, lo, hi in zip(firsts, firsts[1:] + [n], cuts, cuts[1:] + [total],
-                                    strict=True)]
+    return [BatchRange(part.path, part.kind, first=a, stop=b, start=lo, end=hi,
+                       dictionaries=need)
+            for a, b, lo, hi, need in zip(firsts, firsts[1:] + [n], cuts, cuts[1:] + [total],
+                                          needs, strict=True)]
 
 
 def _is_stream(head: bytes, path: Path) -> bool:
@@ -205,10 +213,11 @@ def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
 
 
 def _selective_chunks(path: Path, kind: str, spec: LengthSpec, segmented: bool = False,
-                      between: tuple[int, int] | None = None) -> Iterator[Chunk]:
+                      between: tuple[int, int] | None = None,
+                      dictionaries: tuple[int, ...] = ()) -> Iterator[Chunk]:
     from gpu_profiler.readers import ipc_selective
 
-    return ipc_selective.chunks(path, kind, spec, segmented, between)
+    return ipc_selective.chunks(path, kind, spec, segmented, between, dictionaries)
 
 
 def _handed_over(path: Path, kind: str, spec: LengthSpec, inflate: bool,

@@ -57,26 +57,32 @@ _CODECS = {0: "lz4", 1: "zstd"}
 
 
 def chunks(path: Path, kind: str, spec: LengthSpec, segmented: bool = False,
-           between: tuple[int, int] | None = None) -> Iterator[Chunk]:
+           between: tuple[int, int] | None = None,
+           dictionaries: tuple[int, ...] = ()) -> Iterator[Chunk]:
     """Chunks of the length column of one IPC file (``kind='file'``) or stream (of the
-    record batches whose messages start ``between`` two byte positions, if given)."""
-    with SelectiveReader(path, kind, between) as r:
+    record batches whose messages start ``between`` two byte positions, if given, after
+    a stream's ``dictionaries``: see `SelectiveReader`)."""
+    with SelectiveReader(path, kind, between, dictionaries) as r:
         yield from r.chunks(spec, segmented)
 
 
 class SelectiveReader:
     """One IPC file or stream, read selectively: every record batch, or those whose
-    messages start ``between`` two byte positions (a range of `batch_spans`; a stream is
-    then walked from the first to the second, a file's footer Blocks are picked by their
-    offsets, and every dictionary batch of a file is still read).
+    messages start ``between`` two byte positions (a range of `batch_spans`). A stream is
+    then walked from the first to the second, after the messages at ``dictionaries`` (the
+    length column's dictionary batches before the range that its batches depend on: the
+    last replacement and the deltas after it); a file's footer Blocks are picked by their
+    offsets, and every dictionary batch of a file is still read.
 
     Attributes:
         schema: the file's Arrow schema.
     """
 
-    def __init__(self, path: Path, kind: str, between: tuple[int, int] | None = None) -> None:
+    def __init__(self, path: Path, kind: str, between: tuple[int, int] | None = None,
+                 dictionaries: tuple[int, ...] = ()) -> None:
         self.path = Path(path)
         self.kind = kind
+        self._dictionaries = dictionaries
         self._file = PositionedFile(self.path)
         self._windows = _Reuse(_WINDOWS)
         self._lo, self._hi = between or (0, self._file.size)
@@ -165,23 +171,27 @@ class SelectiveReader:
         yield from out.finish()
 
     def batch_spans(self, spec: LengthSpec) -> Iterator[np.ndarray]:
-        """``(start, end)`` byte positions of the record-batch messages (framing, metadata
-        and body), in file order, some at a time, reading metadata only: a file's footer
-        Blocks; a stream's framing, walked through windows of :data:`METADATA_WINDOW`
-        over runs of small messages and, after a message with a large body, just the next
-        one's metadata (a 4 GB stream of 100 batches costs 100 page reads). Memory stays
-        bounded whatever the number of batches."""
+        """``(start, end, dictionary)`` rows of the record-batch messages (byte positions
+        of framing, metadata and body; ``dictionary`` -1) and of a stream's dictionary
+        batches of the length column (0 for a replacement, 1 for a delta), in file order,
+        some at a time, reading metadata only: a file's footer Blocks; a stream's
+        framing, walked through windows of :data:`METADATA_WINDOW` over runs of small
+        messages and, after a message with a large body, just the next one's metadata (a
+        4 GB stream of 100 batches costs 100 page reads). Memory stays bounded whatever
+        the number of batches."""
         if self.kind == "file":
             off, meta, body = self._footer()[1].T
-            yield np.stack([off, off + meta + body], axis=1)
+            yield np.stack([off, off + meta + body, np.full_like(off, -1)], axis=1)
             return
-        layout = self._column(spec)[1]
+        col, layout = self._column(spec)
         state = np.zeros(2, np.int64)
         pos, want = self._lo_stream(), FIRST_READ
         while pos < self._end:
             _, recs, pos, status = self._messages(pos, want, layout, state)
-            rb = recs[recs[:, fmt.R_TYPE] == fmt.RECORD_BATCH]
-            yield np.stack([rb[:, fmt.R_MSG], rb[:, fmt.R_BODY] + rb[:, fmt.R_BODYLEN]], axis=1)
+            rb = recs[col.active(recs)]
+            yield np.stack([rb[:, fmt.R_MSG], rb[:, fmt.R_BODY] + rb[:, fmt.R_BODYLEN],
+                            np.where(rb[:, fmt.R_TYPE] == fmt.RECORD_BATCH, -1,
+                                     rb[:, fmt.R_DELTA] != 0)], axis=1)
             if status == fmt.END or not len(recs):
                 return
             last = recs[-1]
@@ -240,6 +250,8 @@ class SelectiveReader:
     def _stream_groups(self, layout: np.ndarray,
                        col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         state = np.zeros(2, np.int64)
+        for at in self._dictionaries:  # the message at each, alone
+            yield from self._fetch(self._messages(at, FIRST_READ, layout, state)[1][:1], col)
         pos, want = self._lo_stream(), FIRST_READ
         pending: list[np.ndarray] = []
         while pos < self._end:

@@ -66,6 +66,14 @@ class IpcPart(FileShard):
             self._schema["schema"] = schema(self.path, self.kind)
         return self._schema["schema"]
 
+    @staticmethod
+    def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None
+                 ) -> tuple[list[int], Iterator[Chunk]]:
+        """Small streams read at once (`ipc_many`)."""
+        from gpu_profiler.readers import ipc_many
+
+        return ipc_many.together(parts, reading, like)
+
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
                       light=(reading.light or reading.inline) and not reading.ordered,

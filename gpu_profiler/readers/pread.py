@@ -126,61 +126,6 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
-class _Region:
-    """An address range of this process, unmapped (files and reservation alike) when the
-    last array over it goes."""
-
-    def __init__(self, addr: int, size: int) -> None:
-        self.addr, self.size = addr, size
-
-    def __del__(self) -> None:
-        _libc().munmap(ctypes.c_void_p(self.addr), ctypes.c_size_t(self.size))
-
-
-def mapped_side_by_side(paths: list[Path], sizes: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(data, starts, unmapped)``: the files mapped read-only into one address range,
-    file ``i`` (of ``sizes[i]`` bytes) at ``data[starts[i]:]``, each at a page boundary,
-    so that one array holds many small files without copying them out of the page cache;
-    ``unmapped[i]`` where file ``i`` could not be mapped (its bytes there are zeros). None
-    where mapping is not possible here. Like any mapping, it assumes the files are not
-    truncated while in use."""
-    page = mmap.PAGESIZE
-    spans = -(-np.maximum(sizes, 1) // page) * page
-    starts = np.zeros(len(paths), np.int64)
-    starts[1:] = np.cumsum(spans)[:-1]
-    total = int(spans.sum())
-    try:
-        libc = _libc()
-        base = libc.mmap(None, total, mmap.PROT_READ, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
-                         -1, 0)
-    except (OSError, AttributeError):
-        return None
-    if base in (None, ctypes.c_void_p(-1).value):
-        return None
-    region = _Region(base, total)
-    unmapped = np.zeros(len(paths), bool)
-    fixed = mmap.MAP_SHARED | getattr(mmap, "MAP_FIXED", 0x10) | getattr(mmap, "MAP_POPULATE", 0)
-    for i, path in enumerate(paths):
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            unmapped[i] = True
-            continue
-        try:
-            if sizes[i] > 0 and os.fstat(fd).st_size >= sizes[i]:
-                at = libc.mmap(base + int(starts[i]), int(sizes[i]), mmap.PROT_READ, fixed,
-                               fd, 0)
-                unmapped[i] = at != base + int(starts[i])
-            else:
-                unmapped[i] = sizes[i] > 0
-        finally:
-            os.close(fd)
-    view = (ctypes.c_uint8 * total).from_address(base)
-    view.region = region  # type: ignore[attr-defined]  # unmapped with the last array
-    return np.frombuffer(memoryview(view), np.uint8), starts, unmapped
-
-
 def cached_fraction(fd: int, size: int) -> float:
     """Fraction of the file's pages in the page cache, sampled over up to
     :data:`_SAMPLES` evenly spaced 1 MiB windows: ``mincore`` on a mapping that is never

@@ -192,5 +192,6 @@ def _file_part(path: Path, size: int, fmt: str | None, given: Collection[str]) -
     if fmt == "hf":
         raise ProfilerError(f"{path}: --format hf needs a save_to_disk directory")
     f = FORMATS[fmt] if fmt else sniff(path)
-    _refuse(given, f.takes, f"{path} ({f.title})")
+    if not f.takes.issuperset(given):  # (the message is made only when it is needed)
+        _refuse(given, f.takes, f"{path} ({f.title})")
     return sized(f.part(path), size)

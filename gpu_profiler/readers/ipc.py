@@ -66,6 +66,14 @@ class IpcPart(FileShard):
             self._schema["schema"] = schema(self.path, self.kind)
         return self._schema["schema"]
 
+    @staticmethod
+    def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None
+                 ) -> tuple[list[int], Iterator[Chunk]]:
+        """Small streams read at once (`ipc_many`)."""
+        from gpu_profiler.readers import ipc_many
+
+        return ipc_many.together(parts, reading, like)
+
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
                       light=(reading.light or reading.inline) and not reading.ordered,
@@ -73,22 +81,24 @@ class IpcPart(FileShard):
 
 
 @dataclass(frozen=True)
-class BatchRange(IpcPart):
-    """Record batches ``first`` to ``stop - 1`` of an IPC shard: those whose messages start
-    at byte ``start`` or later, before ``end`` (its share of the file, the bytes from its
-    first batch's message to the next range's): a task's share of a shard too large for
-    one (`batch_ranges`). In a stream whose length column is dictionary-encoded, the
-    messages at ``dictionaries`` hold the dictionary its first batch uses. Always read by
-    the selective reader, and never together with neighbours (a range is part of one
-    file)."""
+class BatchRange(FileShard):
+    """Record batches ``first`` to ``stop - 1`` of an IPC shard (a ``kind`` as `IpcPart`
+    's): those whose messages start at byte ``start`` or later, before ``end`` (its share
+    of the file, the bytes from its first batch's message to the next range's): a task's
+    share of a shard too large for one (`batch_ranges`). In a stream whose length column
+    is dictionary-encoded, the messages at ``dictionaries`` hold the dictionary its first
+    batch uses. Always read by the selective reader, and never together with neighbours
+    (it has no ``together``: a range is part of one file)."""
 
+    kind: str
     first: int = 0
     stop: int = 0
     start: int = 0
     end: int = 0
     dictionaries: tuple[int, ...] = ()
 
-    together = None
+    on_device = False
+    read_ahead = True  # as IpcPart's
 
     @property
     def label(self) -> str:
@@ -102,12 +112,15 @@ class BatchRange(IpcPart):
     def span(self) -> tuple[str, int, int]:
         return "record batches", self.first, self.stop
 
+    def schema(self) -> pa.Schema:
+        return schema(self.path, self.kind)
+
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return _selective_chunks(self.path, self.kind, reading.spec, reading.segmented,
                                  (self.start, self.end), self.dictionaries)
 
 
-def batch_ranges(part: IpcPart, target: int, spec: LengthSpec) -> list[IpcPart]:
+def batch_ranges(part: IpcPart, target: int, spec: LengthSpec) -> list[IpcPart | BatchRange]:
     """``part`` cut into runs of consecutive record batches of about ``target`` bytes each
     (`BatchRange`), found from metadata only (`SelectiveReader.batch_spans`); ``part``
     itself when it makes one run or when its framing cannot be walked (its task then says

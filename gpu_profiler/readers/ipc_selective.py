@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -473,11 +474,20 @@ class _Reuse:
         return buf
 
 
+class _Source(Protocol):
+    """What `_Assembler` asks of the reader whose bytes it assembles."""
+
+    @property
+    def file_size(self) -> int: ...
+
+    def error(self, offset: int, reason: str) -> ProfilerError: ...
+
+
 class _Assembler:
     """Gathers the column out of fetched bytes into chunks of at least ``CHUNK_ROWS``, or
     (``segmented``) hands plain batches over where they were read."""
 
-    def __init__(self, reader: SelectiveReader, col: _Column, segmented: bool) -> None:
+    def __init__(self, reader: _Source, col: _Column, segmented: bool) -> None:
         self.r = reader
         self.col = col
         self.segmented = segmented and not col.offsets
@@ -700,7 +710,7 @@ class _Inflater:
     """One buffer of a message read front to back, decompressed a piece at a time when it
     is compressed, and checked against the size it declares once closed."""
 
-    def __init__(self, reader: SelectiveReader, rec: np.ndarray, fetched: Fetched,
+    def __init__(self, reader: _Source, rec: np.ndarray, fetched: Fetched,
                  off: int, length: int, need: int) -> None:
         self.r = reader
         self.where = int(rec[fmt.R_BODY] + rec[off])

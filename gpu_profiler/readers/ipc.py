@@ -82,10 +82,10 @@ class IpcPart(FileShard):
 
 @dataclass(frozen=True)
 class BatchRange(FileShard):
-    """Record batches ``first`` to ``stop - 1`` of an IPC shard (a ``kind`` as `IpcPart`
-    's): those whose messages start at byte ``start`` or later, before ``end`` (its share
-    of the file, the bytes from its first batch's message to the next range's): a task's
-    share of a shard too large for one (`batch_ranges`). In a stream whose length column
+    """Record batches ``first`` to ``stop - 1`` of an IPC file or stream (``kind``, as in
+    `IpcPart`): those whose messages start at byte ``start`` or later, before ``end`` (its
+    share of the file, the bytes from its first batch's message to the next range's): a
+    task's share of a shard too large for one (`batch_ranges`). In a stream whose length column
     is dictionary-encoded, the messages at ``dictionaries`` hold the dictionary its first
     batch uses. Always read by the selective reader, and never together with neighbours
     (it has no ``together``: a range is part of one file)."""

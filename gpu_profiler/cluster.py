@@ -2,7 +2,9 @@
 run; ``--dask ADDRESS``: a running scheduler; ``--backend cuda``: dask-cuda's
 ``LocalCUDACluster``, one worker per GPU). Tasks are groups of shards sized by bytes; their
 histograms are summed as they complete (no shuffle), and dask reruns the tasks of a worker
-that dies. Only this module imports dask (the ``[dask]`` and ``[dask-cuda]`` extras)."""
+that dies. A shard larger than a task is cut into runs of its row groups (Parquet) or
+record batches (Arrow IPC, HF shards). Only this module imports dask (the ``[dask]`` and
+``[dask-cuda]`` extras)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import Part, Reading, parquet
+from gpu_profiler.readers import Part, Reading, ipc, parquet
 from gpu_profiler.tasks import Job, Outcome, run
 
 #: A task reads at most this many bytes (unless one shard is larger): 100k shards of 2 MiB
@@ -65,15 +67,12 @@ def client_for(workers: int | None, address: str | None, backend: str) -> Iterat
 def groups(items: Sequence[tuple[str, Part]], threads: int, reading: Reading
            ) -> list[tuple[str, list[Part]]]:
     """``items`` (split name, part) cut into tasks: runs of consecutive shards of one split
-    of about ``min(TASK_BYTES, total / (TASKS_PER_THREAD x threads))`` bytes each; a
-    Parquet shard larger than that is cut into runs of its row groups (read on the CPU:
-    not when the GPU decodes Parquet)."""
+    of about ``min(TASK_BYTES, total / (TASKS_PER_THREAD x threads))`` bytes each; a shard
+    larger than that is cut by `_ranges`."""
     total = sum(p.nbytes for _, p in items)
     target = max(1, min(TASK_BYTES, total // (TASKS_PER_THREAD * max(threads, 1))))
-    if not reading.gpu_parquet:
-        items = [(name, r) for name, p in items for r in (
-            parquet.row_group_ranges(p, target)
-            if isinstance(p, parquet.ParquetPart) and p.nbytes > target else [p])]
+    items = [(name, r) for name, p in items
+             for r in (_ranges(p, target, reading) if p.nbytes > target else [p])]
     out: list[tuple[str, list[Part]]] = []
     size = 0
     for name, part in items:
@@ -83,6 +82,17 @@ def groups(items: Sequence[tuple[str, Part]], threads: int, reading: Reading
         out[-1][1].append(part)
         size += part.nbytes
     return out
+
+
+def _ranges(part: Part, target: int, reading: Reading) -> list[Part]:
+    """A large shard as runs of about ``target`` bytes: a Parquet shard's row groups (read
+    on the CPU: not when the GPU decodes Parquet), an IPC shard's record batches (read
+    by the selective reader: not when pyarrow's is forced); any other shard whole."""
+    if isinstance(part, parquet.ParquetPart) and not reading.gpu_parquet:
+        return list(parquet.row_group_ranges(part, target))
+    if isinstance(part, ipc.IpcPart) and reading.ipc_reader != "pyarrow":
+        return list(ipc.batch_ranges(part, target, reading.spec))
+    return [part]
 
 
 def outcomes(client: Any, tasks: Sequence[list[Part]], job: Job

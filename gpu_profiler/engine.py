@@ -29,6 +29,7 @@ from gpu_profiler.readers import (
     open_source,
     resolve_spec,
 )
+from gpu_profiler.readers.base import same_schema
 
 #: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
 #: native kernels), not a GPU. Until those kernels are built on this machine (5-15 s, once;
@@ -235,4 +236,4 @@ def _check_schemas(parts: list[Part], like: tuple[str, Any]) -> None:
     with ThreadPoolExecutor(cores(), thread_name_prefix="gpu-profiler-plan") as pool:
         schemas = pool.map(lambda p: p.schema(), parts)
         for part, schema in zip(parts, schemas, strict=True):
-            execute.same_schema(part.label, schema, like)
+            same_schema(part.label, schema, like)

@@ -15,13 +15,12 @@ from typing import Any
 
 from gpu_profiler.backends import Backend
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import Part, Reading
 from gpu_profiler.readers.arrow import coalesce
-from gpu_profiler.readers.base import SMALL_BYTES
+from gpu_profiler.readers.base import SMALL_BYTES, same_schema, together_of
 from gpu_profiler.runs import Run, RunTally
 
 #: Bytes of a task: consecutive parts run together until they hold this many, so that
@@ -124,7 +123,9 @@ def _chunks(parts: list[Part], reading: Reading, runs: RunTally,
     for group in _groups(parts, reading):
         alone = group
         if len(group) > 1:
-            left, chunks = type(group[0]).together(group, reading, like)
+            read = together_of(group[0])
+            assert read is not None  # (see reads_together)
+            left, chunks = read(group, reading, like)
             for chunk in chunks:
                 if bar is not None:
                     bar.update(samples=chunk.samples)
@@ -162,7 +163,7 @@ def reads_together(part: Part, reading: Reading) -> bool:
     there, not before the scan): a small part whose class can (`Together`), in a scan
     neither light (whose kernels may not be built yet) nor ordered."""
     return (not reading.light and not reading.ordered and part.nbytes <= SMALL_BYTES
-            and getattr(part, "together", None) is not None)
+            and together_of(part) is not None)
 
 
 def _alone(part: Part, reading: Reading, runs: RunTally, bar: ScanProgress | None,
@@ -179,19 +180,3 @@ def _alone(part: Part, reading: Reading, runs: RunTally, bar: ScanProgress | Non
             yield chunk
     if bar is not None:
         bar.update(nbytes=part.nbytes, parts=1)
-
-
-def same_schema(label: str, schema: Any, like: tuple[str, Any]) -> None:
-    """A `ProfilerError` unless ``schema`` (of the part ``label``) is ``like`` 's (a label
-    and the schema every part of the scan must have)."""
-    if not schema.equals(like[1], check_metadata=False):
-        raise ProfilerError(f"{label}: schema differs from {like[0]}: "
-                            f"{_schema_diff(schema, like[1])}")
-
-
-def _schema_diff(a: Any, b: Any) -> str:
-    fa = {f.name: str(f.type) for f in a}
-    fb = {f.name: str(f.type) for f in b}
-    diffs = [f"{n}: {fa.get(n, 'missing')} vs {fb.get(n, 'missing')}"
-             for n in dict.fromkeys([*fb, *fa]) if fa.get(n) != fb.get(n)]
-    return "; ".join(diffs) or "field order or nullability"

@@ -70,6 +70,8 @@ EXPORTS: dict[str, Export] = {
     **{f"histogram_{t}": _histogram(t) for t in ("int32", "int64")},
     "frame": Export("ipc", "frame", (_BYTES, I), 2),
     "walk": Export("ipc", "walk", (_BYTES, I, I, _OUT_I8_2D, _I8, _OUT_I8), 3),
+    "walk_streams": Export("ipc", "walk_streams", (_BYTES, _I8, _I8, _BYTES, _OUT_I8_2D, _OUT_I8,
+                                                   _I8, _OUT_I8, Arr("int8", out=True)), 1),
     "parse_at": Export("ipc", "parse_at", (_BYTES, _I8, _I8, _OUT_I8_2D, _I8, _OUT_I8), 0),
     "schema_info": Export("ipc", "schema_info", (_BYTES, I), 4),
     "footer_blocks": Export("ipc", "footer_blocks", (_BYTES, _OUT_I8_2D), 2),

@@ -345,6 +345,63 @@ def walk(b, start, limit, out, layout, state):
 
 
 @njit(cache=True, nogil=True)
+def walk_streams(b, starts, ends, schema, out, owner, layout, state, left):
+    """`walk` over many whole streams at once: stream ``i`` is ``b[starts[i]:ends[i]]``;
+    each must open with ``schema`` (the first stream's framed schema message and its body)
+    byte for byte. A stream that does not, that ends inside a message, or whose metadata is
+    corrupt is *left* (``left[i] = 1``): its own reader then reads it or says why.
+
+    Goes on from stream ``state[0]``, at position ``state[1]`` in it (-1: its start), and
+    stops when every stream is walked (``state[0] == starts.size``) or ``out`` is full;
+    ``state[2:4]`` is `walk`'s state.
+    Record positions are relative to ``b``; ``owner[k]`` is the stream of record ``k``
+    (records of a stream left later still come out: the caller drops them by ``owner``).
+
+    Returns:
+        ``(records written,)``.
+    """
+    sub = state[2:4]
+    n = schema.size
+    k = 0
+    while state[0] < starts.size and k < out.shape[0]:
+        i = state[0]
+        s, e = starts[i], ends[i]
+        f = b[s:e]
+        p = state[1]
+        state[1] = -1
+        if p < 0:
+            p = n
+            if f.size < n:
+                left[i] = 1
+            else:
+                for j in range(n):
+                    if f[j] != schema[j]:
+                        left[i] = 1
+                        break
+        if left[i]:
+            state[0] += 1
+            continue
+        try:
+            got, nxt, status = walk(f, p, f.size, out[k:], layout, sub)
+        except Exception:  # noqa: BLE001 (a Corrupt: this stream's reader will say it)
+            left[i] = 1
+            state[0] += 1
+            continue
+        for j in range(k, k + got):
+            out[j, R_MSG] += s
+            out[j, R_BODY] += s
+            owner[j] = i
+        k += got
+        if status == FULL:
+            state[1] = nxt
+        else:
+            if status == NEED_MORE and nxt != f.size:
+                left[i] = 1  # it ends inside a message
+            state[0] += 1
+    return (k,)
+
+
+@njit(cache=True, nogil=True)
 def parse_at(b, starts, meta_lens, out, layout, state):
     """Parse the messages at ``starts`` in ``b`` (the file format's Blocks: each message's
     framing plus metadata is ``meta_lens`` bytes and its body follows); repeated metadata

@@ -226,8 +226,9 @@ def test_schema_error_as_the_per_part_path(tmp_path, monkeypatch):
         t = pa.int32() if i == 2 else pa.int64()
         write(tmp_path / f"{i}.parquet", pa.table({"length": lengths(100, i, t)}))
     errors = []
-    for together in (ParquetPart.together, None):
-        monkeypatch.setattr(ParquetPart, "together", together)
+    for alone in (False, True):
+        if alone:
+            monkeypatch.setattr(ParquetPart, "together", None)
         with pytest.raises(ProfilerError) as exc:
             gp.histogram(tmp_path)
         errors.append(str(exc.value))

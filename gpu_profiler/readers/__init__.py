@@ -5,6 +5,7 @@ length column. One module per format (``hf``, ``ipc``, ``parquet``, ``megatron``
 from __future__ import annotations
 
 import glob
+import os
 import stat
 from collections.abc import Collection, Iterable
 from pathlib import Path
@@ -20,6 +21,7 @@ from gpu_profiler.readers.base import (
     Reading,
     ShardFormat,
     SourceOptions,
+    sized,
 )
 
 __all__ = ["FORMATS", "LengthSpec", "Part", "Reading", "ShardFormat", "SourceOptions",
@@ -41,8 +43,11 @@ FORMAT_NAMES = ("hf", *FORMATS)
 def sniff(path: Path) -> ShardFormat:
     """A shard's format from its first bytes (extensions can lie)."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(16)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            head = os.read(fd, 16)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise ProfilerError(f"{path}: cannot read ({exc.strerror})") from None
     for fmt in FORMATS.values():
@@ -97,19 +102,18 @@ def open_source(source: Any, fmt: str | None = None, split: str | None = None,
 def _path_splits(source: str, fmt: str | None, given: Collection[str]
                  ) -> dict[str, list[Part]]:
     if any(ch in source for ch in "*?["):
-        paths = _once(Path(p) for p in glob.glob(source, recursive=True) if Path(p).is_file())
-        paths = paths or _expanded(source)
+        paths = _once(glob.glob(source, recursive=True)) or _expanded(source)
         if not paths:
             raise ProfilerError(f"{source}: the pattern matches no file")
-        return {"": _unique([_file_part(p, fmt, given) for p in paths])}
+        return {"": _unique([_file_part(p, n, fmt, given) for p, n in paths])}
     path = Path(source)
     if not path.exists():
         named = _expanded(source)
         if named:
-            return {"": _unique([_file_part(p, fmt, given) for p in named])}
+            return {"": _unique([_file_part(p, n, fmt, given) for p, n in named])}
         raise ProfilerError(f"{path}: no such file or directory")
     if path.is_file():
-        return {"": [_file_part(path, fmt, given)]}
+        return {"": [_file_part(path, path.stat().st_size, fmt, given)]}
     if not path.is_dir():  # opening a FIFO would wait for a writer
         raise ProfilerError(f"{path}: is {_node_kind(path)}, not a file or a directory")
     if fmt in (None, "hf") and (hf.is_dataset_dict_dir(path) or hf.is_dataset_dir(path)):
@@ -122,13 +126,14 @@ def _path_splits(source: str, fmt: str | None, given: Collection[str]
         raise ProfilerError(f"{path}: not a Hugging Face save_to_disk directory "
                             "(no state.json or dataset_dict.json)")
     suffixes = tuple(x for f in FORMATS.values() for x in f.suffixes)
-    files = _once(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
+    files = _once(os.path.join(top, name) for top, _, names in os.walk(path)
+                  for name in names if name.endswith(suffixes))
     if not files:
         raise ProfilerError(f"{path}: no {_titles()} files in this directory")
-    return {"": _unique([_file_part(p, fmt, given) for p in files])}
+    return {"": _unique([_file_part(p, n, fmt, given) for p, n in files])}
 
 
-def _expanded(source: str) -> list[Path]:
+def _expanded(source: str) -> list[tuple[Path, int]]:
     """The files a path or glob that names none stands for (Megatron-LM prefixes)."""
     return _once(p for f in FORMATS.values() if f.expand for p in f.expand(source))
 
@@ -155,14 +160,21 @@ def _refuse(given: Collection[str], takes: Collection[str], what: str) -> None:
                                 f"{listed} sources")
 
 
-def _once(paths: Iterable[Path]) -> list[Path]:
-    """Sorted, each file once (by device and inode: symlinked directories, or a link loop
-    that a ``**`` glob goes round, would list one shard many times)."""
-    seen: dict[tuple[int, int], Path] = {}
-    for p in sorted(paths):
-        st = p.stat()
-        seen.setdefault((st.st_dev, st.st_ino), p)
-    return sorted(seen.values())
+def _once(paths: Iterable[str | Path]) -> list[tuple[Path, int]]:
+    """The regular files among ``paths``, in path order, each once (by device and inode:
+    symlinked directories, or a link loop that a ``**`` glob goes round, would list one
+    shard many times), with their sizes: one ``stat`` a file, and no `Path` made for the
+    thousands of shards of a corpus until they are known (making one costs more than the
+    ``stat``)."""
+    seen: dict[tuple[int, int], tuple[str, int]] = {}
+    for p in sorted((os.fspath(p) for p in paths), key=lambda p: p.split(os.sep)):
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            seen.setdefault((st.st_dev, st.st_ino), (p, st.st_size))
+    return [(Path(p), n) for p, n in sorted(seen.values(), key=lambda e: e[0].split(os.sep))]
 
 
 def _node_kind(path: Path) -> str:
@@ -173,12 +185,13 @@ def _node_kind(path: Path) -> str:
 
 
 def _hf_parts(path: Path) -> list[Part]:
-    return [ipc.STREAM_FORMAT.part(p) for p in hf.dataset_shards(path)]
+    return [sized(ipc.STREAM_FORMAT.part(p), n) for p, n in hf.dataset_shards(path)]
 
 
-def _file_part(path: Path, fmt: str | None, given: Collection[str]) -> Part:
+def _file_part(path: Path, size: int, fmt: str | None, given: Collection[str]) -> Part:
     if fmt == "hf":
         raise ProfilerError(f"{path}: --format hf needs a save_to_disk directory")
     f = FORMATS[fmt] if fmt else sniff(path)
-    _refuse(given, f.takes, f"{path} ({f.title})")
-    return f.part(path)
+    if not f.takes.issuperset(given):  # (the message is made only when it is needed)
+        _refuse(given, f.takes, f"{path} ({f.title})")
+    return sized(f.part(path), size)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -129,6 +129,11 @@ class Together(Protocol):
         ...
 
 
+def together_of(part: Part) -> Together | None:
+    """The `Together` of ``part`` 's class, if it has one."""
+    return getattr(part, "together", None)
+
+
 class Part(Protocol):
     """One shard (file) or in-memory object of a split. A class may also have
     ``together``, a `Together` that reads many of its small parts at once.
@@ -175,6 +180,36 @@ class FileShard:
         """The size when first asked (planning asks: the scan, its tasks and its progress
         then agree, and a shard costs one ``stat``)."""
         return self.path.stat().st_size
+
+    @property
+    def span(self) -> tuple[str, int, int] | None:
+        """The part of the file it is, as a cache key holds it (a range of row groups or
+        record batches, first and stop): None for the whole file."""
+        return None
+
+
+def same_schema(label: str, schema: Any, like: tuple[str, Any]) -> None:
+    """A `ProfilerError` unless ``schema`` (of the part ``label``) is ``like`` 's (a label
+    and the schema every part of the scan must have)."""
+    if not schema.equals(like[1], check_metadata=False):
+        raise ProfilerError(f"{label}: schema differs from {like[0]}: "
+                            f"{_schema_diff(schema, like[1])}")
+
+
+def _schema_diff(a: Any, b: Any) -> str:
+    fa = {f.name: str(f.type) for f in a}
+    fb = {f.name: str(f.type) for f in b}
+    diffs = [f"{n}: {fa.get(n, 'missing')} vs {fb.get(n, 'missing')}"
+             for n in dict.fromkeys([*fb, *fa]) if fa.get(n) != fb.get(n)]
+    return "; ".join(diffs) or "field order or nullability"
+
+
+def sized(part: Part, size: int) -> Part:
+    """``part``, its size known already (from the ``stat`` that listed it: planning then
+    costs no second one)."""
+    if isinstance(part, FileShard):
+        part.__dict__["nbytes"] = size  # FileShard.nbytes caches itself there
+    return part
 
 
 @dataclass(frozen=True)

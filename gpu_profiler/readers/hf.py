@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 from gpu_profiler.errors import ProfilerError
@@ -58,18 +59,39 @@ def _escaped(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def dataset_shards(path: Path) -> list[Path]:
-    """The IPC stream shards of a Dataset dir, in ``state.json`` order."""
+def dataset_shards(path: Path) -> list[tuple[Path, int]]:
+    """The IPC stream shards of a Dataset dir, in ``state.json`` order, with their sizes
+    (one system call a shard: thousands of them are listed in milliseconds)."""
     state = _read_json(path / "state.json")
     files = state.get("_data_files")
     if not isinstance(files, list) or not all(isinstance(f, dict) and "filename" in f
                                               for f in files):
         raise ProfilerError(f"{path / 'state.json'}: no valid '_data_files' list")
-    shards = [_inside(path, f["filename"], path / "state.json", "a shard") for f in files]
-    for shard in shards:
-        if not shard.is_file():
-            raise ProfilerError(f"{shard}: shard listed in state.json is missing")
-    return shards
+    return [_shard(path, str(path), f["filename"], path / "state.json") for f in files]
+
+
+def _shard(folder: Path, where: str, name: object, meta: Path) -> tuple[Path, int]:
+    """A shard listed in ``meta`` and its size: a plain file name that is a regular file
+    (not a link) is inside ``folder`` (``where``, as a string) without resolving it;
+    anything else is checked by `_inside`."""
+    if isinstance(name, str) and name and os.sep not in name and name not in (".", "..") \
+            and "\0" not in name:
+        at = os.path.join(where, name)
+        try:
+            st = os.lstat(at)
+        except OSError:
+            raise ProfilerError(f"{at}: shard listed in state.json is missing") from None
+        if stat.S_ISREG(st.st_mode):
+            return Path(at), st.st_size
+    full = _inside(folder, name, meta, "a shard")
+    try:
+        st = os.stat(full)
+        mode, size = st.st_mode, st.st_size
+    except OSError:
+        mode, size = 0, 0
+    if not stat.S_ISREG(mode):
+        raise ProfilerError(f"{full}: shard listed in state.json is missing")
+    return full, size
 
 
 def dict_splits(path: Path) -> dict[str, Path]:

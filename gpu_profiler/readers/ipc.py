@@ -66,10 +66,101 @@ class IpcPart(FileShard):
             self._schema["schema"] = schema(self.path, self.kind)
         return self._schema["schema"]
 
+    @staticmethod
+    def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None
+                 ) -> tuple[list[int], Iterator[Chunk]]:
+        """Small streams read at once (`ipc_many`)."""
+        from gpu_profiler.readers import ipc_many
+
+        return ipc_many.together(parts, reading, like)
+
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
                       light=(reading.light or reading.inline) and not reading.ordered,
                       segmented=reading.segmented, known=self._schema.pop("schema", None))
+
+
+@dataclass(frozen=True)
+class BatchRange(FileShard):
+    """Record batches ``first`` to ``stop - 1`` of an IPC file or stream (``kind``, as in
+    `IpcPart`): those whose messages start at byte ``start`` or later, before ``end`` (its
+    share of the file, the bytes from its first batch's message to the next range's): a
+    task's share of a shard too large for one (`batch_ranges`). In a stream whose length column
+    is dictionary-encoded, the messages at ``dictionaries`` hold the dictionary its first
+    batch uses. Always read by the selective reader, and never together with neighbours
+    (it has no ``together``: a range is part of one file)."""
+
+    kind: str
+    first: int = 0
+    stop: int = 0
+    start: int = 0
+    end: int = 0
+    dictionaries: tuple[int, ...] = ()
+
+    on_device = False
+    read_ahead = True  # as IpcPart's
+
+    @property
+    def label(self) -> str:
+        return f"{self.path} (record batches {self.first}..{self.stop - 1})"
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+    @property
+    def span(self) -> tuple[str, int, int]:
+        return "record batches", self.first, self.stop
+
+    def schema(self) -> pa.Schema:
+        return schema(self.path, self.kind)
+
+    def chunks(self, reading: Reading) -> Iterator[Chunk]:
+        return _selective_chunks(self.path, self.kind, reading.spec, reading.segmented,
+                                 (self.start, self.end), self.dictionaries)
+
+
+def batch_ranges(part: IpcPart, target: int, spec: LengthSpec) -> list[IpcPart | BatchRange]:
+    """``part`` cut into runs of consecutive record batches of about ``target`` bytes each
+    (`BatchRange`), found from metadata only (`SelectiveReader.batch_spans`); ``part``
+    itself when it makes one run or when its framing cannot be walked (its task then says
+    why). A dictionary-encoded length column's dictionaries are in a file's footer, read
+    by every range; in a stream, a range names the messages before it that hold its
+    first batch's dictionary. The ranges' shares add up to the file's size."""
+    from gpu_profiler.readers.ipc_selective import SelectiveReader
+
+    cuts, firsts = [0], [0]  # where each range starts: byte, batch
+    needs: list[tuple[int, ...]] = [()]  # ... and the dictionaries before it that it needs
+    held: list[int] = []  # the dictionary messages so far: the last replacement, its deltas
+    n = size = done = 0
+    try:
+        with SelectiveReader(part.path, part.kind) as r:
+            for spans in r.batch_spans(spec):
+                for start, end, dictionary in spans.tolist():
+                    if start < done:  # a file's Blocks out of order: not cut by offsets
+                        return [part]
+                    done = end
+                    if dictionary == 0:  # a stream's replacement dictionary...
+                        held = [start]
+                    elif dictionary > 0:  # ... or a delta to it
+                        held.append(start)
+                    else:  # a record batch
+                        if size >= target:
+                            cuts.append(start)
+                            firsts.append(n)
+                            needs.append(tuple(held))
+                            size = 0
+                        n += 1
+                    size += end - start
+            total = r.file_size
+    except ProfilerError:
+        return [part]
+    if len(cuts) == 1:
+        return [part]
+    return [BatchRange(part.path, part.kind, first=a, stop=b, start=lo, end=hi,
+                       dictionaries=need)
+            for a, b, lo, hi, need in zip(firsts, firsts[1:] + [n], cuts, cuts[1:] + [total],
+                                          needs, strict=True)]
 
 
 def _is_stream(head: bytes, path: Path) -> bool:
@@ -134,11 +225,12 @@ def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
     return _selective_chunks(path, kind, spec, segmented)
 
 
-def _selective_chunks(path: Path, kind: str, spec: LengthSpec,
-                      segmented: bool = False) -> Iterator[Chunk]:
+def _selective_chunks(path: Path, kind: str, spec: LengthSpec, segmented: bool = False,
+                      between: tuple[int, int] | None = None,
+                      dictionaries: tuple[int, ...] = ()) -> Iterator[Chunk]:
     from gpu_profiler.readers import ipc_selective
 
-    return ipc_selective.chunks(path, kind, spec, segmented)
+    return ipc_selective.chunks(path, kind, spec, segmented, between, dictionaries)
 
 
 def _handed_over(path: Path, kind: str, spec: LengthSpec, inflate: bool,

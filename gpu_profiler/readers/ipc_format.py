@@ -87,6 +87,14 @@ def walk(b: np.ndarray, start: int, limit: int, out: np.ndarray, layout: np.ndar
     return native.kernel("walk")(b, start, limit, out, layout, state)
 
 
+def walk_streams(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: np.ndarray,
+                 out: np.ndarray, owner: np.ndarray, layout: np.ndarray, state: np.ndarray,
+                 left: np.ndarray) -> tuple[int, ...]:
+    """``(records written,)`` of many whole streams in ``b`` (see kernels.ipc)."""
+    return native.kernel("walk_streams")(b, starts, ends, schema, out, owner, layout, state,
+                                         left)
+
+
 def parse_at(b: np.ndarray, starts: np.ndarray, meta_lens: np.ndarray, out: np.ndarray,
              layout: np.ndarray, state: np.ndarray) -> None:
     """Parse the file format's messages at ``starts`` into ``out`` (see kernels.ipc)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +35,9 @@ from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile, unu
 FIRST_READ = 16 << 10
 #: Bytes read at once from a run of small messages.
 WINDOW = 8 << 20
+#: Bytes read at once from a run of small messages when only their metadata is wanted
+#: (`SelectiveReader.batch_spans`).
+METADATA_WINDOW = 1 << 20
 #: A message holding more than this besides the column's buffers is read sparsely.
 SPARSE_SKIP = 64 << 10
 #: Sparsely read messages whose buffers are fetched together (concurrently).
@@ -53,25 +57,38 @@ _CODECS = {0: "lz4", 1: "zstd"}
 
 
 
-def chunks(path: Path, kind: str, spec: LengthSpec,
-           segmented: bool = False) -> Iterator[Chunk]:
-    """Chunks of the length column of one IPC file (``kind='file'``) or stream."""
-    with SelectiveReader(path, kind) as r:
+def chunks(path: Path, kind: str, spec: LengthSpec, segmented: bool = False,
+           between: tuple[int, int] | None = None,
+           dictionaries: tuple[int, ...] = ()) -> Iterator[Chunk]:
+    """Chunks of the length column of one IPC file (``kind='file'``) or stream (of the
+    record batches whose messages start ``between`` two byte positions, if given, after
+    a stream's ``dictionaries``: see `SelectiveReader`)."""
+    with SelectiveReader(path, kind, between, dictionaries) as r:
         yield from r.chunks(spec, segmented)
 
 
 class SelectiveReader:
-    """One IPC file or stream, read selectively.
+    """One IPC file or stream, read selectively: every record batch, or those whose
+    messages start ``between`` two byte positions (a range of `batch_spans`). A stream is
+    then walked from the first to the second, after the messages at ``dictionaries`` (the
+    length column's dictionary batches before the range that its batches depend on: the
+    last replacement and the deltas after it); a file's footer Blocks are picked by their
+    offsets, and every dictionary batch of a file is still read.
 
     Attributes:
         schema: the file's Arrow schema.
     """
 
-    def __init__(self, path: Path, kind: str) -> None:
+    def __init__(self, path: Path, kind: str, between: tuple[int, int] | None = None,
+                 dictionaries: tuple[int, ...] = ()) -> None:
         self.path = Path(path)
         self.kind = kind
+        self._dictionaries = dictionaries
         self._file = PositionedFile(self.path)
         self._windows = _Reuse(_WINDOWS)
+        self._lo, self._hi = between or (0, self._file.size)
+        # where a walk of the stream stops (a file's Blocks may point anywhere in it)
+        self._end = min(self._hi, self._file.size) if kind == "stream" else self._file.size
         try:
             self._start, self._schema_meta, self.schema = self._read_schema()
         except BaseException:
@@ -105,7 +122,7 @@ class SelectiveReader:
     def _window(self, pos: int, n: int) -> Fetched:
         """File bytes from ``pos``: mapped, or in a window buffer nothing else refers to any
         more."""
-        n = max(0, min(n, self._file.size - pos))
+        n = max(0, min(n, self._end - pos))
         if self._file.mapped:
             return self._file.window(pos, n)
         raw = self._windows.take(n + 3 * ALIGN)
@@ -146,6 +163,46 @@ class SelectiveReader:
     def chunks(self, spec: LengthSpec, segmented: bool = False) -> Iterator[Chunk]:
         """Chunks of the length column: at least ``CHUNK_ROWS`` rows each but the last,
         and, if ``segmented``, the plain batches of each window as they lie in it."""
+        col, layout = self._column(spec)
+        groups = self._file_groups(layout, col) if self.kind == "file" else \
+            self._stream_groups(layout, col)
+        out = _Assembler(self, col, segmented)
+        for recs, fetched in groups:
+            yield from out.add(recs, fetched)
+        yield from out.finish()
+
+    def batch_spans(self, spec: LengthSpec) -> Iterator[np.ndarray]:
+        """``(start, end, dictionary)`` rows of the record-batch messages (byte positions
+        of framing, metadata and body; ``dictionary`` -1) and of a stream's dictionary
+        batches of the length column (0 for a replacement, 1 for a delta), in file order,
+        some at a time, reading metadata only: a file's footer Blocks; a stream's
+        framing, walked through windows of :data:`METADATA_WINDOW` over runs of small
+        messages and, after a message with a large body, just the next one's metadata (a
+        4 GB stream of 100 batches costs 100 page reads). Memory stays bounded whatever
+        the number of batches."""
+        if self.kind == "file":
+            off, meta, body = self._footer()[1].T
+            yield np.stack([off, off + meta + body, np.full_like(off, -1)], axis=1)
+            return
+        col, layout = self._column(spec)
+        state = np.zeros(2, np.int64)
+        pos, want = self._lo_stream(), FIRST_READ
+        while pos < self._end:
+            _, recs, pos, status = self._messages(pos, want, layout, state)
+            rb = recs[col.active(recs)]
+            yield np.stack([rb[:, fmt.R_MSG], rb[:, fmt.R_BODY] + rb[:, fmt.R_BODYLEN],
+                            np.where(rb[:, fmt.R_TYPE] == fmt.RECORD_BATCH, -1,
+                                     rb[:, fmt.R_DELTA] != 0)], axis=1)
+            if status == fmt.END or not len(recs):
+                return
+            last = recs[-1]
+            want = METADATA_WINDOW
+            if last[fmt.R_BODYLEN] > SPARSE_SKIP:  # likely another: read just its metadata
+                want = _to_granule(pos, int(last[fmt.R_BODY] - last[fmt.R_MSG]) + 256,
+                                   self._file.granule)
+
+    def _column(self, spec: LengthSpec) -> tuple[_Column, np.ndarray]:
+        """The length column and the layout vector the parsers find it by."""
         index = self.schema.get_field_index(spec.name)
         if index < 0:
             raise ProfilerError(f"{self.path}: no column {spec.name!r}")
@@ -156,14 +213,8 @@ class SelectiveReader:
                 dict_id = int(fmt.schema_info(self._schema_meta, index)[2])
             except fmt.Corrupt as exc:
                 raise self._corrupt(exc, 0, "schema message") from None
-        col = _Column(t, spec.offsets, dict_id)
-        layout = column_layout(self.schema, index, dict_id).vector()
-        groups = self._file_groups(layout, col) if self.kind == "file" else \
-            self._stream_groups(layout, col)
-        out = _Assembler(self, col, segmented)
-        for recs, fetched in groups:
-            yield from out.add(recs, fetched)
-        yield from out.finish()
+        return _Column(t, spec.offsets, dict_id), \
+            column_layout(self.schema, index, dict_id).vector()
 
     def _checked(self, recs: np.ndarray, col: _Column) -> tuple[np.ndarray, ...]:
         """Validate parsed records against their bodies; return their needed byte ranges
@@ -178,23 +229,36 @@ class SelectiveReader:
 
     # -- stream format -------------------------------------------------------------------
 
-    def _stream_groups(self, layout: np.ndarray,
-                       col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
-        size = self._file.size
-        state = np.zeros(2, np.int64)
-        pos, want = self._start, FIRST_READ
-        pending: list[np.ndarray] = []
-        while pos < size:
+    def _lo_stream(self) -> int:
+        """Where a stream's walk starts: after its schema, or at the range's first batch."""
+        return max(self._start, self._lo)
+
+    def _messages(self, pos: int, want: int, layout: np.ndarray, state: np.ndarray
+                  ) -> tuple[Fetched, np.ndarray, int, int]:
+        """``(window, records, next position, walk status)`` of the stream's messages whose
+        metadata lies in a window of at least ``want`` bytes from ``pos``, grown until it
+        holds one (no record only at the end of the stream)."""
+        while True:
             win = self._window(pos, want)
             recs, nxt, status = self._walk(win.data, pos, layout, state)
+            if len(recs) or status == fmt.END:
+                return win, recs, nxt, status
+            need = int(state[1])
+            if pos + need > self._end:
+                raise self.error(pos, "the file ends inside a message's metadata")
+            want = _to_granule(pos, need, self._file.granule)
+
+    def _stream_groups(self, layout: np.ndarray,
+                       col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+        state = np.zeros(2, np.int64)
+        for at in self._dictionaries:  # the message at each, alone
+            yield from self._fetch(self._messages(at, FIRST_READ, layout, state)[1][:1], col)
+        pos, want = self._lo_stream(), FIRST_READ
+        pending: list[np.ndarray] = []
+        while pos < self._end:
+            win, recs, nxt, status = self._messages(pos, want, layout, state)
             if not len(recs):
-                if status == fmt.END:
-                    break
-                need = int(state[1])
-                if pos + need > size:
-                    raise self.error(pos, "the file ends inside a message's metadata")
-                want = _to_granule(pos, need, self._file.granule)
-                continue
+                break
             vlo, vhi, dlo, dhi = self._checked(recs, col)
             last = recs[-1]
             total = int(last[fmt.R_BODY] + last[fmt.R_BODYLEN] - last[fmt.R_MSG])
@@ -235,8 +299,7 @@ class SelectiveReader:
         out = np.empty((min(_MAX_MESSAGES, data.size // 128 + 1), fmt.NREC), np.int64)
         while status == fmt.FULL:
             try:
-                k, start, status = fmt.walk(data, start, self._file.size - pos, out, layout,
-                                            state)
+                k, start, status = fmt.walk(data, start, self._end - pos, out, layout, state)
             except fmt.Corrupt as exc:
                 raise self._corrupt(exc, pos + state[0]) from None
             parts.append(out[:k].copy())
@@ -262,6 +325,16 @@ class SelectiveReader:
 
     def _file_groups(self, layout: np.ndarray,
                      col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+        dicts, batches = self._footer()
+        if col.dict_id >= 0:
+            yield from self._blocks(dicts, fmt.DICTIONARY_BATCH, layout, col)
+        off = batches[:, 0]
+        yield from self._blocks(batches[(off >= self._lo) & (off < self._hi)],
+                                fmt.RECORD_BATCH, layout, col)
+
+    def _footer(self) -> tuple[np.ndarray, np.ndarray]:
+        """The footer's dictionary and record-batch Blocks, each checked to lie inside the
+        file."""
         size = self._file.size
         if size < 8 + 10:
             raise self.error(size, "too short for an Arrow IPC file")
@@ -284,9 +357,7 @@ class SelectiveReader:
                 i = int(np.argmax(bad))
                 raise self.error(fstart, f"footer: {name} block {i} (offset {off[i]}, "
                                          f"{meta[i]} + {body[i]} bytes) lies outside the file")
-        if col.dict_id >= 0:
-            yield from self._blocks(dicts, fmt.DICTIONARY_BATCH, layout, col)
-        yield from self._blocks(batches, fmt.RECORD_BATCH, layout, col)
+        return dicts, batches
 
     def _blocks(self, blocks: np.ndarray, kind: int, layout: np.ndarray,
                 col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
@@ -403,11 +474,20 @@ class _Reuse:
         return buf
 
 
+class _Source(Protocol):
+    """What `_Assembler` asks of the reader whose bytes it assembles."""
+
+    @property
+    def file_size(self) -> int: ...
+
+    def error(self, offset: int, reason: str) -> ProfilerError: ...
+
+
 class _Assembler:
     """Gathers the column out of fetched bytes into chunks of at least ``CHUNK_ROWS``, or
     (``segmented``) hands plain batches over where they were read."""
 
-    def __init__(self, reader: SelectiveReader, col: _Column, segmented: bool) -> None:
+    def __init__(self, reader: _Source, col: _Column, segmented: bool) -> None:
         self.r = reader
         self.col = col
         self.segmented = segmented and not col.offsets
@@ -630,7 +710,7 @@ class _Inflater:
     """One buffer of a message read front to back, decompressed a piece at a time when it
     is compressed, and checked against the size it declares once closed."""
 
-    def __init__(self, reader: SelectiveReader, rec: np.ndarray, fetched: Fetched,
+    def __init__(self, reader: _Source, rec: np.ndarray, fetched: Fetched,
                  off: int, length: int, need: int) -> None:
         self.r = reader
         self.where = int(rec[fmt.R_BODY] + rec[off])

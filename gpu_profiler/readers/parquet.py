@@ -125,9 +125,8 @@ class RowGroups(ParquetPart):
         return self.size
 
     @property
-    def row_groups(self) -> tuple[int, int]:
-        """The range, as a cache key holds it."""
-        return self.first, self.stop
+    def span(self) -> tuple[str, int, int]:
+        return "row groups", self.first, self.stop
 
     def chunks(self, reading: Reading) -> Iterator[Chunk | Run]:
         if reading.gpu_parquet or reading.ordered:

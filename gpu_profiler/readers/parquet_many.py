@@ -26,7 +26,7 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers import parquet_format as fmt
-from gpu_profiler.readers.base import FileShard, Part, Reading
+from gpu_profiler.readers.base import FileShard, Part, Reading, same_schema
 
 #: Bits of the Arrow integer types whose columns are read here.
 WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
@@ -63,9 +63,11 @@ def _width(first: Part, name: str, like: tuple[str, pa.Schema] | None) -> int | 
         schema = first.schema()
     except ProfilerError:
         return None
-    if like is not None and first.label != like[0] and \
-            not schema.equals(like[1], check_metadata=False):
-        return None
+    if like is not None and first.label != like[0]:
+        try:
+            same_schema(first.label, schema, like)
+        except ProfilerError:
+            return None
     index = schema.get_field_index(name)
     return None if index < 0 else WIDTHS.get(schema.field(index).type)
 

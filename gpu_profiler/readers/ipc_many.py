@@ -1,0 +1,210 @@
+"""Many small Arrow IPC streams (the shards of a Hugging Face ``save_to_disk`` dir) read
+together (`gpu_profiler.readers.base.Together`): each file is read whole, with one
+positioned read, into one buffer; one kernel call walks every stream's messages
+(`walk_streams`), one checks their length-column buffers, and the selective reader's
+assembler hands the column over where it lies in the buffer (or gathers it). A small
+shard then costs a read and a few microseconds of kernel, not a reader of its own.
+
+A stream is read here only if its framed schema message is byte for byte the first
+stream's (whose schema is checked against the scan's). Anything else is left to the
+stream's own reader (`ipc.chunks`), so both ways give the same numbers or the same error:
+a file (not a stream: its footer decides what it holds), another schema, a
+dictionary-encoded or compressed length column, damage of any kind, a read that fails."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.readers import ipc_format as fmt
+from gpu_profiler.readers.base import Reading, same_schema
+from gpu_profiler.readers.ipc_layout import column_layout
+from gpu_profiler.readers.ipc_selective import _Assembler, _Column, _Reuse
+from gpu_profiler.readers.pread import Fetched
+
+if TYPE_CHECKING:
+    from gpu_profiler.readers.ipc import IpcPart
+
+#: Files sit in the buffer at multiples of this (Arrow aligns buffers to 8 or 64 bytes in
+#: a file: they stay aligned in memory, and are histogrammed in place).
+ALIGN = 64
+_BUFFERS = 2  # read buffers kept per thread (chunks of the last run may still use one)
+_local = threading.local()
+
+
+def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None
+             ) -> tuple[list[int], Iterator[Chunk]]:
+    """See `Together`: the streams among ``parts`` read at once."""
+    every = list(range(len(parts)))
+    streams = [i for i in every if parts[i].kind == "stream"]
+    if reading.ipc_reader == "pyarrow" or not streams:
+        return every, iter(())
+    buf, starts, ends, unread = _read([parts[i].path for i in streams],
+                                      np.array([parts[i].nbytes for i in streams], np.int64))
+    first = streams[0]
+    try:
+        schema, framed = _reference(buf, int(starts[0]), int(ends[0]))
+        if like is not None and parts[first].label != like[0]:
+            same_schema(parts[first].label, schema, like)
+        col, layout = _column(schema, reading)
+    except _Leave:
+        return every, iter(())
+    left = unread.astype(np.int8)
+    recs = _checked(*_walk(buf, starts, ends, framed, layout, left), col, left)
+    done = {streams[i] for i in np.flatnonzero(left == 0)}
+    if not done:
+        return every, iter(())
+    return [i for i in every if i not in done], _chunks(buf, recs, col, reading, parts[first])
+
+
+class _Leave(Exception):
+    """Every stream of the run goes to its own reader."""
+
+
+def _read(paths: list[Path], sizes: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(buffer, starts, ends, unread)``: every file's bytes (``sizes``, as listed) read
+    whole, one positioned read each, at ``ALIGN``-ed ``starts`` of one buffer; ``unread[i]``
+    when file ``i`` could not be read whole (it is left). (Mapping the files side by side
+    instead, with no copy, measured slower here: bench/results/shards.md.)"""
+    starts = np.zeros(len(paths), np.int64)
+    starts[1:] = np.cumsum((sizes + ALIGN - 1) // ALIGN * ALIGN)[:-1]
+    ends = starts + sizes
+    buf = _buffer(int(ends[-1]) + ALIGN)
+    unread = np.zeros(len(paths), bool)
+    for i, path in enumerate(paths):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                got = os.preadv(fd, [buf.data[int(starts[i]):int(ends[i])]], 0)
+            finally:
+                os.close(fd)
+        except OSError:
+            got = -1
+        unread[i] = got != sizes[i]
+    return buf, starts, ends, unread
+
+
+def _buffer(size: int) -> np.ndarray:
+    """A ``size``-byte buffer of this thread's, aligned to ``ALIGN``; reused once nothing
+    refers to it (reuse spares the page faults of fresh memory)."""
+    pool = getattr(_local, "pool", None)
+    if pool is None:
+        pool = _local.pool = _Reuse(_BUFFERS)
+    raw = pool.take(size + ALIGN)
+    skip = -raw.ctypes.data % ALIGN
+    return raw[skip:skip + size]
+
+
+def _reference(buf: np.ndarray, start: int, end: int) -> tuple[pa.Schema, np.ndarray]:
+    """The first stream's schema and its framed schema message with its body (the bytes
+    every other stream must open with)."""
+    data = buf[start:end]
+    try:
+        pre, m = fmt.frame(data, 0)
+        if m <= 0 or pre + m > data.size:
+            raise _Leave
+        big, _, _, body = fmt.schema_info(data[pre:pre + m], -1)
+    except fmt.Corrupt:
+        raise _Leave from None
+    if big or pre + m + body > data.size:
+        raise _Leave
+    return _schema(bytes(data[:pre + m])), data[:pre + m + body].copy()
+
+
+@lru_cache(maxsize=8)
+def _schema(framed: bytes) -> pa.Schema:
+    """The schema in a framed schema message (little-endian), parsed once for all the
+    runs of a scan (their first streams' messages are the same bytes); `_Leave` if it is
+    bad (the stream's own reader says why)."""
+    try:
+        schema = pa.ipc.read_schema(pa.py_buffer(framed))
+        schema.names  # decoded lazily: a name that is not UTF-8 fails here  # noqa: B018
+    except (pa.ArrowException, OSError, ValueError):
+        raise _Leave from None
+    return schema
+
+
+def _column(schema: pa.Schema, reading: Reading) -> tuple[_Column, np.ndarray]:
+    """The length column of ``schema`` and its layout; `_Leave` unless it is one integer
+    column (or list column, for offsets) of that name (the streams' own readers then read
+    it, or say what is wrong)."""
+    index = schema.get_field_index(reading.spec.name)
+    if index < 0:
+        raise _Leave
+    t = schema.field(index).type
+    offsets = reading.spec.offsets
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t) if offsets
+            else pa.types.is_integer(t)):
+        raise _Leave
+    col = _Column(t, offsets, -1)
+    return col, column_layout(schema, index).vector()
+
+
+def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, framed: np.ndarray,
+          layout: np.ndarray, left: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(records, their streams)``: every record batch of every stream not left; streams
+    holding dictionary batches or compressed buffers are left."""
+    rows = min(1 << 16, int(ends[-1]) // 2048 + 4 * len(starts))
+    out = np.empty((rows, fmt.NREC), np.int64)
+    owner = np.empty(rows, np.int64)
+    state = np.array([0, -1, 0, 0], np.int64)
+    parts = []
+    while state[0] < len(starts):
+        k = fmt.walk_streams(buf, starts, ends, framed, out, owner, layout, state, left)[0]
+        parts.append((out[:k].copy(), owner[:k].copy()) if state[0] < len(starts) else
+                     (out[:k], owner[:k]))
+    recs, of = (np.concatenate(x) for x in zip(*parts, strict=True)) if len(parts) > 1 else parts[0]
+    odd = (recs[:, fmt.R_TYPE] != fmt.RECORD_BATCH) | (recs[:, fmt.R_CODEC] >= 0)
+    left[of[odd]] = 1
+    keep = left[of] == 0
+    return recs[keep], of[keep]
+
+
+def _checked(recs: np.ndarray, of: np.ndarray, col: _Column, left: np.ndarray
+             ) -> np.ndarray:
+    """``recs`` (of streams ``of``) whose buffers lie inside their bodies (`fmt.check`); a
+    stream with one that does not is left, with all its records."""
+    ranges = np.empty((len(recs), 4), np.int64)
+    while len(recs):
+        bad, _ = fmt.check(recs, -1, col.offsets, col.item.itemsize, col.dtype.itemsize,
+                           ranges)
+        if bad < 0:
+            break
+        left[of[bad]] = 1
+        keep = left[of] == 0
+        recs, of = recs[keep], of[keep]
+    return recs
+
+
+def _chunks(buf: np.ndarray, recs: np.ndarray, col: _Column, reading: Reading,
+            first: IpcPart) -> Iterator[Chunk]:
+    """The length column of ``recs``, assembled as the selective reader assembles one
+    file's (in place where the backend takes segments)."""
+    fetched = Fetched(buf, np.zeros(1, np.int64), np.array([buf.size], np.int64),
+                      np.zeros(1, np.int64))
+    out = _Assembler(_Run(first, buf.size), col, reading.segmented)
+    yield from out.add(recs, fetched)
+    yield from out.finish()
+
+
+class _Run:
+    """What the assembler asks of its reader, for a run of streams in one buffer."""
+
+    def __init__(self, first: IpcPart, size: int) -> None:
+        self.first = first
+        self.file_size = size
+
+    def error(self, offset: int, reason: str) -> ProfilerError:
+        """Raised only where `fmt.check` let through what it should not (never so far)."""
+        return ProfilerError(f"{self.first.label} and the shards read with it: {reason}")
+

@@ -45,8 +45,9 @@ from gpu_profiler.readers.parquet_format import (
 )
 
 # Thrift compact protocol types.
+# (np.int64, not int: numba compiles a function again for each int literal it is passed.)
 T_STOP, T_TRUE, T_FALSE, T_I8, T_I16, T_I32, T_I64, T_DOUBLE, T_BINARY, T_LIST, T_SET, \
-    T_MAP, T_STRUCT = range(13)
+    T_MAP, T_STRUCT = map(np.int64, range(13))
 # Parquet enums used here.
 INT32, INT64 = 1, 2
 REQUIRED, OPTIONAL, REPEATED = 0, 1, 2
@@ -72,35 +73,45 @@ FIELDS = 17  # field ids a struct reader keeps (1-16)
 LEAF_AT = A_SUB + FIELDS  # each leaf's (definition << 8 | repetition) level, to the end
 
 
-def _fields(*typed: tuple[int, int]) -> np.ndarray:
-    """The Thrift type of each field id a struct reader keeps (0: skipped); T_TRUE stands
-    for a bool."""
-    types = np.zeros(FIELDS, np.int64)
+def _fields(area: int, required: tuple[int, ...], *typed: tuple[int, int]) -> np.ndarray:
+    """The Thrift type of each field id a struct reader keeps (0: skipped; T_TRUE stands
+    for a bool); at index 0 the work array's ``area`` where they are kept, at the end the
+    mask of the ``required`` ones (in the table, not arguments: numba would compile a
+    `_struct` for each value of those)."""
+    types = np.zeros(FIELDS + 1, np.int64)
+    types[0] = area
     for fid, t in typed:
         types[fid] = t
+    types[FIELDS] = sum(1 << fid for fid in required)
     return types
 
 
 # The fields read of each Parquet struct (parquet.thrift).
-FILE_FIELDS = _fields((1, T_I32), (2, T_LIST), (3, T_I64), (4, T_LIST), (5, T_LIST),
-                      (8, T_STRUCT), (9, T_BINARY))
-ELEMENT_FIELDS = _fields((1, T_I32), (3, T_I32), (4, T_BINARY), (5, T_I32), (6, T_I32),
-                         (10, T_STRUCT))
-LOGICAL_FIELDS = _fields((LOGICAL_INTEGER, T_STRUCT))
-INT_FIELDS = _fields((1, T_I8), (2, T_TRUE))
-KV_FIELDS = _fields((1, T_BINARY), (2, T_BINARY))
-ROW_GROUP_FIELDS = _fields((1, T_LIST), (2, T_I64), (3, T_I64))
-CHUNK_FIELDS = _fields((1, T_BINARY), (2, T_I64), (3, T_STRUCT), (8, T_STRUCT), (9, T_BINARY))
-META_FIELDS = _fields((1, T_I32), (2, T_LIST), (3, T_LIST), (4, T_I32), (5, T_I64),
-                      (6, T_I64), (7, T_I64), (9, T_I64), (11, T_I64), (13, T_LIST),
-                      (16, T_STRUCT))
-STATS_FIELDS = _fields((1, T_I32), (2, T_I32), (3, T_I32))
-SIZE_FIELDS = _fields((2, T_LIST), (3, T_LIST))
-PAGE_FIELDS = _fields((1, T_I32), (2, T_I32), (3, T_I32), (5, T_STRUCT), (7, T_STRUCT),
-                      (8, T_STRUCT))
-DATA_FIELDS = _fields((1, T_I32), (2, T_I32), (3, T_I32), (4, T_I32))
-DICT_FIELDS = _fields((1, T_I32), (2, T_I32), (3, T_TRUE))
-V2_FIELDS = _fields(*((g, T_I32) for g in range(1, 7)), (7, T_TRUE))
+FILE_FIELDS = _fields(A_FILE, (1, 2, 3, 4), (1, T_I32), (2, T_LIST), (3, T_I64),
+                      (4, T_LIST), (5, T_LIST), (8, T_STRUCT), (9, T_BINARY))
+ELEMENT_FIELDS = _fields(A_ELEMENT, (4,), (1, T_I32), (3, T_I32), (4, T_BINARY), (5, T_I32),
+                         (6, T_I32), (10, T_STRUCT))
+LOGICAL_FIELDS = _fields(A_LOGICAL, (), (LOGICAL_INTEGER, T_STRUCT))
+INT_FIELDS = _fields(A_INT, (1, 2), (1, T_I8), (2, T_TRUE))
+KV_FIELDS = _fields(A_KV, (1,), (1, T_BINARY), (2, T_BINARY))
+ROW_GROUP_FIELDS = _fields(A_ROW_GROUP, (1, 2, 3), (1, T_LIST), (2, T_I64), (3, T_I64))
+CHUNK_FIELDS = _fields(A_CHUNK, (2, 3), (1, T_BINARY), (2, T_I64), (3, T_STRUCT),
+                       (8, T_STRUCT), (9, T_BINARY))  # 3 (the metadata): this reader's need
+META_FIELDS = _fields(A_META, (1, 2, 3, 4, 5, 6, 7, 9), (1, T_I32), (2, T_LIST), (3, T_LIST),
+                      (4, T_I32), (5, T_I64), (6, T_I64), (7, T_I64), (9, T_I64),
+                      (11, T_I64), (13, T_LIST), (16, T_STRUCT))
+STATS_FIELDS = _fields(A_STATS, (1, 2, 3), (1, T_I32), (2, T_I32), (3, T_I32))
+SIZE_FIELDS = _fields(A_SIZE, (), (2, T_LIST), (3, T_LIST))
+PAGE_FIELDS = _fields(A_PAGE, (1, 2, 3), (1, T_I32), (2, T_I32), (3, T_I32), (5, T_STRUCT),
+                      (7, T_STRUCT), (8, T_STRUCT))
+DATA_FIELDS = _fields(A_SUB, (1, 2, 3, 4), *((g, T_I32) for g in range(1, 5)))
+DICT_FIELDS = _fields(A_SUB, (1, 2), (1, T_I32), (2, T_I32), (3, T_TRUE))
+V2_FIELDS = _fields(A_SUB, tuple(range(1, 7)), *((g, T_I32) for g in range(1, 7)),
+                    (7, T_TRUE))
+#: Varint lengths Thrift allows: a 32-bit value's, a 64-bit one's.
+VARINT32, VARINT64 = np.int64(5), np.int64(10)
+ZERO, MISSING = np.int64(0), np.int64(-1)
+LEVEL_BITS = np.int64(1)  # a definition level (max 1) in the hybrid encoding
 ARROW_KEY = np.frombuffer(b"ARROW:schema", np.uint8).copy()
 #: Bound on a run or group count in the hybrid encoding (no page holds more values).
 MAX_RUN = np.int64(1) << 40
@@ -124,7 +135,7 @@ def _has(p, n, hi, st):
 
 
 @njit(cache=True, nogil=True)
-def _varint(b, p, hi, st, most=5):
+def _varint(b, p, hi, st, most):
     """``(unsigned varint at p as int64, next position)``: at most ``most`` bytes (5 for a
     32-bit value, 10 for a 64-bit one; Thrift refuses longer ones)."""
     v = np.int64(0)
@@ -157,7 +168,7 @@ def _int(b, p, hi, t, want, st):
         return (v - 256 if v >= 128 else v), p + 1
     if t != T_I16 and t != T_I32 and t != T_I64:
         _leave(st, st[W_BAD])
-    v, p = _zigzag(b, p, hi, st, 10 if t == T_I64 else 5)
+    v, p = _zigzag(b, p, hi, st, VARINT64 if t == T_I64 else VARINT32)
     if t == T_I32 and not -(1 << 31) <= v < (1 << 31):
         _leave(st, st[W_BAD])
     if t == T_I16 and not -(1 << 15) <= v < (1 << 15):
@@ -177,7 +188,7 @@ def _field(b, p, hi, last, st):
     t = c & 0xF
     d = c >> 4
     if d == 0:
-        fid, p = _zigzag(b, p, hi, st, 5)
+        fid, p = _zigzag(b, p, hi, st, VARINT32)
     else:
         fid = last + d
     if t == T_STOP or t > T_STRUCT:
@@ -193,25 +204,22 @@ def _is(t, want, st):
 
 
 @njit(cache=True, nogil=True)
-def _require(seen, fields, st):
-    """Every field of the mask ``fields`` was given (Thrift refuses a struct that lacks a
-    required field: so does this reader)."""
-    if seen & fields != fields:
-        _leave(st, st[W_BAD])
-
-
-@njit(cache=True, nogil=True)
-def _struct(b, p, hi, types, at, st):
+def _struct(b, p, hi, types, st):
     """Read the struct at ``p``: each field whose id has a type in ``types`` (which it
     must have: Thrift skips a field of another type, and misses it) into ``st[at + id]``
-    (an integer or bool: its value; a list, struct or binary: its position), every other
-    field skipped. ``(mask of the ids read, bit 0: others too; next position)``."""
+    (``at``: ``types[0]``; an integer or bool: its value; a list, struct or binary: its
+    position), every other
+    field skipped; a required one missing (``types[FIELDS]``) leaves the file. ``(mask
+    of the ids read, bit 0: others too; next position)``."""
+    at = types[0]
     for k in range(FIELDS):
         st[at + k] = -1
-    fid, seen = 0, 0
+    fid, seen = ZERO, ZERO
     while True:
         fid, t, p = _field(b, p, hi, fid, st)
         if t == T_STOP:
+            if seen & types[FIELDS] != types[FIELDS]:  # Thrift refuses it: so does this
+                _leave(st, st[W_BAD])
             return seen, p
         want = types[fid] if 0 < fid < FIELDS else 0
         if want == 0:
@@ -241,7 +249,7 @@ def _list(b, p, hi, st):
     p += 1
     n = c >> 4
     if n == 15:
-        n, p = _varint(b, p, hi, st)
+        n, p = _varint(b, p, hi, st, VARINT32)
     t = c & 0xF
     if n < 0 or n > hi - p or t == T_STOP or t > T_STRUCT:
         _leave(st, st[W_BAD])
@@ -263,19 +271,19 @@ def _skip(b, p, hi, t, st):
             _has(p, 1, hi, st)
             p += 1
         elif t == T_I16 or t == T_I32 or t == T_I64:
-            _, p = _varint(b, p, hi, st, 10 if t == T_I64 else 5)
+            _, p = _varint(b, p, hi, st, VARINT64 if t == T_I64 else VARINT32)
         elif t == T_DOUBLE:
             _has(p, 8, hi, st)
             p += 8
         elif t == T_BINARY:
-            n, p = _varint(b, p, hi, st)
+            n, p = _varint(b, p, hi, st, VARINT32)
             _has(p, n, hi, st)
             p += n
         elif t == T_LIST or t == T_SET or t == T_MAP or t == T_STRUCT:
             if depth == SKIP_LEVELS:
                 _leave(st, st[W_BAD])
             if t == T_MAP:
-                n, p = _varint(b, p, hi, st)
+                n, p = _varint(b, p, hi, st, VARINT32)
                 kinds = 0
                 if n:
                     _has(p, 1, hi, st)
@@ -301,7 +309,7 @@ def _skip(b, p, hi, t, st):
             kind = st[SKIP_AT + 2 * depth - 2]
             left = st[SKIP_AT + 2 * depth - 1]
             if kind == -1:
-                _, t, p = _field(b, p, hi, 0, st)  # ids do not matter here
+                _, t, p = _field(b, p, hi, ZERO, st)  # ids do not matter here
                 if t == T_STOP:
                     depth -= 1
                     continue
@@ -326,7 +334,7 @@ def _binary(b, p, hi, t, st):
     """``(start, end)`` of a binary field's bytes, and the next position."""
     if t != T_BINARY:
         _leave(st, st[W_BAD])
-    n, p = _varint(b, p, hi, st)
+    n, p = _varint(b, p, hi, st, VARINT32)
     _has(p, n, hi, st)
     return p, p + n, p + n
 
@@ -397,12 +405,10 @@ def _u32(b, p):
 def _int_type(b, p, hi, st):
     """``(bit width, signed)`` of the LogicalType union at ``p`` if it is INTEGER, else
     ``(-2, False)``."""
-    seen, _ = _struct(b, p, hi, LOGICAL_FIELDS, A_LOGICAL, st)
+    seen, _ = _struct(b, p, hi, LOGICAL_FIELDS, st)
     if seen != np.int64(1) << LOGICAL_INTEGER:
         return -2, False
-    seen, _ = _struct(b, st[A_LOGICAL + LOGICAL_INTEGER], hi, INT_FIELDS, A_INT, st)
-    if seen != 0b110:
-        return -2, False
+    seen, _ = _struct(b, st[A_LOGICAL + LOGICAL_INTEGER], hi, INT_FIELDS, st)
     return st[A_INT + 1], st[A_INT + 2] == 1
 
 
@@ -411,8 +417,7 @@ def _element(b, p, hi, st):
     """A SchemaElement: ``(type, repetition, name start, name end, children (-1: none),
     converted type, logical int width (-1: none, -2: another logical type), signed,
     next position)``."""
-    seen, p = _struct(b, p, hi, ELEMENT_FIELDS, A_ELEMENT, st)
-    _require(seen, 0b10000, st)
+    seen, p = _struct(b, p, hi, ELEMENT_FIELDS, st)
     typ, rep, children, conv = st[A_ELEMENT + 1], st[A_ELEMENT + 3], st[A_ELEMENT + 5], \
         st[A_ELEMENT + 6]
     n0, n1, _ = _binary(b, st[A_ELEMENT + 4], hi, T_BINARY, st)
@@ -510,8 +515,7 @@ def _arrow_schema(b, p, hi, st):
         _leave(st, L_METADATA)
     a0, a1, found = 0, 0, 0
     for _ in range(n):
-        seen, p = _struct(b, p, hi, KV_FIELDS, A_KV, st)
-        _require(seen, 0b10, st)
+        seen, p = _struct(b, p, hi, KV_FIELDS, st)
         k0, k1, _ = _binary(b, st[A_KV + 1], hi, T_BINARY, st)
         if _equal(b, k0, k1, ARROW_KEY):
             if not seen & 0b100:
@@ -537,17 +541,15 @@ def _column_meta(b, p, hi, levels, st):
     """ColumnMetaData of a leaf with these levels (definition << 8 | repetition): ``(type,
     codec, values, compressed size, data page offset, dictionary page offset (-1: none))``,
     its PageEncodingStats and SizeStatistics checked as pyarrow checks them."""
-    seen, _ = _struct(b, p, hi, META_FIELDS, A_META, st)
-    _require(seen, 0b1011111110, st)  # fields 1-7 and 9
+    seen, _ = _struct(b, p, hi, META_FIELDS, st)
     if seen & (1 << 13):
         n, e, q = _list(b, st[A_META + 13], hi, st)
         if e != T_STRUCT:
             _leave(st, L_METADATA)
         for _ in range(n):
-            got, q = _struct(b, q, hi, STATS_FIELDS, A_STATS, st)
-            _require(got, 0b1110, st)
+            _, q = _struct(b, q, hi, STATS_FIELDS, st)
     if seen & (1 << 16):
-        got, _ = _struct(b, st[A_META + 16], hi, SIZE_FIELDS, A_SIZE, st)
+        got, _ = _struct(b, st[A_META + 16], hi, SIZE_FIELDS, st)
         if got & 0b100:
             _histogram(b, st[A_SIZE + 2], hi, (levels & 255) + 1, st)
         if got & 0b1000:
@@ -564,10 +566,9 @@ def _column_meta(b, p, hi, levels, st):
 def _column_chunk(b, p, hi, levels, st):
     """ColumnChunk: its metadata (as `_column_meta`) and the next position; a chunk in
     another file or encrypted is left."""
-    seen, p = _struct(b, p, hi, CHUNK_FIELDS, A_CHUNK, st)
+    seen, p = _struct(b, p, hi, CHUNK_FIELDS, st)
     if seen & (1 << 1 | 1 << 8 | 1 << 9):
         _leave(st, L_METADATA)
-    _require(seen, 0b1100, st)  # file_offset, and the metadata this reader needs
     return _column_meta(b, st[A_CHUNK + 3], hi, levels, st), p
 
 
@@ -579,23 +580,19 @@ def _page_header(b, p, hi, st):
     definition level encoding, nulls, rows, definition levels' bytes, repetition levels'
     bytes, compressed, next position)`` (-1: not given), from the header of its type;
     every header given is checked."""
-    seen, p = _struct(b, p, hi, PAGE_FIELDS, A_PAGE, st)
-    _require(seen, 0b1110, st)
+    seen, p = _struct(b, p, hi, PAGE_FIELDS, st)
     ptype, usize, csize = st[A_PAGE + 1], st[A_PAGE + 2], st[A_PAGE + 3]
     nv, enc, denc, nulls, rows, dlen, rlen, comp = -1, -1, -1, -1, -1, -1, -1, 1
     if seen & (1 << 5):
-        got, _ = _struct(b, st[A_PAGE + 5], hi, DATA_FIELDS, A_SUB, st)
-        _require(got, 0b11110, st)
+        _struct(b, st[A_PAGE + 5], hi, DATA_FIELDS, st)
         if ptype == DATA_PAGE:
             nv, enc, denc = st[A_SUB + 1], st[A_SUB + 2], st[A_SUB + 3]
     if seen & (1 << 7):
-        got, _ = _struct(b, st[A_PAGE + 7], hi, DICT_FIELDS, A_SUB, st)
-        _require(got, 0b110, st)
+        _struct(b, st[A_PAGE + 7], hi, DICT_FIELDS, st)
         if ptype == DICTIONARY_PAGE:
             nv, enc = st[A_SUB + 1], st[A_SUB + 2]
     if seen & (1 << 8):
-        got, _ = _struct(b, st[A_PAGE + 8], hi, V2_FIELDS, A_SUB, st)
-        _require(got, 0b1111110, st)
+        _struct(b, st[A_PAGE + 8], hi, V2_FIELDS, st)
         if ptype == DATA_PAGE_V2:
             nv, nulls, rows, enc, dlen, rlen = st[A_SUB + 1], st[A_SUB + 2], \
                 st[A_SUB + 3], st[A_SUB + 4], st[A_SUB + 5], st[A_SUB + 6]
@@ -625,10 +622,10 @@ def _snappy(b, p, hi, out, m, st):
     """Decompress the raw snappy block ``b[p:hi]`` into ``out[:m]`` (exactly ``m`` bytes).
     (The loop breaks on a malformed element instead of raising in it: it runs once per
     element, a few bytes, and stays a tight loop that way.)"""
-    n, p = _varint(b, p, hi, st)
+    n, p = _varint(b, p, hi, st, VARINT32)
     if n != m:
         _leave(st, L_PAGES)
-    o = 0
+    o = ZERO
     b_words, out_words = b.size - 16, out.size - 16  # two words may be moved from/to here
     bad = False
     while p < hi:
@@ -702,7 +699,7 @@ def _snappy(b, p, hi, out, m, st):
 def _run(b, p, hi, bw, st):
     """The run of the RLE / bit-packed hybrid (``bw`` bits a value) at ``p``: ``(values in
     it, bit-packed?, its value (RLE) or where its bits start (bit-packed), next run)``."""
-    h, p = _varint(b, p, hi, st)
+    h, p = _varint(b, p, hi, st, VARINT32)
     count = h >> 1
     if count > MAX_RUN:
         _leave(st, L_PAGES)
@@ -790,9 +787,9 @@ def _page_values(b, p, hi, enc, phys, nn, dictionary, ndict, values, at, st):
 def _levels(b, p, hi, n, valid, at, st):
     """Decode ``n`` definition levels (max 1: the hybrid, 1 bit each) at ``b[p:hi]`` into
     ``valid[at:]``: the non-null count."""
-    i, nn = 0, 0
+    i, nn = ZERO, ZERO
     while i < n:
-        count, packed, v, p = _run(b, p, hi, 1, st)
+        count, packed, v, p = _run(b, p, hi, LEVEL_BITS, st)
         take = min(count, n - i)
         if packed:
             for k in range(take):
@@ -828,7 +825,7 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
     ``values[at:]`` and ``valid[at:]``: the nulls among them."""
     if codec != UNCOMPRESSED and codec != SNAPPY:
         _leave(st, L_CODEC)
-    seen, nulls, ndict = 0, 0, -1
+    seen, nulls, ndict = ZERO, ZERO, MISSING
     size = 4 if phys == INT32 else 8
     while seen < nvals:
         ptype, usize, csize, nv, enc, denc, pnulls, prows, dlen, rlen, comp, p = \
@@ -869,7 +866,7 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
                 _leave(st, L_ROOM)
             if nv * size != top - lo:
                 _leave(st, L_PAGES)
-            _plain(src, lo, top, phys, nv, dictionary, 0, st)
+            _plain(src, lo, top, phys, nv, dictionary, ZERO, st)
             ndict = nv
             continue
         if nv > nvals - seen:
@@ -928,8 +925,7 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
         _leave(st, L_FOOTER)
     st[W_BAD] = L_METADATA
     hi = e - 8
-    seen, _ = _struct(b, hi - flen, hi, FILE_FIELDS, A_FILE, st)
-    _require(seen, 0b11110, st)
+    seen, _ = _struct(b, hi - flen, hi, FILE_FIELDS, st)
     if seen & (1 << 8 | 1 << 9):
         _leave(st, L_METADATA)  # encrypted
     schema, num_rows, rgs = st[A_FILE + 2], st[A_FILE + 3], st[A_FILE + 4]
@@ -953,17 +949,16 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
     n, t, p = _list(b, rgs, hi, st)
     if t != T_STRUCT:
         _leave(st, L_METADATA)
-    rows, nulls = 0, 0
+    rows, nulls = ZERO, ZERO
     for _ in range(n):
-        seen, p = _struct(b, p, hi, ROW_GROUP_FIELDS, A_ROW_GROUP, st)
-        _require(seen, 0b1110, st)
+        seen, p = _struct(b, p, hi, ROW_GROUP_FIELDS, st)
         cols, rg_rows = st[A_ROW_GROUP + 1], st[A_ROW_GROUP + 3]
         if cols < 0 or rg_rows < 0 or rg_rows > num_rows - rows:
             _leave(st, L_METADATA)
         nc, t, q = _list(b, cols, hi, st)
         if nc != leaves or t != T_STRUCT:
             _leave(st, L_METADATA)
-        meta = (-1, -1, -1, -1, -1, -1)
+        meta = (MISSING, MISSING, MISSING, MISSING, MISSING, MISSING)
         for k in range(nc):  # every one, as pyarrow parses (and checks) them all
             chunk, q = _column_chunk(b, q, hi, st[LEAF_AT + k], st)
             if k == leaf:
@@ -996,7 +991,7 @@ def lengths(buf, starts, sizes, name, width, scratch, dictionary, values, valid,
     left), rows, nulls, the scratch bytes it lacked (if so), and where its schema and
     ``ARROW:schema`` lie (every file's must equal file 0's byte for byte). Returns
     ``(values written, nulls among them)``."""
-    at, nulls = 0, 0
+    at, nulls = ZERO, ZERO
     for f in range(starts.size):
         for k in range(NINFO):
             info[f, k] = 0

@@ -11,7 +11,7 @@ from gpu_profiler import native
 
 # Why a file was left (``info[f, I_STATUS]``); READ: its lengths are in ``values``.
 (READ, L_FOOTER, L_METADATA, L_SCHEMA, L_COLUMN, L_CODEC, L_ENCODING, L_PAGES, L_ROOM,
- L_REFERENCE, L_RANGE) = range(11)
+ L_REFERENCE, L_RANGE) = map(np.int64, range(11))  # (np.int64: see kernels.parquet)
 LEFT = {
     L_FOOTER: "no Parquet footer (bad magic or length, or an encrypted footer)",
     L_METADATA: "footer metadata malformed or of a kind not read here",

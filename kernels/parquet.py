@@ -73,7 +73,7 @@ FIELDS = 17  # field ids a struct reader keeps (1-16)
 LEAF_AT = A_SUB + FIELDS  # each leaf's (definition << 8 | repetition) level, to the end
 
 
-def _fields(area: int, required: tuple[int, ...], *typed: tuple[int, int]) -> np.ndarray:
+def _fields(area: int, required: tuple[int, ...], *typed: tuple[int, np.int64]) -> np.ndarray:
     """The Thrift type of each field id a struct reader keeps (0: skipped; T_TRUE stands
     for a bool); at index 0 the work array's ``area`` where they are kept, at the end the
     mask of the ``required`` ones (in the table, not arguments: numba would compile a

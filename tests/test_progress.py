@@ -15,8 +15,9 @@ from conftest import run_on_a_terminal
 
 from gpu_profiler import progress
 
-# Runs the real CLI with the bar's delay at 0 and each shard slowed down a little, so the
-# bar has time to draw however fast the machine is.
+# Runs the real CLI with the bar's delay at 0 and each shard slowed down a little (read on
+# its own, not with the others: see readers.base.Together), so the bar has time to draw
+# however fast the machine is.
 CHILD = textwrap.dedent("""
     import sys, time
     from gpu_profiler import progress
@@ -27,6 +28,7 @@ CHILD = textwrap.dedent("""
         time.sleep(0.05)
         return real(path, spec, *args, **kw)
     parquet.chunks = slow
+    parquet.ParquetPart.together = None
     from gpu_profiler.cli import main
     main(sys.argv[1:])
 """)

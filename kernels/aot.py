@@ -91,7 +91,12 @@ def build(path: Path, exports: dict[str, Any]) -> None:
         for stale in path.parent.glob(f"{path.stem}.build-*"):
             shutil.rmtree(stale, ignore_errors=True)
         with tempfile.TemporaryDirectory(prefix=f"{path.stem}.build-", dir=path.parent) as tmp:
-            objects = []
+            # the C compiler first: a broken one fails in milliseconds, not after numba
+            # has compiled every kernel
+            cc = os.environ.get("CC", "cc")
+            Path(tmp, "runtime.c").write_text(_RUNTIME)
+            objects = [Path(tmp, "runtime.o")]
+            _cc(cc, "-c", "-fPIC", "-O2", "-o", str(objects[0]), str(Path(tmp, "runtime.c")))
             for name, export in exports.items():
                 f = _wrapper(name, export)
                 module = llvm.parse_assembly(f._library.get_llvm_str())
@@ -102,16 +107,17 @@ def build(path: Path, exports: dict[str, Any]) -> None:
                 module.get_function(f.native_name).name = f"gp_{name}"
                 objects.append(Path(tmp, f"{name}.o"))
                 objects[-1].write_bytes(machine.emit_object(module))
-            runtime = Path(tmp, "runtime.c")
-            runtime.write_text(_RUNTIME)
             out = Path(tmp, "lib.so")
-            cc = os.environ.get("CC", "cc")
-            p = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(runtime),
-                                *map(str, objects), "-lm"], capture_output=True, text=True)
-            if p.returncode:
-                raise BuildError(f"{cc} failed: {p.stderr.strip().splitlines()[-1:]}")
+            _cc(cc, "-shared", "-fPIC", "-O2", "-o", str(out), *map(str, objects), "-lm")
             os.replace(out, path)
     except BuildError:
         raise
     except Exception as exc:  # any failure leaves the JIT in charge, with the reason
         raise BuildError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _cc(cc: str, *args: str) -> None:
+    """Run the C compiler; a `BuildError` with its last line of errors if it fails."""
+    p = subprocess.run([cc, *args], capture_output=True, text=True)
+    if p.returncode:
+        raise BuildError(f"{cc} failed: {p.stderr.strip().splitlines()[-1:]}")

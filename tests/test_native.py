@@ -95,7 +95,7 @@ def test_no_working_compiler_falls_back_to_the_jit(tmp_path, cc):
     first = _fallback(env)
     assert {k: first[k] for k in want} == want
     assert native.status(build=False) != first["status"]  # this process: a library
-    if cc == "false":  # compiled, then the link failed: recorded, not retried
+    if cc == "false":  # a compiler that fails: recorded, not retried
         assert first["status"].startswith("numba JIT (the native build failed: ")
         assert list(tmp_path.glob("native-*.so.failed"))
         assert not list(tmp_path.glob("native-*.so"))

@@ -67,7 +67,8 @@ def dataset_shards(path: Path) -> list[tuple[Path, int]]:
     if not isinstance(files, list) or not all(isinstance(f, dict) and "filename" in f
                                               for f in files):
         raise ProfilerError(f"{path / 'state.json'}: no valid '_data_files' list")
-    return [_shard(path, str(path), f["filename"], path / "state.json") for f in files]
+    where, meta = str(path), path / "state.json"
+    return [_shard(path, where, f["filename"], meta) for f in files]
 
 
 def _shard(folder: Path, where: str, name: object, meta: Path) -> tuple[Path, int]:
@@ -82,7 +83,7 @@ def _shard(folder: Path, where: str, name: object, meta: Path) -> tuple[Path, in
         except OSError:
             raise ProfilerError(f"{at}: shard listed in state.json is missing") from None
         if stat.S_ISREG(st.st_mode):
-            return Path(at), st.st_size
+            return folder / name, st.st_size  # (cheaper than parsing ``at`` again)
     full = _inside(folder, name, meta, "a shard")
     try:
         st = os.stat(full)

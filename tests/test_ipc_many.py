@@ -164,3 +164,21 @@ def test_a_damaged_stream_gives_the_same_numbers_or_error_together_and_alone(den
             assert together == _alone(tmp_path, **kw), (what, kw)
             outcomes.add(isinstance(together, str))
     assert outcomes == {True, False}  # some damage is fatal, some is outside the column
+
+
+@pytest.mark.parametrize("offsets", [[0, 3, 1, 4], [0, 1, 2, 9], [-2, 0, 1, 2]])
+def test_bad_list_offsets_give_the_same_error_together_and_alone(offsets, tmp_path):
+    """Offsets out of order or range pass the buffer checks; only gathering them finds
+    them, and then only the stream's own reader can say which stream it is, and where.
+    (pyarrow writes no such offsets: they are patched into the file.)"""
+    lists = pa.array([[1], [2], [3, 4]], pa.list_(pa.int32()))
+    for i in range(3):
+        _write(tmp_path / f"s{i}.arrows", pa.table({"ids": lists}))
+    victim = tmp_path / "s1.arrows"
+    raw = victim.read_bytes()
+    ok = np.array([0, 1, 2, 4], np.int32).tobytes()
+    assert raw.count(ok) == 1
+    victim.write_bytes(raw.replace(ok, np.array(offsets, np.int32).tobytes()))
+    together = _outcome(tmp_path, offsets_of="ids")
+    assert isinstance(together, str) and "s1.arrows" in together
+    assert together == _alone(tmp_path, offsets_of="ids")

@@ -51,6 +51,8 @@ def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema]
     buf, starts, ends, unread = _read([parts[i].path for i in streams],
                                       np.array([parts[i].nbytes for i in streams], np.int64))
     first = streams[0]
+    if unread[0]:  # its bytes are not there to be the reference
+        return every, iter(())
     try:
         schema, framed = _reference(buf, int(starts[0]), int(ends[0]))
         if like is not None and parts[first].label != like[0]:
@@ -61,9 +63,11 @@ def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema]
     left = unread.astype(np.int8)
     recs = _checked(*_walk(buf, starts, ends, framed, layout, left), col, left)
     done = {streams[i] for i in np.flatnonzero(left == 0)}
-    if not done:
-        return every, iter(())
-    return [i for i in every if i not in done], _chunks(buf, recs, col, reading, parts[first])
+    try:  # assembled here: list offsets are checked as they are gathered
+        chunks = list(_chunks(buf, recs, col, reading)) if done else []
+    except ProfilerError:  # offsets out of order or range: only a stream's own reader
+        return every, iter(())  # can say which stream, and where
+    return [i for i in every if i not in done], iter(chunks)
 
 
 class _Leave(Exception):
@@ -74,10 +78,12 @@ def _read(paths: list[Path], sizes: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(buffer, starts, ends, unread)``: every file's bytes (``sizes``, as listed) read
     whole, one positioned read each, at ``ALIGN``-ed ``starts`` of one buffer; ``unread[i]``
-    when file ``i`` could not be read whole (it is left). (Mapping the files side by side
-    instead, with no copy, measured slower here: bench/results/shards.md.)"""
+    when file ``i`` could not be read whole, or is no longer its listed size (one byte
+    more is asked for, to tell), so that its own reader reads it as it is now. (Mapping
+    the files side by side instead, with no copy, measured slower here:
+    bench/results/shards.md.)"""
     starts = np.zeros(len(paths), np.int64)
-    starts[1:] = np.cumsum((sizes + ALIGN - 1) // ALIGN * ALIGN)[:-1]
+    starts[1:] = np.cumsum((sizes + ALIGN) // ALIGN * ALIGN)[:-1]  # room for size + 1
     ends = starts + sizes
     buf = _buffer(int(ends[-1]) + ALIGN)
     unread = np.zeros(len(paths), bool)
@@ -85,7 +91,7 @@ def _read(paths: list[Path], sizes: np.ndarray
         try:
             fd = os.open(path, os.O_RDONLY)
             try:
-                got = os.preadv(fd, [buf.data[int(starts[i]):int(ends[i])]], 0)
+                got = os.preadv(fd, [buf.data[int(starts[i]):int(ends[i]) + 1]], 0)
             finally:
                 os.close(fd)
         except OSError:
@@ -186,25 +192,25 @@ def _checked(recs: np.ndarray, of: np.ndarray, col: _Column, left: np.ndarray
     return recs
 
 
-def _chunks(buf: np.ndarray, recs: np.ndarray, col: _Column, reading: Reading,
-            first: IpcPart) -> Iterator[Chunk]:
+def _chunks(buf: np.ndarray, recs: np.ndarray, col: _Column, reading: Reading
+            ) -> Iterator[Chunk]:
     """The length column of ``recs``, assembled as the selective reader assembles one
     file's (in place where the backend takes segments)."""
     fetched = Fetched(buf, np.zeros(1, np.int64), np.array([buf.size], np.int64),
                       np.zeros(1, np.int64))
-    out = _Assembler(_Run(first, buf.size), col, reading.segmented)
+    out = _Assembler(_Run(buf.size), col, reading.segmented)
     yield from out.add(recs, fetched)
     yield from out.finish()
 
 
 class _Run:
-    """What the assembler asks of its reader, for a run of streams in one buffer."""
+    """What the assembler asks of its reader, for a run of streams in one buffer: its
+    errors (list offsets out of order or range) are caught by `together`, which then
+    leaves every stream to its own reader."""
 
-    def __init__(self, first: IpcPart, size: int) -> None:
-        self.first = first
+    def __init__(self, size: int) -> None:
         self.file_size = size
 
     def error(self, offset: int, reason: str) -> ProfilerError:
-        """Raised only where `fmt.check` let through what it should not (never so far)."""
-        return ProfilerError(f"{self.first.label} and the shards read with it: {reason}")
+        return ProfilerError(reason)
 

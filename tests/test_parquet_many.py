@@ -203,6 +203,29 @@ def test_room_beyond_the_first_guess(tmp_path, monkeypatch):
     assert_same_as_pyarrow(paths, left, values, valid)
 
 
+def test_the_second_call_holds_a_bounded_number_of_rows(tmp_path, monkeypatch):
+    """A footer may claim any row count: the files the second call takes hold at most
+    MOST_ROWS rows together; the others are left to pyarrow (which decodes in batches)."""
+    monkeypatch.setattr(parquet_many, "MOST_ROWS", 450_000)
+    same = pa.table({"length": pa.array(np.full(200_000, 7), pa.int64())})
+    paths = [write(tmp_path / "0.parquet", pa.table({"length": lengths(3000, 0)})),
+             *(write(tmp_path / f"{i}.parquet", same) for i in (1, 2, 3))]
+    left, values, valid = read_together(paths)
+    assert left == [3]
+    assert_same_as_pyarrow(paths, left, values, valid)
+
+
+def test_a_file_not_its_listed_size_is_left(tmp_path):
+    paths = [write(tmp_path / f"{i}.parquet", pa.table({"length": lengths(500, i)}))
+             for i in range(3)]
+    parts = [ParquetPart(p) for p in paths]
+    [p.nbytes for p in parts]  # listed  # noqa: B018
+    with open(paths[1], "ab") as f:
+        f.write(b"grown")
+    left, chunks = parquet_many.together(parts, Reading(LengthSpec("length")), None)
+    assert left == [1] and sum(c.samples for c in chunks) == 1000
+
+
 def test_histograms_match_the_per_part_path_and_numpy(tmp_path, monkeypatch):
     """A directory of shards, some read together and some left (zstd, another width),
     profiled: the same histogram as each part read by pyarrow, and as numpy's."""

@@ -32,8 +32,9 @@ from gpu_profiler.readers.base import FileShard, Part, Reading, same_schema
 WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
 #: Bytes of decompressed page the kernel is first given (pyarrow writes pages of 1 MiB).
 PAGE_BYTES = 1 << 20
-#: A file needing more rows or a larger page than this is left to pyarrow.
-MOST_ROWS, MOST_PAGE = 1 << 28, 1 << 28
+#: Files needing more rows (together, in the second call), or a larger page, than this are
+#: left to pyarrow, which decodes them in bounded batches (a footer may claim any count).
+MOST_ROWS, MOST_PAGE = 4 * arrow.CHUNK_ROWS, 1 << 28
 
 _local = threading.local()  # each worker thread's read buffer, reused run after run
 
@@ -78,7 +79,8 @@ def _read(parts: list[Part]) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[in
     sizes = np.array([p.nbytes for p in parts], np.int64)
     starts = np.zeros(len(parts), np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
-    total = int(sizes.sum())
+    total = int(sizes.sum()) + 1  # each read asks one byte more (the next file's first,
+    # read over next), to tell a file no longer its listed size: its own reader reads it
     buf = getattr(_local, "buf", None)
     if buf is None or buf.size < total:
         buf = _local.buf = np.empty(max(total, 16 << 20), np.uint8)
@@ -89,7 +91,7 @@ def _read(parts: list[Part]) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[in
         try:
             fd = os.open(cast(FileShard, part).path, os.O_RDONLY | os.O_CLOEXEC)
             try:
-                got = os.preadv(fd, [view[at:at + size]], 0)
+                got = os.preadv(fd, [view[at:at + size + 1]], 0)
             finally:
                 os.close(fd)
         except OSError:
@@ -110,6 +112,7 @@ def _decode(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
     room = np.flatnonzero((info[:, fmt.I_STATUS] == fmt.L_ROOM)
                           & (info[:, fmt.I_ROWS] <= MOST_ROWS)
                           & (info[:, fmt.I_NEED] <= MOST_PAGE))
+    room = room[np.cumsum(info[room, fmt.I_ROWS]) <= MOST_ROWS - info[0, fmt.I_ROWS]]
     if not room.size:
         return info, values, valid
     again = room if room[0] == 0 else np.concatenate([[0], room])

@@ -123,7 +123,7 @@ def _chunks(parts: list[Part], reading: Reading, runs: RunTally,
     for group in _groups(parts, reading):
         alone = group
         if len(group) > 1:
-            read = together_of(group[0])
+            read = together_of(group[0], reading)
             assert read is not None  # (see reads_together)
             left, chunks = read(group, reading, like)
             for chunk in chunks:
@@ -163,7 +163,7 @@ def reads_together(part: Part, reading: Reading) -> bool:
     there, not before the scan): a small part whose class can (`Together`), in a scan
     neither light (whose kernels may not be built yet) nor ordered."""
     return (not reading.light and not reading.ordered and part.nbytes <= SMALL_BYTES
-            and together_of(part) is not None)
+            and together_of(part, reading) is not None)
 
 
 def _alone(part: Part, reading: Reading, runs: RunTally, bar: ScanProgress | None,

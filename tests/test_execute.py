@@ -118,8 +118,13 @@ def test_a_corrupt_shard_among_many_is_named(parquet_shards, tmp_path):
         gp.histogram(tmp_path, cap=2000)
 
 
+@pytest.mark.parametrize("why", ["read alone", "trusting statistics"])
 def test_a_shard_with_another_schema_is_named_before_any_is_read(parquet_shards, tmp_path,
-                                                                monkeypatch):
+                                                                monkeypatch, why):
+    """Shards read on their own are all checked before any is read: shards of a class
+    that cannot read them together, and those its together-reader would not take in
+    this scan (with --trust-statistics, Parquet's). (Small shards read together are
+    checked as they are read: tests/test_parquet_many.py.)"""
     d, _ = parquet_shards
     for p in sorted(d.iterdir()):
         (tmp_path / p.name).write_bytes(p.read_bytes())
@@ -127,10 +132,10 @@ def test_a_shard_with_another_schema_is_named_before_any_is_read(parquet_shards,
     pq.write_table(pa.table({"length": pa.array([1, 2], pa.int16())}), odd)
     read = []
     monkeypatch.setattr(execute, "tasks_histogram", lambda *a, **k: read.append(1))
-    # (small shards read together are checked as they are read: tests/test_parquet_many.py)
-    monkeypatch.setattr(ParquetPart, "together", None)
+    if why == "read alone":
+        monkeypatch.setattr(ParquetPart, "together", None)
     with pytest.raises(ProfilerError, match=f"{odd.name}: schema differs .*int16"):
-        gp.histogram(tmp_path, cap=2000)
+        gp.histogram(tmp_path, cap=2000, trust_statistics=why == "trusting statistics")
     assert not read
 
 

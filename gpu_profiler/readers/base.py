@@ -129,14 +129,19 @@ class Together(Protocol):
         ...
 
 
-def together_of(part: Part) -> Together | None:
-    """The `Together` of ``part`` 's class, if it has one."""
-    return getattr(part, "together", None)
+def together_of(part: Part, reading: Reading) -> Together | None:
+    """The `Together` that would read ``part`` with its neighbours in this scan: its
+    class's ``together``, when the part's ``joins(reading)`` says that reader takes it
+    (else the part is read alone, and its schema checked before the scan)."""
+    read = getattr(part, "together", None)
+    joins = getattr(part, "joins", None)
+    return read if read is not None and joins is not None and joins(reading) else None
 
 
 class Part(Protocol):
     """One shard (file) or in-memory object of a split. A class may also have
-    ``together``, a `Together` that reads many of its small parts at once.
+    ``together``, a `Together` that reads many of its small parts at once, and then
+    ``joins(reading)``: whether that reader takes the part in such a scan.
 
     Attributes:
         label: names the part in errors and progress.

@@ -74,6 +74,11 @@ class IpcPart(FileShard):
 
         return ipc_many.together(parts, reading, like)
 
+    def joins(self, reading: Reading) -> bool:
+        """Whether `together` takes this part in such a scan: a stream, unless pyarrow's
+        reader is forced."""
+        return self.kind == "stream" and reading.ipc_reader != "pyarrow"
+
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
                       light=(reading.light or reading.inline) and not reading.ordered,

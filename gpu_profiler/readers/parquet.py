@@ -85,6 +85,12 @@ class ParquetPart(FileShard):
 
         return parquet_many.together(parts, reading, like)
 
+    def joins(self, reading: Reading) -> bool:
+        """Whether `together` takes this part in such a scan (it leaves list offsets,
+        statistics and the GPU decoder to pyarrow)."""
+        return not (reading.gpu_parquet or reading.source.trust_statistics
+                    or reading.spec.offsets)
+
     def schema(self) -> pa.Schema:
         if "md" not in self._footer:
             self._footer["md"] = _open(self.path).metadata

@@ -153,6 +153,12 @@ def test_a_prefix_a_directory_a_glob_and_the_bin_name_the_same_dataset(tmp_path)
         flat(random_docs(20, 3)))
     assert gp.histogram(str(b)).valid == len(flat(random_docs(30, 4)))
     assert gp.histogram(str(tmp_path / "*_document"), unit="document").valid == 50
+    from gpu_profiler.readers import open_source
+
+    for source in (tmp_path, str(tmp_path) + "/*.bin"):  # sized as the index, not the .bin
+        parts = open_source(str(source))[""]
+        assert [p.nbytes for p in parts] == [p.path.stat().st_size for p in parts]
+        assert all(p.path.suffix == ".idx" for p in parts)
 
 
 def test_sampler_and_plan_on_an_indexed_dataset(tmp_path, capsys):

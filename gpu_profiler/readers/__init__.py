@@ -194,4 +194,5 @@ def _file_part(path: Path, size: int, fmt: str | None, given: Collection[str]) -
     f = FORMATS[fmt] if fmt else sniff(path)
     if not f.takes.issuperset(given):  # (the message is made only when it is needed)
         _refuse(given, f.takes, f"{path} ({f.title})")
-    return sized(f.part(path), size)
+    part = f.part(path)  # (a Megatron-LM .bin's part is its .idx: not this size)
+    return sized(part, size) if getattr(part, "path", None) == path else part

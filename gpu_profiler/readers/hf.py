@@ -7,6 +7,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import TypeGuard
 
 from gpu_profiler.errors import ProfilerError
 
@@ -68,15 +69,24 @@ def dataset_shards(path: Path) -> list[tuple[Path, int]]:
                                               for f in files):
         raise ProfilerError(f"{path / 'state.json'}: no valid '_data_files' list")
     where, meta = str(path), path / "state.json"
+    for f in files:  # every name is checked before any shard is looked for
+        if not _plain(f["filename"]):
+            _inside(path, f["filename"], meta, "a shard")
     return [_shard(path, where, f["filename"], meta) for f in files]
+
+
+def _plain(name: object) -> TypeGuard[str]:
+    """Whether ``name`` is a plain file name (no separator, not . or ..): inside its
+    folder unless it is a link."""
+    return isinstance(name, str) and bool(name) and os.sep not in name \
+        and name not in (".", "..") and "\0" not in name
 
 
 def _shard(folder: Path, where: str, name: object, meta: Path) -> tuple[Path, int]:
     """A shard listed in ``meta`` and its size: a plain file name that is a regular file
     (not a link) is inside ``folder`` (``where``, as a string) without resolving it;
     anything else is checked by `_inside`."""
-    if isinstance(name, str) and name and os.sep not in name and name not in (".", "..") \
-            and "\0" not in name:
+    if _plain(name):
         at = os.path.join(where, name)
         try:
             st = os.lstat(at)

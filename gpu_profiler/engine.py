@@ -164,7 +164,7 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
         for name, ps in planned.splits.items():
             total = LengthHistogram.empty(cap or 0)
             for _, h in execute.histograms(ps, reading, planned.backend, cap, bar,
-                                           like=planned.like):
+                                           like=planned.like, checked=True):
                 total = merge([total, h])  # a running sum: memory stays O(cap)
             hists[name] = exact(total, ps, reading.spec)
     return Scan(hists, reading.spec, planned.backend.name,

@@ -20,7 +20,7 @@ from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import Part, Reading
 from gpu_profiler.readers.arrow import coalesce
-from gpu_profiler.readers.base import SMALL_BYTES, same_schema, together_of
+from gpu_profiler.readers.base import SMALL_BYTES, Together, same_schema, together_of
 from gpu_profiler.runs import Run, RunTally
 
 #: Bytes of a task: consecutive parts run together until they hold this many, so that
@@ -36,19 +36,21 @@ OnError = Callable[[list[int], Exception], None]
 
 def histograms(parts: list[Part], reading: Reading, backend: Backend, cap: int | None,
                bar: ScanProgress, task_bytes: int = TASK_BYTES,
-               like: tuple[str, Any] | None = None, on_error: OnError | None = None
-               ) -> Iterator[tuple[list[int], LengthHistogram]]:
+               like: tuple[str, Any] | None = None, on_error: OnError | None = None,
+               checked: bool = False) -> Iterator[tuple[list[int], LengthHistogram]]:
     """``(indices in parts, their histogram)`` for every task (consecutive parts grouped up
     to ``task_bytes``; 0: one part a task), as each finishes. ``like``: a label and the
     schema every part must have, checked as each is read (for a scan that did not check
-    them all first); ``on_error``: see `OnError` (by default a task's error is raised)."""
+    them all first; ``checked``: the parts that do not `reads_together` were checked
+    before the scan, and are not again); ``on_error``: see `OnError` (by default a
+    task's error is raised)."""
     tasks = _tasks(parts, task_bytes)
     split = backend.per_part() if reading.inline else None
     if split is None:
         for task in tasks:
             try:
                 hist = tasks_histogram([parts[i] for i in task], reading, backend, cap, bar,
-                                       like)
+                                       like, checked)
             except Exception as exc:
                 if on_error is None:
                     raise
@@ -63,7 +65,7 @@ def histograms(parts: list[Part], reading: Reading, backend: Backend, cap: int |
             while True:
                 for task in itertools.islice(tasks, workers * (1 + AHEAD) - len(running)):
                     running[pool.submit(tasks_histogram, [parts[i] for i in task], reading,
-                                        each, cap, None, like)] = task
+                                        each, cap, None, like, checked)] = task
                 if not running:
                     return
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -85,14 +87,14 @@ def histograms(parts: list[Part], reading: Reading, backend: Backend, cap: int |
 
 
 def tasks_histogram(parts: list[Part], reading: Reading, backend: Backend, cap: int | None,
-                    bar: ScanProgress | None = None, like: tuple[str, Any] | None = None
-                    ) -> LengthHistogram:
+                    bar: ScanProgress | None = None, like: tuple[str, Any] | None = None,
+                    checked: bool = False) -> LengthHistogram:
     """The histogram of some parts: their chunks coalesced (small parts together cost one
     kernel call), their `Run` s (lengths known from metadata) counted apart. Parts read
-    ahead (not inline) are read in a background thread beside the backend. ``like``: as
-    in `histograms`."""
+    ahead (not inline) are read in a background thread beside the backend. ``like`` and
+    ``checked``: as in `histograms`."""
     runs = RunTally()
-    chunks = coalesce(_chunks(parts, reading, runs, bar, like))
+    chunks = coalesce(_chunks(parts, reading, runs, bar, like, checked))
     counter = backend
     if not reading.inline and any(p.read_ahead for p in parts):
         chunks, counter = prefetched(chunks), backend.beside_reader()
@@ -114,56 +116,62 @@ def _tasks(parts: list[Part], task_bytes: int) -> Iterator[list[int]]:
         yield task
 
 
-def _chunks(parts: list[Part], reading: Reading, runs: RunTally,
-            bar: ScanProgress | None, like: tuple[str, Any] | None) -> Iterator[Chunk]:
+def _chunks(parts: list[Part], reading: Reading, runs: RunTally, bar: ScanProgress | None,
+            like: tuple[str, Any] | None, checked: bool) -> Iterator[Chunk]:
     """The parts' chunks: runs of small parts read together where their class can
     (`Together`), the others (and those it leaves) each by its own reader, its schema first
-    checked against ``like`` (if any); `Run` s go to ``runs``; ``bar`` (if any) counts as
-    they come."""
-    for group in _groups(parts, reading):
-        alone = group
-        if len(group) > 1:
-            read = together_of(group[0], reading)
-            assert read is not None  # (see reads_together)
-            left, chunks = read(group, reading, like)
-            for chunk in chunks:
-                if bar is not None:
-                    bar.update(samples=chunk.samples)
-                yield chunk
-            alone = [group[i] for i in left]
+    checked against ``like`` (if any, and unless ``checked`` before the scan); `Run` s go
+    to ``runs``; ``bar`` (if any) counts as they come."""
+    for read, group in _groups(parts, reading):
+        if read is None:  # its schema was checked before the scan if ``checked``
+            yield from _alone(group[0], reading, runs, bar, None if checked else like)
+            continue
+        left, chunks = read(group, reading, like) if len(group) > 1 else ([0], iter(()))
+        for chunk in chunks:
             if bar is not None:
-                kept = set(left)
-                bar.update(nbytes=sum(p.nbytes for i, p in enumerate(group) if i not in kept),
-                           parts=len(group) - len(kept))
-        for part in alone:
-            yield from _alone(part, reading, runs, bar, like)
+                bar.update(samples=chunk.samples)
+            yield chunk
+        if bar is not None:
+            kept = set(left)
+            bar.update(nbytes=sum(p.nbytes for i, p in enumerate(group) if i not in kept),
+                       parts=len(group) - len(kept))
+        for i in left:
+            yield from _alone(group[i], reading, runs, bar, like)
 
 
-def _groups(parts: list[Part], reading: Reading) -> Iterator[list[Part]]:
-    """``parts`` as runs of consecutive parts of one class that `reads_together`, and
-    single parts."""
+def _groups(parts: list[Part], reading: Reading
+            ) -> Iterator[tuple[Together | None, list[Part]]]:
+    """``parts`` as runs of consecutive parts of one class that `reads_together`, with that
+    class's `Together` (a run may be of one part), and single parts that do not (None)."""
     run: list[Part] = []
+    read: Together | None = None
     for part in parts:
-        if not reads_together(part, reading):
-            if run:
-                yield run
-                run = []
-            yield [part]
-        elif run and type(run[0]) is not type(part):
-            yield run
-            run = [part]
+        mine = _together(part, reading)
+        if run and (mine is None or type(run[0]) is not type(part)):
+            yield read, run
+            run = []
+        if mine is None:
+            yield None, [part]
         else:
             run.append(part)
+            read = mine
     if run:
-        yield run
+        yield read, run
 
 
 def reads_together(part: Part, reading: Reading) -> bool:
     """Whether ``part`` is read together with its neighbours (its schema is then checked
-    there, not before the scan): a small part whose class can (`Together`), in a scan
-    neither light (whose kernels may not be built yet) nor ordered."""
-    return (not reading.light and not reading.ordered and part.nbytes <= SMALL_BYTES
-            and together_of(part, reading) is not None)
+    there, not before the scan): see `_together`."""
+    return _together(part, reading) is not None
+
+
+def _together(part: Part, reading: Reading) -> Together | None:
+    """The `Together` that reads ``part`` with its neighbours: for a small part whose
+    class's reader takes it in this scan (`together_of`), in a scan neither light (whose
+    kernels may not be built yet) nor ordered."""
+    if reading.light or reading.ordered or part.nbytes > SMALL_BYTES:
+        return None
+    return together_of(part, reading)
 
 
 def _alone(part: Part, reading: Reading, runs: RunTally, bar: ScanProgress | None,

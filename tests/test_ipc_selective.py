@@ -643,7 +643,7 @@ def test_repeated_metadata_is_copied_not_misread(tmp_path):
 def test_buffers_are_reused_only_once_dropped():
     import weakref
 
-    reuse = ipc_selective._Reuse(keep=3)
+    reuse = pread.Reuse(keep=3)
     a = reuse.take(100)
     first = weakref.ref(a)
     view = a[10:20]

@@ -13,11 +13,8 @@ dictionary-encoded or compressed length column, damage of any kind, a read that 
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterator
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,28 +25,24 @@ from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.ipc_layout import column_layout
-from gpu_profiler.readers.ipc_selective import _Assembler, _Column, _Reuse
-from gpu_profiler.readers.pread import Fetched
+from gpu_profiler.readers.ipc_selective import _Assembler, _Column
+from gpu_profiler.readers.pread import Fetched, read_whole
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.ipc import IpcPart
 
-#: Files sit in the buffer at multiples of this (Arrow aligns buffers to 8 or 64 bytes in
-#: a file: they stay aligned in memory, and are histogrammed in place).
-ALIGN = 64
-_BUFFERS = 2  # read buffers kept per thread (chunks of the last run may still use one)
-_local = threading.local()
-
 
 def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None
              ) -> tuple[list[int], Iterator[Chunk]]:
-    """See `Together`: the streams among ``parts`` read at once."""
+    """See `Together`: the streams among ``parts`` read at once (those that `IpcPart.joins`
+    such a scan)."""
     every = list(range(len(parts)))
-    streams = [i for i in every if parts[i].kind == "stream"]
-    if reading.ipc_reader == "pyarrow" or not streams:
+    streams = [i for i in every if parts[i].joins(reading)]
+    if not streams:
         return every, iter(())
-    buf, starts, ends, unread = _read([parts[i].path for i in streams],
-                                      np.array([parts[i].nbytes for i in streams], np.int64))
+    sizes = np.array([parts[i].nbytes for i in streams], np.int64)
+    buf, starts, unread = read_whole([parts[i].path for i in streams], sizes)
+    ends = starts + sizes
     first = streams[0]
     if unread[0]:  # its bytes are not there to be the reference
         return every, iter(())
@@ -72,43 +65,6 @@ def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema]
 
 class _Leave(Exception):
     """Every stream of the run goes to its own reader."""
-
-
-def _read(paths: list[Path], sizes: np.ndarray
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(buffer, starts, ends, unread)``: every file's bytes (``sizes``, as listed) read
-    whole, one positioned read each, at ``ALIGN``-ed ``starts`` of one buffer; ``unread[i]``
-    when file ``i`` could not be read whole, or is no longer its listed size (one byte
-    more is asked for, to tell), so that its own reader reads it as it is now. (Mapping
-    the files side by side instead, with no copy, measured slower here:
-    bench/results/shards.md.)"""
-    starts = np.zeros(len(paths), np.int64)
-    starts[1:] = np.cumsum((sizes + ALIGN) // ALIGN * ALIGN)[:-1]  # room for size + 1
-    ends = starts + sizes
-    buf = _buffer(int(ends[-1]) + ALIGN)
-    unread = np.zeros(len(paths), bool)
-    for i, path in enumerate(paths):
-        try:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                got = os.preadv(fd, [buf.data[int(starts[i]):int(ends[i]) + 1]], 0)
-            finally:
-                os.close(fd)
-        except OSError:
-            got = -1
-        unread[i] = got != sizes[i]
-    return buf, starts, ends, unread
-
-
-def _buffer(size: int) -> np.ndarray:
-    """A ``size``-byte buffer of this thread's, aligned to ``ALIGN``; reused once nothing
-    refers to it (reuse spares the page faults of fresh memory)."""
-    pool = getattr(_local, "pool", None)
-    if pool is None:
-        pool = _local.pool = _Reuse(_BUFFERS)
-    raw = pool.take(size + ALIGN)
-    skip = -raw.ctypes.data % ALIGN
-    return raw[skip:skip + size]
 
 
 def _reference(buf: np.ndarray, start: int, end: int) -> tuple[pa.Schema, np.ndarray]:

@@ -29,7 +29,7 @@ from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec
 from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt
 from gpu_profiler.readers.ipc_layout import column_layout
-from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile, unused
+from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile, Reuse
 
 #: First read of a stream (its schema and first messages' metadata).
 FIRST_READ = 16 << 10
@@ -85,7 +85,7 @@ class SelectiveReader:
         self.kind = kind
         self._dictionaries = dictionaries
         self._file = PositionedFile(self.path)
-        self._windows = _Reuse(_WINDOWS)
+        self._windows = Reuse(_WINDOWS)
         self._lo, self._hi = between or (0, self._file.size)
         # where a walk of the stream stops (a file's Blocks may point anywhere in it)
         self._end = min(self._hi, self._file.size) if kind == "stream" else self._file.size
@@ -453,27 +453,6 @@ class _Column:
             "record batch"
 
 
-class _Reuse:
-    """Buffers handed out before, taken again once nothing else refers to them (a view of a
-    buffer, such as a chunk's data, refers to it). Reuse spares the page faults of fresh
-    memory, a large part of the cost at a billion samples a second."""
-
-    def __init__(self, keep: int) -> None:
-        self.keep = keep
-        self.bufs: list[np.ndarray] = []
-
-    def take(self, size: int, dtype: np.dtype | type = np.uint8) -> np.ndarray:
-        """A free buffer of at least ``size`` elements of ``dtype``, else a new one."""
-        for i in range(len(self.bufs)):
-            if self.bufs[i].size >= size and self.bufs[i].dtype == dtype and unused(self.bufs, i):
-                buf = self.bufs.pop(i)
-                break
-        else:
-            buf = np.empty(size, dtype)
-        self.bufs = [buf, *self.bufs][:self.keep]
-        return buf
-
-
 class _Source(Protocol):
     """What `_Assembler` asks of the reader whose bytes it assembles."""
 
@@ -494,7 +473,7 @@ class _Assembler:
         self.out: np.ndarray | None = None
         self.valid: np.ndarray | None = None
         self.fill = 0
-        self.outputs = _Reuse(_OUTPUTS)
+        self.outputs = Reuse(_OUTPUTS)
         self.dictionary: tuple[np.ndarray, np.ndarray | None] | None = None
 
     def add(self, recs: np.ndarray, fetched: Fetched) -> Iterator[Chunk]:

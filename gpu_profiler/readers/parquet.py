@@ -30,7 +30,7 @@ from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
-from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Part, Reading, ShardFormat
+from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Reading, ShardFormat
 from gpu_profiler.runs import Run
 
 MAGIC = b"PAR1"
@@ -78,7 +78,8 @@ class ParquetPart(FileShard):
     read_ahead = False  # its row groups decode ahead in worker threads already
 
     @staticmethod
-    def together(parts: list[Part], reading: Reading, like: tuple[str, pa.Schema] | None
+    def together(parts: list[ParquetPart], reading: Reading,
+                 like: tuple[str, pa.Schema] | None
                  ) -> tuple[list[int], Iterator[Chunk]]:
         """Small shards read many at once (`parquet_many`)."""
         from gpu_profiler.readers import parquet_many

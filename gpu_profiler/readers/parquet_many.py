@@ -14,10 +14,8 @@ the scan's (``like``)."""
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterator
-from typing import cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +24,11 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers import parquet_format as fmt
-from gpu_profiler.readers.base import FileShard, Part, Reading, same_schema
+from gpu_profiler.readers.base import Reading, same_schema
+from gpu_profiler.readers.pread import read_whole
+
+if TYPE_CHECKING:
+    from gpu_profiler.readers.parquet import ParquetPart
 
 #: Bits of the Arrow integer types whose columns are read here.
 WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
@@ -36,17 +38,15 @@ PAGE_BYTES = 1 << 20
 #: left to pyarrow, which decodes them in bounded batches (a footer may claim any count).
 MOST_ROWS, MOST_PAGE = 4 * arrow.CHUNK_ROWS, 1 << 28
 
-_local = threading.local()  # each worker thread's read buffer, reused run after run
 
-
-def together(parts: list[Part], reading: Reading,
+def together(parts: list[ParquetPart], reading: Reading,
              like: tuple[str, pa.Schema] | None) -> tuple[list[int], Iterator[Chunk]]:
     """``(indices of the parts left to their own readers, chunks of the others)`` (see
     `Together`); every part is left when the scan needs what this reader lacks (list
     offsets, statistics, the GPU decoder) or the first part's column is not read here."""
     every = list(range(len(parts)))
     spec = reading.spec
-    if reading.gpu_parquet or reading.source.trust_statistics or spec.offsets:
+    if not parts[0].joins(reading):  # list offsets, statistics, the GPU decoder
         return every, iter(())
     width = _width(parts[0], spec.name, like)
     if width is None:
@@ -57,7 +57,7 @@ def together(parts: list[Part], reading: Reading,
     return left, _chunks(values, valid)
 
 
-def _width(first: Part, name: str, like: tuple[str, pa.Schema] | None) -> int | None:
+def _width(first: ParquetPart, name: str, like: tuple[str, pa.Schema] | None) -> int | None:
     """Bits of the first part's length column, if it is a signed integer and the first
     part has the scan's schema (else None: its own reader then says what is wrong)."""
     try:
@@ -73,33 +73,14 @@ def _width(first: Part, name: str, like: tuple[str, pa.Schema] | None) -> int | 
     return None if index < 0 else WIDTHS.get(schema.field(index).type)
 
 
-def _read(parts: list[Part]) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[int]]:
-    """The parts' whole files back to back in this thread's buffer: ``(buffer, starts,
-    sizes, indices of the parts that could not be read as they were sized)``."""
+def _read(parts: list[ParquetPart]) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[int]]:
+    """The parts' whole files in this thread's buffer (`read_whole`): ``(buffer, starts,
+    sizes, indices of the parts that could not be read as they were sized)``; those have
+    size 0 (the kernel then leaves them: no footer)."""
     sizes = np.array([p.nbytes for p in parts], np.int64)
-    starts = np.zeros(len(parts), np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    total = int(sizes.sum()) + 1  # each read asks one byte more (the next file's first,
-    # read over next), to tell a file no longer its listed size: its own reader reads it
-    buf = getattr(_local, "buf", None)
-    if buf is None or buf.size < total:
-        buf = _local.buf = np.empty(max(total, 16 << 20), np.uint8)
-    view = buf.data
-    unread = set()
-    for i, part in enumerate(parts):
-        at, size = int(starts[i]), int(sizes[i])
-        try:
-            fd = os.open(cast(FileShard, part).path, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                got = os.preadv(fd, [view[at:at + size + 1]], 0)
-            finally:
-                os.close(fd)
-        except OSError:
-            got = -1
-        if got != size:
-            unread.add(i)
-            sizes[i] = 0  # the kernel leaves it (no footer)
-    return buf, starts, sizes, unread
+    buf, starts, unread = read_whole([p.path for p in parts], sizes)
+    sizes[unread] = 0
+    return buf, starts, sizes, set(np.flatnonzero(unread).tolist())
 
 
 def _decode(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,

@@ -45,8 +45,8 @@ def _inside(folder: Path, name: object, meta: Path, what: str) -> Path:
                             f"{type(name).__name__} {_escaped(name)}")
     full = folder / name
     try:
-        inside = (os.sep not in name and name not in (".", "..") and "\0" not in name
-                  and not full.is_symlink()) or full.resolve().is_relative_to(folder.resolve())
+        inside = (_plain(name) and not full.is_symlink()) or \
+            full.resolve().is_relative_to(folder.resolve())
     except (OSError, ValueError, RuntimeError):  # e.g. a NUL byte, a symlink loop
         inside = False
     if not inside or Path(name).is_absolute():

@@ -18,14 +18,12 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.histogram import SCALARS, LengthHistogram
 from gpu_profiler.readers import Part, Reading
 
 #: Bump when a reader's counting changes: every entry written before is then foreign.
 READER_VERSION = 1
 SCHEMA = "gpu-profiler/cache/v2"
-_SCALARS = ("above_count", "above_tokens", "above_min", "above_max", "null_count",
-            "invalid_count")
 
 
 class ShardCache:
@@ -75,7 +73,7 @@ class ShardCache:
             if d["key"] != key:
                 return None, f"{entry}: an entry of another shard or scan (foreign)"
             return LengthHistogram(np.frombuffer(counts, "<i8"),
-                                   *(d[n] for n in _SCALARS)), None
+                                   *(d[n] for n in SCALARS)), None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return None, f"{entry}: not a cache entry ({type(exc).__name__})"
 
@@ -84,7 +82,7 @@ class ShardCache:
         while read is never stored under its new size and time)."""
         from gpu_profiler.render.output import write_atomic
 
-        scalars = {n: getattr(hist, n) for n in _SCALARS}
+        scalars = {n: getattr(hist, n) for n in SCALARS}
         payload = (json.dumps({"key": key, **scalars}).encode() + b"\n"
                    + hist.counts.astype("<i8").tobytes())
         header = json.dumps({"schema": SCHEMA, "checksum": hashlib.sha256(payload).hexdigest()})

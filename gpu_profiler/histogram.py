@@ -39,6 +39,11 @@ def auto_cap(longest: int) -> int:
     return min(max(longest, 0), MAX_AUTO_CAP)
 
 
+#: The fields of a `LengthHistogram` besides its counts, in order: integers.
+SCALARS = ("above_count", "above_tokens", "above_min", "above_max", "null_count",
+           "invalid_count")
+
+
 @dataclass(frozen=True, eq=False)
 class LengthHistogram:
     """Exact histogram of sample lengths.
@@ -68,8 +73,7 @@ class LengthHistogram:
             raise ValueError("counts must be a non-empty 1-D array")
         counts.setflags(write=False)
         object.__setattr__(self, "counts", counts)
-        for name in ("above_count", "above_tokens", "above_min", "above_max", "null_count",
-                     "invalid_count"):
+        for name in SCALARS:
             object.__setattr__(self, name, int(getattr(self, name)))
 
     # ---------------------------------------------------------------- construction
@@ -180,8 +184,7 @@ class LengthHistogram:
     __hash__ = None  # type: ignore[assignment]
 
     def _scalars(self) -> tuple[int, ...]:
-        return (self.above_count, self.above_tokens, self.above_min, self.above_max,
-                self.null_count, self.invalid_count)
+        return tuple(getattr(self, name) for name in SCALARS)
 
     def with_cap(self, cap: int) -> LengthHistogram:
         """Re-bin to a different cap without rescanning.

@@ -34,7 +34,14 @@ from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers import ipc_check
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
 from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
-from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt, what
+from gpu_profiler.readers.ipc_format import (
+    FILE_MAGIC,
+    SCHEMA_ERRORS,
+    arrow_schema,
+    big_endian_error,
+    corrupt,
+    what,
+)
 
 #: Environment variable forcing the IPC reader: ``selective`` or ``pyarrow``.
 READER_ENV = "GPU_PROFILER_IPC_READER"
@@ -206,10 +213,8 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
     if _big_endian(meta):
         raise big_endian_error(path)
     try:
-        read = pa.ipc.read_schema(pa.py_buffer(framed))
-        read.names  # decoded lazily: a name that is not UTF-8 fails here  # noqa: B018
-        return read
-    except (pa.ArrowException, OSError, ValueError) as exc:
+        return arrow_schema(framed)
+    except SCHEMA_ERRORS as exc:
         raise corrupt(path, kind, 8 if kind == "file" else 0,
                       f"schema message: {first_line(exc)}") from None
 

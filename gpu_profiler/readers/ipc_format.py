@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from gpu_profiler import native
 from gpu_profiler.errors import ProfilerError
@@ -29,6 +30,19 @@ def big_endian_error(path: Path) -> ProfilerError:
     """The one-line refusal of a big-endian IPC file."""
     return ProfilerError(f"{path}: big-endian Arrow IPC files are not supported; "
                          "rewrite it on a little-endian machine")
+
+
+#: What pyarrow raises on a schema message it cannot read (see `arrow_schema`).
+SCHEMA_ERRORS = (pa.ArrowException, OSError, ValueError)
+
+
+def arrow_schema(framed: bytes | np.ndarray) -> pa.Schema:
+    """pyarrow's reading of a framed schema message, its field names decoded (pyarrow
+    decodes them lazily: a name that is not UTF-8 fails here, not later). Raises one of
+    `SCHEMA_ERRORS`."""
+    schema = pa.ipc.read_schema(pa.py_buffer(framed))
+    schema.names  # noqa: B018
+    return schema
 
 
 class Corrupt(Exception):

@@ -75,12 +75,15 @@ def _reference(buf: np.ndarray, start: int, end: int) -> tuple[pa.Schema, np.nda
         pre, m = fmt.frame(data, 0)
         if m <= 0 or pre + m > data.size:
             raise _Leave
-        big, _, _, body = fmt.schema_info(data[pre:pre + m], -1)
+        big, fields, _, body = fmt.schema_info(data[pre:pre + m], -1)
     except fmt.Corrupt:
         raise _Leave from None
     if big or pre + m + body > data.size:
         raise _Leave
-    return _schema(bytes(data[:pre + m])), data[:pre + m + body].copy()
+    schema = _schema(bytes(data[:pre + m]))
+    if len(schema) != fields:  # pyarrow and the kernels must see the same fields
+        raise _Leave
+    return schema, data[:pre + m + body].copy()
 
 
 @lru_cache(maxsize=8)
@@ -89,11 +92,9 @@ def _schema(framed: bytes) -> pa.Schema:
     runs of a scan (their first streams' messages are the same bytes); `_Leave` if it is
     bad (the stream's own reader says why)."""
     try:
-        schema = pa.ipc.read_schema(pa.py_buffer(framed))
-        schema.names  # decoded lazily: a name that is not UTF-8 fails here  # noqa: B018
-    except (pa.ArrowException, OSError, ValueError):
+        return fmt.arrow_schema(framed)
+    except fmt.SCHEMA_ERRORS:
         raise _Leave from None
-    return schema
 
 
 def _column(schema: pa.Schema, reading: Reading) -> tuple[_Column, np.ndarray]:

@@ -150,9 +150,8 @@ class SelectiveReader:
         if big:
             raise big_endian_error(self.path)
         try:
-            sch = pa.ipc.read_schema(pa.py_buffer(b[:pre + m]))
-            sch.names  # decoded lazily: a name that is not UTF-8 fails here  # noqa: B018
-        except (pa.ArrowException, OSError, ValueError) as exc:
+            sch = fmt.arrow_schema(b[:pre + m])
+        except fmt.SCHEMA_ERRORS as exc:
             raise self.error(pos, f"schema message: {first_line(exc)}") from None
         if len(sch) != nfields:
             raise self.error(pos, "schema message: field count mismatch")

@@ -206,7 +206,8 @@ def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool,
         from gpu_profiler.readers import device
 
         gpu_parquet = device.cudf_available()
-    return Reading(spec, light=light, segmented=backend.segmented, gpu_parquet=gpu_parquet,
+    return Reading(spec, light=light, segmented=backend.segmented, counted=backend.counted,
+                   gpu_parquet=gpu_parquet,
                    ipc_reader=ipc.forced_reader(), inline=_many(parts, backend),
                    source=source or SourceOptions())
 

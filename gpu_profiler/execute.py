@@ -94,7 +94,7 @@ def tasks_histogram(parts: list[Part], reading: Reading, backend: Backend, cap: 
     ahead (not inline) are read in a background thread beside the backend. ``like`` and
     ``checked``: as in `histograms`."""
     runs = RunTally()
-    chunks = coalesce(_chunks(parts, reading, runs, bar, like, checked))
+    chunks = coalesce(_chunks(parts, reading, cap, runs, bar, like, checked))
     counter = backend
     if not reading.inline and any(p.read_ahead for p in parts):
         chunks, counter = prefetched(chunks), backend.beside_reader()
@@ -116,21 +116,28 @@ def _tasks(parts: list[Part], task_bytes: int) -> Iterator[list[int]]:
         yield task
 
 
-def _chunks(parts: list[Part], reading: Reading, runs: RunTally, bar: ScanProgress | None,
-            like: tuple[str, Any] | None, checked: bool) -> Iterator[Chunk]:
+def _chunks(parts: list[Part], reading: Reading, cap: int | None, runs: RunTally,
+            bar: ScanProgress | None, like: tuple[str, Any] | None, checked: bool
+            ) -> Iterator[Chunk]:
     """The parts' chunks: runs of small parts read together where their class can
     (`Together`), the others (and those it leaves) each by its own reader, its schema first
-    checked against ``like`` (if any, and unless ``checked`` before the scan); `Run` s go
+    checked against ``like`` (if any, and unless ``checked`` before the scan); `Run` s and
+    the histograms of parts counted as they were read (`Reading.counted`, at ``cap``) go
     to ``runs``; ``bar`` (if any) counts as they come."""
     for read, group in _groups(parts, reading):
         if read is None:  # its schema was checked before the scan if ``checked``
             yield from _alone(group[0], reading, runs, bar, None if checked else like)
             continue
-        left, chunks = read(group, reading, like) if len(group) > 1 else ([0], iter(()))
+        left, chunks = read(group, reading, like, cap) if len(group) > 1 else ([0], iter(()))
         for chunk in chunks:
+            if isinstance(chunk, LengthHistogram):
+                runs.counted(chunk)
+                samples = chunk.total
+            else:
+                yield chunk
+                samples = chunk.samples
             if bar is not None:
-                bar.update(samples=chunk.samples)
-            yield chunk
+                bar.update(samples=samples)
         if bar is not None:
             kept = set(left)
             bar.update(nbytes=sum(p.nbytes for i, p in enumerate(group) if i not in kept),

@@ -76,6 +76,10 @@ EXPORTS: dict[str, Export] = {
     "schema_info": Export("ipc", "schema_info", (_BYTES, I), 4),
     "footer_blocks": Export("ipc", "footer_blocks", (_BYTES, _OUT_I8_2D), 2),
     "check": Export("ipc", "check", (_I8_2D, I, I, I, I, _OUT_I8_2D), 2),
+    "count_streams": Export("streams", "count_streams",
+                            (_BYTES, _I8, _I8, I, Arr("uint8", out=True), _BYTES, _OUT_I8_2D,
+                             _OUT_I8_2D, _I8, I, I, I, I, I, Arr("int32", out=True), _OUT_I8,
+                             Arr("int8", out=True), _OUT_I8), 1),
     **{f"gather_{t}": Export("ipc", "gather", (Arr(t), _I8, _I8, Arr(t, out=True), _I8), 0)
        for t in ("uint8", "uint32", "uint64")},
     "unpack_validity": Export("ipc", "unpack_validity",

@@ -26,11 +26,13 @@ class Run:
 
 
 class RunTally:
-    """Adds up runs by value (memory grows with distinct values, not with runs)."""
+    """Adds up runs by value (memory grows with distinct values, not with runs), and the
+    histograms of samples a reader counted itself (`Reading.counted`)."""
 
     def __init__(self) -> None:
         self._counts: Counter[int] = Counter()
         self._nulls = 0
+        self._counted: LengthHistogram | None = None
 
     def add(self, run: Run) -> None:
         """Count one run."""
@@ -38,8 +40,12 @@ class RunTally:
             self._counts[run.value] += run.count
         self._nulls += run.nulls
 
+    def counted(self, hist: LengthHistogram) -> None:
+        """Add the histogram of samples counted as they were read."""
+        self._counted = hist if self._counted is None else merge([self._counted, hist])
+
     def __bool__(self) -> bool:
-        return bool(self._counts) or self._nulls > 0
+        return bool(self._counts) or self._nulls > 0 or self._counted is not None
 
     def histogram(self, cap: int | None) -> LengthHistogram:
         """The runs' histogram with bins ``0..cap``, exactly as a backend would count them
@@ -61,5 +67,6 @@ class RunTally:
             else:
                 above = merge([above, LengthHistogram(np.zeros(cap + 1, np.int64), n, n * v,
                                                       v, v)])
+        counted = [] if self._counted is None else [self._counted]
         return merge([LengthHistogram(counts, null_count=self._nulls, invalid_count=invalid),
-                      above])
+                      above, *counted])

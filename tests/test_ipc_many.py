@@ -6,11 +6,14 @@ so that a scan gives the same numbers, or the same error, either way."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 import gpu_profiler as gp
+from gpu_profiler.backends.numba_backend import NumbaBackend
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import ipc_many
 from gpu_profiler.readers.ipc import IpcPart
@@ -22,13 +25,22 @@ def spy(monkeypatch):
     calls: list[tuple[int, int]] = []
     real = ipc_many.together
 
-    def together(parts, reading, like):
-        left, chunks = real(parts, reading, like)
+    def together(parts, reading, like, cap):
+        left, chunks = real(parts, reading, like, cap)
         calls.append((len(parts), len(left)))
         return left, chunks
 
     monkeypatch.setattr(ipc_many, "together", together)
     return calls
+
+
+@pytest.fixture(params=["counted", "gathered"])
+def way(request, monkeypatch):
+    """Streams read together are counted as they are read (the numba backend's way), or
+    gathered into chunks for the backend (any other's)."""
+    if request.param == "gathered":
+        monkeypatch.setattr(NumbaBackend, "counted", False)
+    return request.param
 
 
 def _alone(path, **kw):
@@ -60,30 +72,78 @@ def _tables(n_shards, rng, nulls=False, lists=False, width=np.int64):
         cols = {"text": pa.array([f"t{i}" for i in range(n)]),
                 "length": pa.array(x, mask=rng.random(n) < 0.1 if nulls else None)}
         if lists:
-            cols["ids"] = pa.array([list(range(int(k))) for k in x], pa.list_(pa.int32()))
+            cols["ids"] = pa.array([None if nulls and rng.random() < 0.1 else list(range(int(k)))
+                                    for k in x], pa.list_(pa.int32()))
         yield pa.table(cols), x
 
 
 @pytest.mark.parametrize("io", ["auto", "buffered"])
-@pytest.mark.parametrize("case", ["int64", "int32 with nulls", "list offsets"])
-def test_streams_read_together_count_as_each_read_alone(case, io, kernels, spy, tmp_path,
+@pytest.mark.parametrize("case", ["int64", "int32 with nulls", "list offsets",
+                                  "list offsets with nulls", "uint32", "int16"])
+def test_streams_read_together_count_as_each_read_alone(case, io, kernels, way, spy, tmp_path,
                                                         monkeypatch):
     monkeypatch.setenv("GPU_PROFILER_IO", io)
     rng = np.random.default_rng(len(case))
-    lists = case == "list offsets"
-    width = np.int32 if "int32" in case else np.int64
+    lists = case.startswith("list offsets")
+    width = {"int32 with nulls": np.int32, "uint32": np.uint32, "int16": np.int16}.get(
+        case, np.int64)
     every = []
     for i, (t, x) in enumerate(_tables(12, rng, nulls="nulls" in case, lists=lists,
                                        width=width)):
         _write(tmp_path / f"s{i:02d}.arrows", t, batch=int(rng.integers(1, 300)))
         every.append(x)
     kw = {"offsets_of": "ids"} if lists else {"column": "length"}
+    counted = []
+    real = ipc_many.count
+    monkeypatch.setattr(ipc_many, "count", lambda *a: counted.append(1) or real(*a))
     got = _outcome(tmp_path, **kw)
     assert spy and all(left == 0 for _, left in spy)  # every stream was read together
+    # counted where the kernel reads the integers as the backend does
+    assert bool(counted) == (way == "counted" and case not in ("uint32", "int16"))
     assert got == _alone(tmp_path, **kw)
     if not lists and "nulls" not in case:
         x = np.concatenate(every)
         assert got[0] == np.bincount(np.minimum(x, 301), minlength=302)[:301].tolist()
+
+
+@pytest.mark.parametrize("kw", [{"column": "length"}, {"offsets_of": "ids"}])
+def test_counted_bins_widen_to_the_longest_length_and_fold_before_overflow(kw, spy, tmp_path,
+                                                                           monkeypatch):
+    """cap=None: a stream with a longer length than the bins reach stops the kernel, which
+    goes on with wider bins; past MAX_AUTO_CAP, lengths are counted above it. The int32
+    bins are folded into int64 whenever they could overflow (here after 500 lengths)."""
+    histogram = importlib.import_module("gpu_profiler.histogram")
+
+    monkeypatch.setattr(histogram, "MAX_AUTO_CAP", 3000)
+    monkeypatch.setattr(ipc_many, "MAX_AUTO_CAP", 3000)
+    monkeypatch.setattr(ipc_many, "FOLD_AFTER", 500)
+    rng = np.random.default_rng(11)
+    for i in range(10):
+        n = int(rng.integers(1, 300))
+        x = rng.integers(0, 60 * (i + 1) ** 2, n)  # the longest grows shard by shard
+        x[rng.random(n) < 0.05] = -3  # invalid (a negative length)
+        null = rng.random(n) < 0.1
+        _write(tmp_path / f"s{i}.arrows", pa.table({
+            "length": pa.array(x, mask=null),
+            "ids": pa.array([None if m else [0] * max(int(k), 0)
+                             for k, m in zip(x, null, strict=True)], pa.list_(pa.int8()))}))
+    got = gp.histogram(str(tmp_path), cap=None, **kw)
+    assert spy and all(left == 0 for _, left in spy)
+    assert got.cap == 3000 and got.above_count > 0 and got.null_count > 0
+    assert got == gp.histogram(str(tmp_path), cap=None, backend="numpy", **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(IpcPart, "together", None)
+        assert got == gp.histogram(str(tmp_path), cap=None, **kw)
+
+
+def test_a_stream_of_more_messages_than_counted_at_once_is_left(spy, tmp_path, monkeypatch):
+    monkeypatch.setattr(ipc_many, "MESSAGES", 4)
+    rng = np.random.default_rng(12)
+    for i, (t, _) in enumerate(_tables(6, rng)):
+        _write(tmp_path / f"s{i}.arrows", t, batch=700 if i % 2 else 50)
+    got = _outcome(tmp_path, column="length")
+    assert got == _alone(tmp_path, column="length")
+    assert sum(left for _, left in spy) >= 2  # the streams of many batches
 
 
 def test_a_datasets_dir_is_read_together(spy, tmp_path):
@@ -100,7 +160,7 @@ def test_a_datasets_dir_is_read_together(spy, tmp_path):
     assert o.counts.tolist() == np.bincount(x % 50, minlength=65).tolist()
 
 
-def test_streams_it_must_not_read_are_left_to_their_own_readers(spy, tmp_path):
+def test_streams_it_must_not_read_are_left_to_their_own_readers(spy, way, tmp_path):
     rng = np.random.default_rng(5)
     tables = [t for t, _ in _tables(8, rng)]
     for i, t in enumerate(tables[:4]):
@@ -148,7 +208,8 @@ def _mutations(data: bytes, rng):
 
 
 @pytest.mark.parametrize("dense", [True, False])
-def test_a_damaged_stream_gives_the_same_numbers_or_error_together_and_alone(dense, tmp_path):
+def test_a_damaged_stream_gives_the_same_numbers_or_error_together_and_alone(dense, way,
+                                                                            tmp_path):
     """Alone, a dense stream (only lengths) is read by pyarrow, which validates more than
     the selective reader; other streams by the selective reader."""
     rng = np.random.default_rng(7)
@@ -169,7 +230,7 @@ def test_a_damaged_stream_gives_the_same_numbers_or_error_together_and_alone(den
 
 
 @pytest.mark.parametrize("offsets", [[0, 3, 1, 4], [0, 1, 2, 9], [-2, 0, 1, 2]])
-def test_bad_list_offsets_give_the_same_error_together_and_alone(offsets, tmp_path):
+def test_bad_list_offsets_give_the_same_error_together_and_alone(offsets, way, tmp_path):
     """Offsets out of order or range pass the buffer checks; only gathering them finds
     them, and then only the stream's own reader can say which stream it is, and where.
     (pyarrow writes no such offsets: they are patched into the file.)"""

@@ -43,7 +43,7 @@ def read_together(paths: list[Path], column: str = "length", like=None,
                   reading: Reading | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
     """``(left, values, valid)`` of one together call (valid all True without nulls)."""
     reading = reading or Reading(LengthSpec(column))
-    left, chunks = parquet_many.together([ParquetPart(p) for p in paths], reading, like)
+    left, chunks = parquet_many.together([ParquetPart(p) for p in paths], reading, like, None)
     chunks = list(chunks)
     values = np.concatenate([c.data for c in chunks]) if chunks else np.zeros(0, np.int64)
     valid = np.concatenate([np.ones(c.samples, bool) if c.valid is None else c.valid
@@ -222,7 +222,7 @@ def test_a_file_not_its_listed_size_is_left(tmp_path):
     [p.nbytes for p in parts]  # listed  # noqa: B018
     with open(paths[1], "ab") as f:
         f.write(b"grown")
-    left, chunks = parquet_many.together(parts, Reading(LengthSpec("length")), None)
+    left, chunks = parquet_many.together(parts, Reading(LengthSpec("length")), None, None)
     assert left == [1] and sum(c.samples for c in chunks) == 1000
 
 

@@ -21,6 +21,9 @@ class Backend(ABC):
     #: Whether the backend histograms segmented chunks (`Chunk.segments`) in place; readers
     #: then hand record batches over where they were read instead of gathering them.
     segmented: bool = False
+    #: Whether readers may count lengths themselves with the CPU kernels' loop (the numba
+    #: backend's own counts): many small shards are then counted as they are read.
+    counted: bool = False
 
     @classmethod
     def from_options(cls, options: Any) -> Backend:

@@ -48,6 +48,7 @@ class NumbaBackend(Backend):
 
     name = "numba"
     segmented = True
+    counted = True
 
     def __init__(self, threads: int | None = None) -> None:
         """``threads``: blocks per chunk (and threads), by default one per core."""

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.readers.arrow import LengthSpec
 from gpu_profiler.runs import Run
 
@@ -82,6 +83,8 @@ class Reading:
             IPC files).
         segmented: hand record batches over where they were read (`Chunk.segments`): the
             backend histograms them in place.
+        counted: a reader of many small shards may count their lengths itself, with the
+            CPU kernels (`Backend.counted`), and hand over a `LengthHistogram`.
         gpu_parquet: decode Parquet on the GPU (the cuda backend, with cudf installed).
         ipc_reader: ``selective`` or ``pyarrow`` forces that IPC reader; None lets each file
             take its best one.
@@ -97,6 +100,7 @@ class Reading:
     spec: LengthSpec
     light: bool = False
     segmented: bool = False
+    counted: bool = False
     gpu_parquet: bool = False
     ipc_reader: str | None = None
     ordered: bool = False
@@ -120,8 +124,10 @@ class Together(Protocol):
     (`SMALL_BYTES`) of that class, when the scan is neither light nor ordered."""
 
     def __call__(self, parts: list[Part], reading: Reading,
-                 like: tuple[str, pa.Schema] | None) -> tuple[list[int], Iterator[Chunk]]:
-        """``(indices of the parts left to their own readers, chunks of all the others)``.
+                 like: tuple[str, pa.Schema] | None, cap: int | None
+                 ) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
+        """``(indices of the parts left to their own readers, chunks of all the others)``
+        (or, where `Reading.counted`, their histogram, binned as the scan's ``cap`` says).
         A part is left when it holds anything this reader does not read itself (another
         schema, compression, damage): its own reader then reads it or raises its error, so
         both ways give the same numbers or the same error. Every part read here has the

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.readers import ipc_check
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
 from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
@@ -74,12 +75,12 @@ class IpcPart(FileShard):
         return self._schema["schema"]
 
     @staticmethod
-    def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None
-                 ) -> tuple[list[int], Iterator[Chunk]]:
+    def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None,
+                 cap: int | None) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
         """Small streams read at once (`ipc_many`)."""
         from gpu_profiler.readers import ipc_many
 
-        return ipc_many.together(parts, reading, like)
+        return ipc_many.together(parts, reading, like, cap)
 
     def joins(self, reading: Reading) -> bool:
         """Whether `together` takes this part in such a scan: a stream, unless pyarrow's

@@ -13,46 +13,60 @@ dictionary-encoded or compressed length column, damage of any kind, a read that 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
+from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram, auto_cap
+from gpu_profiler.kernels import stats
 from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.ipc_layout import column_layout
 from gpu_profiler.readers.ipc_selective import _Assembler, _Column
-from gpu_profiler.readers.pread import Fetched, read_whole
+from gpu_profiler.readers.pread import Fetched, read_whole, whole_buffer
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.ipc import IpcPart
 
 
-def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None
-             ) -> tuple[list[int], Iterator[Chunk]]:
+def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None,
+             cap: int | None) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
     """See `Together`: the streams among ``parts`` read at once (those that `IpcPart.joins`
-    such a scan)."""
+    such a scan); counted as they are read (`count`) where `Reading.counted` and the column
+    is one the kernel counts, else gathered into chunks."""
     every = list(range(len(parts)))
     streams = [i for i in every if parts[i].joins(reading)]
     if not streams:
         return every, iter(())
     sizes = np.array([parts[i].nbytes for i in streams], np.int64)
-    buf, starts, unread = read_whole([parts[i].path for i in streams], sizes)
-    ends = starts + sizes
+    paths = [parts[i].path for i in streams]
+    n = 1 if reading.counted else len(paths)
+    buf, starts, unread = read_whole(paths[:n], sizes[:n])
     first = streams[0]
     if unread[0]:  # its bytes are not there to be the reference
         return every, iter(())
     try:
-        schema, framed = _reference(buf, int(starts[0]), int(ends[0]))
+        schema, framed = _reference(buf, 0, int(sizes[0]))
         if like is not None and parts[first].label != like[0]:
             same_schema(parts[first].label, schema, like)
         col, layout = _column(schema, reading)
     except _Leave:
         return every, iter(())
+    if reading.counted and col.item in _COUNTED:
+        hist, left = count(paths, sizes, framed, layout, col, cap)
+        done = {streams[i] for i in np.flatnonzero(left == 0)}
+        return [i for i in every if i not in done], iter([hist] if done else [])
+    if reading.counted:
+        buf, starts, unread = read_whole(paths, sizes)
+    ends = starts + sizes
     left = unread.astype(np.int8)
     recs = _checked(*_walk(buf, starts, ends, framed, layout, left), col, left)
     done = {streams[i] for i in np.flatnonzero(left == 0)}
@@ -61,6 +75,60 @@ def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema]
     except ProfilerError:  # offsets out of order or range: only a stream's own reader
         return every, iter(())  # can say which stream, and where
     return [i for i in every if i not in done], iter(chunks)
+
+
+#: Messages a stream may hold to be counted as it is read (`count`; one with more is left
+#: to its own reader).
+MESSAGES = 4096
+#: Lengths `count` tallies into its int32 bins between two folds into int64.
+FOLD_AFTER = (1 << 31) - 1
+_OPEN = os.O_RDONLY | os.O_CLOEXEC
+
+
+#: The integers `count` counts (as the CPU kernel reads them: uint64 as int64), list
+#: offsets included (int32 or int64); any other is gathered for the backend.
+_COUNTED = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint64))
+
+
+def count(paths: list[Path], sizes: np.ndarray, framed: np.ndarray, layout: np.ndarray,
+          col: _Column, cap: int | None) -> tuple[LengthHistogram, np.ndarray]:
+    """``(histogram, left)``: the streams ``paths`` (of ``sizes`` bytes, each opening with
+    the ``framed`` schema message) read one by one into a small buffer and counted there
+    by one kernel call (`count_streams`), binned up to ``cap`` (None: up to the longest
+    length, the bins widened as longer ones come); ``left[i]`` for each stream left to its
+    own reader."""
+    names = [os.fsencode(p) + b"\0" for p in paths]
+    blob = np.frombuffer(b"".join(names), np.uint8)
+    at = np.zeros(len(names), np.int64)
+    at[1:] = np.cumsum([len(n) for n in names[:-1]])
+    buf = whole_buffer(int(sizes.max()) + 1)
+    recs = np.empty((MESSAGES, fmt.NREC), np.int64)
+    ranges = np.empty((MESSAGES, 4), np.int64)
+    left = np.zeros(len(paths), np.int8)
+    state = np.zeros(4, np.int64)
+    bins = cap or 0
+    counts = np.zeros(bins + 1, np.int64)
+    row = np.zeros(bins + 2, np.int32)
+    st = np.zeros(6, np.int64)
+    st[[stats.ABOVE_MIN, stats.ABOVE_MAX]] = -1
+    kernel = native.kernel("count_streams")
+    while state[0] < len(paths):
+        grow = cap is None and bins < MAX_AUTO_CAP
+        status, = kernel(blob, at, sizes, _OPEN, buf, framed, recs, ranges, layout,
+                         col.offsets, col.item.itemsize, bins, grow, FOLD_AFTER, row, st,
+                         left, state)
+        counts += row[:bins + 1]  # folded after every call (see `COUNT_FOLD`)
+        row[:] = 0
+        if status == fmt.COUNT_WIDEN:
+            bins = auto_cap(int(state[1]))
+            counts = np.concatenate([counts, np.zeros(bins + 1 - counts.size, np.int64)])
+            row = np.zeros(bins + 2, np.int32)
+    found = st[stats.ABOVE_COUNT] > 0
+    hist = LengthHistogram(counts, int(st[stats.ABOVE_COUNT]), int(st[stats.ABOVE_TOKENS]),
+                           int(st[stats.ABOVE_MIN]) if found else -1,
+                           int(st[stats.ABOVE_MAX]) if found else -1, int(st[stats.NULLS]),
+                           int(st[stats.INVALID]))
+    return hist, left
 
 
 class _Leave(Exception):

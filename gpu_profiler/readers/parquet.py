@@ -79,12 +79,12 @@ class ParquetPart(FileShard):
 
     @staticmethod
     def together(parts: list[ParquetPart], reading: Reading,
-                 like: tuple[str, pa.Schema] | None
+                 like: tuple[str, pa.Schema] | None, cap: int | None
                  ) -> tuple[list[int], Iterator[Chunk]]:
         """Small shards read many at once (`parquet_many`)."""
         from gpu_profiler.readers import parquet_many
 
-        return parquet_many.together(parts, reading, like)
+        return parquet_many.together(parts, reading, like, cap)
 
     def joins(self, reading: Reading) -> bool:
         """Whether `together` takes this part in such a scan (it leaves list offsets,

@@ -39,11 +39,12 @@ PAGE_BYTES = 1 << 20
 MOST_ROWS, MOST_PAGE = 4 * arrow.CHUNK_ROWS, 1 << 28
 
 
-def together(parts: list[ParquetPart], reading: Reading,
-             like: tuple[str, pa.Schema] | None) -> tuple[list[int], Iterator[Chunk]]:
+def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Schema] | None,
+             cap: int | None) -> tuple[list[int], Iterator[Chunk]]:
     """``(indices of the parts left to their own readers, chunks of the others)`` (see
-    `Together`); every part is left when the scan needs what this reader lacks (list
-    offsets, statistics, the GPU decoder) or the first part's column is not read here."""
+    `Together`: the backend histograms them, at ``cap``); every part is left when the scan
+    needs what this reader lacks (list offsets, statistics, the GPU decoder) or the first
+    part's column is not read here."""
     every = list(range(len(parts)))
     spec = reading.spec
     if not parts[0].joins(reading):  # list offsets, statistics, the GPU decoder

@@ -134,23 +134,27 @@ _WHOLE_KEPT = 2  # buffers kept per thread (chunks of the last run may still use
 _whole = threading.local()
 
 
+def whole_buffer(size: int) -> np.ndarray:
+    """``size`` bytes at a multiple of `WHOLE_ALIGN`, in a buffer of this thread's (reused
+    once nothing refers to it: fresh memory costs page faults)."""
+    pool = getattr(_whole, "pool", None)
+    if pool is None:
+        pool = _whole.pool = Reuse(_WHOLE_KEPT)
+    raw = pool.take(max(size, WHOLE_BUFFER) + WHOLE_ALIGN)
+    skip = -raw.ctypes.data % WHOLE_ALIGN
+    return raw[skip:skip + size]
+
+
 def read_whole(paths: list[Path], sizes: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(buffer, starts, unread)``: every file's bytes (``sizes``, as listed) read whole,
-    one positioned read each, at `WHOLE_ALIGN`-ed ``starts`` of one buffer of this
-    thread's (reused once nothing refers to it: fresh memory costs page faults);
+    one positioned read each, at `WHOLE_ALIGN`-ed ``starts`` of one `whole_buffer`;
     ``unread[i]`` when file ``i`` could not be read whole, or is no longer its listed size
     (one byte more is asked for, to tell). Many small shards are read so
     (`gpu_profiler.readers.base.Together`)."""
     starts = np.zeros(len(paths), np.int64)
     starts[1:] = np.cumsum((sizes + WHOLE_ALIGN) // WHOLE_ALIGN * WHOLE_ALIGN)[:-1]
-    pool = getattr(_whole, "pool", None)
-    if pool is None:
-        pool = _whole.pool = Reuse(_WHOLE_KEPT)
-    total = int(starts[-1] + sizes[-1]) + 1 if len(paths) else 0
-    raw = pool.take(max(total, WHOLE_BUFFER) + WHOLE_ALIGN)
-    skip = -raw.ctypes.data % WHOLE_ALIGN
-    buf = raw[skip:skip + total]
+    buf = whole_buffer(int(starts[-1] + sizes[-1]) + 1 if len(paths) else 0)
     unread = np.zeros(len(paths), bool)
     for i, path in enumerate(paths):
         try:

@@ -147,7 +147,7 @@ def _stream(f, schema, recs, ranges, layout, offsets, w, grow, top, row, st, sub
 
 @njit(cache=True, nogil=True)
 def count_streams(names, name_at, sizes, flags, buf, schema, recs, ranges, layout, offsets,
-                  w, cap, grow, most, row, st, left, state):
+                  w, cap, grow, fold_after, row, st, left, state):
     """Read and count the streams ``state[0]`` up to ``sizes.size``: stream ``i`` is the
     file named at ``names[name_at[i]:]`` (NUL-terminated), of ``sizes[i]`` bytes, read
     into ``buf`` (at least the largest size plus one). Its length column (``w``-byte
@@ -158,7 +158,7 @@ def count_streams(names, name_at, sizes, flags, buf, schema, recs, ranges, layou
     ``grow``: bins must reach the longest length (``cap=None``), so a stream with a longer
     one stops the call before it is tallied, with ``state = (its index, that length)``:
     the caller widens ``row`` and calls again. The call also stops before a stream that
-    could take a bin past ``most`` (each holds at most ``size / w`` lengths; the caller
+    could take a bin past ``fold_after`` (each holds at most ``size / w`` lengths; the caller
     passes int32's largest): the caller folds ``row`` and calls again. ``recs`` and
     ``ranges`` are scratch for one stream's records and buffer ranges; ``state[2:4]`` is
     `walk`'s.
@@ -172,7 +172,7 @@ def count_streams(names, name_at, sizes, flags, buf, schema, recs, ranges, layou
     while state[0] < sizes.size:
         i = state[0]
         size = sizes[i]
-        if taken and taken + size // w > most:
+        if taken and taken + size // w > fold_after:
             return (COUNT_FOLD,)
         taken += size // w
         if not read_file(names, name_at[i], flags, buf, size):

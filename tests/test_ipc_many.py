@@ -15,6 +15,7 @@ import pytest
 import gpu_profiler as gp
 from gpu_profiler.backends.numba_backend import NumbaBackend
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers import ipc_many
 from gpu_profiler.readers.ipc import IpcPart
 
@@ -134,6 +135,34 @@ def test_counted_bins_widen_to_the_longest_length_and_fold_before_overflow(kw, s
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(IpcPart, "together", None)
         assert got == gp.histogram(str(tmp_path), cap=None, **kw)
+
+
+def test_a_run_is_counted_in_one_kernel_call_unless_its_bins_must_widen_or_fold(
+        spy, tmp_path, monkeypatch):
+    from gpu_profiler import native
+
+    rng = np.random.default_rng(13)
+    for i, (t, _) in enumerate(_tables(8, rng)):
+        _write(tmp_path / f"s{i}.arrows", t)
+    outcomes = []
+    real = native.kernel
+
+    def kernel(name):
+        k = real(name)
+
+        def count_streams(*args):
+            outcomes.append(k(*args))
+            return outcomes[-1]
+
+        return count_streams if name == "count_streams" else k
+
+    monkeypatch.setattr(native, "kernel", kernel)
+    gp.histogram(str(tmp_path), cap=300)
+    assert len(spy) == 1 and outcomes == [(fmt.COUNT_DONE,)]
+    outcomes.clear()
+    monkeypatch.setattr(ipc_many, "FOLD_AFTER", 1)
+    gp.histogram(str(tmp_path), cap=300)
+    assert outcomes == [(fmt.COUNT_FOLD,)] * 7 + [(fmt.COUNT_DONE,)]
 
 
 def test_a_stream_of_more_messages_than_counted_at_once_is_left(spy, tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from gpu_profiler import execute, native
 from gpu_profiler.backends import Backend, get_backend
 from gpu_profiler.backends.numba_backend import cores
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram, merge
+from gpu_profiler.histogram import LengthHistogram, Sum, merge
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import (
     LengthSpec,
@@ -162,11 +162,11 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     hists = {}
     with ScanProgress(len(planned.parts), progress) as bar:
         for name, ps in planned.splits.items():
-            total = LengthHistogram.empty(cap or 0)
+            total = Sum(cap or 0)
             for _, h in execute.histograms(ps, reading, planned.backend, cap, bar,
                                            like=planned.like, checked=True):
-                total = merge([total, h])  # a running sum: memory stays O(cap)
-            hists[name] = exact(total, ps, reading.spec)
+                total.add(h)
+            hists[name] = exact(total.histogram(), ps, reading.spec)
     return Scan(hists, reading.spec, planned.backend.name,
                 time.perf_counter() - planned.started)
 

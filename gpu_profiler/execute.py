@@ -78,8 +78,8 @@ def histograms(parts: list[Part], reading: Reading, backend: Backend, cap: int |
                             raise
                         on_error(task, exc)
                         continue
-                    bar.update(samples=hist.total, nbytes=sum(parts[i].nbytes for i in task),
-                               parts=len(task))
+                    bar.update(samples=hist.total if bar.enabled else 0,  # (a sum of bins)
+                               nbytes=sum(parts[i].nbytes for i in task), parts=len(task))
                     yield task, hist
         finally:
             for future in running:

@@ -290,26 +290,55 @@ def merge(hists: Iterable[LengthHistogram]) -> LengthHistogram:
     """Sum histograms (of shards, chunks, devices), exactly (token sums are Python ints).
     Caps may differ when the smaller-cap histograms have nothing above their cap (then
     they are padded)."""
-    hists = list(hists)
-    if not hists:
-        raise ValueError("merge() needs at least one histogram")
-    cap = max(h.cap for h in hists)
-    counts = np.zeros(cap + 1, dtype=np.int64)
-    above_count = above_tokens = nulls = invalid = 0
-    above_min = above_max = -1
+    total = Sum()
     for h in hists:
-        if h.cap != cap:
-            h = h.with_cap(cap)
-        counts += h.counts
+        total.add(h)
+    if total.added == 0:
+        raise ValueError("merge() needs at least one histogram")
+    return total.histogram()
+
+
+class Sum:
+    """A running sum of histograms, added in place as `merge` adds them: its memory stays
+    O(cap) however many are added, and an addition allocates nothing unless the cap
+    grows (a scan sums one histogram per task, a backend one per chunk)."""
+
+    def __init__(self, cap: int = 0) -> None:
+        self.counts = np.zeros(cap + 1, dtype=np.int64)
+        self.above_count = self.above_tokens = self.nulls = self.invalid = 0
+        self.above_min = self.above_max = -1
+        self.added = 0
+
+    @property
+    def cap(self) -> int:
+        return self.counts.size - 1
+
+    def add(self, h: LengthHistogram) -> None:
+        """Add ``h``; the sum's bins grow to its cap (`LengthHistogram.with_cap` raises
+        when lengths above the smaller cap were not binned)."""
+        if h.cap > self.cap:
+            if self.above_count:
+                self.histogram().with_cap(h.cap)  # raises: say which lengths
+            grown = np.zeros(h.cap + 1, dtype=np.int64)
+            grown[:self.counts.size] = self.counts
+            self.counts = grown
+        elif h.cap < self.cap and h.above_count:
+            h.with_cap(self.cap)  # raises
+        self.counts[:h.counts.size] += h.counts
         if h.above_count:
-            above_min = h.above_min if not above_count else min(above_min, h.above_min)
-            above_max = max(above_max, h.above_max)
-            above_count += h.above_count
-            above_tokens += h.above_tokens
-        nulls += h.null_count
-        invalid += h.invalid_count
-    return LengthHistogram(counts, above_count, above_tokens, above_min, above_max,
-                           nulls, invalid)
+            self.above_min = h.above_min if not self.above_count else min(self.above_min,
+                                                                          h.above_min)
+            self.above_max = max(self.above_max, h.above_max)
+            self.above_count += h.above_count
+            self.above_tokens += h.above_tokens
+        self.nulls += h.null_count
+        self.invalid += h.invalid_count
+        self.added += 1
+
+    def histogram(self) -> LengthHistogram:
+        """The sum so far."""
+        return LengthHistogram(self.counts.copy(), self.above_count, self.above_tokens,
+                               self.above_min, self.above_max, self.nulls, self.invalid)
 
 
 def wrapped(hist: LengthHistogram) -> LengthHistogram:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_profiler.histogram import LengthHistogram, auto_cap, merge
+from gpu_profiler.histogram import LengthHistogram, Sum, auto_cap, merge
 
 
 @dataclass(frozen=True)
@@ -55,18 +55,16 @@ class RunTally:
         valid = [v for v in values if v >= 0]
         if cap is None:
             cap = auto_cap(max(valid, default=0))
-        counts = np.zeros(cap + 1, dtype=np.int64)
-        invalid = 0
-        above = LengthHistogram.empty(cap)
+        total = Sum(cap)
         for raw, v in zip(self._counts, values, strict=True):
             n = self._counts[raw]
             if v < 0:
-                invalid += n
+                total.invalid += n
             elif v <= cap:
-                counts[v] += n
+                total.counts[v] += n
             else:
-                above = merge([above, LengthHistogram(np.zeros(cap + 1, np.int64), n, n * v,
-                                                      v, v)])
-        counted = [] if self._counted is None else [self._counted]
-        return merge([LengthHistogram(counts, null_count=self._nulls, invalid_count=invalid),
-                      above, *counted])
+                total.add(LengthHistogram(np.zeros(cap + 1, np.int64), n, n * v, v, v))
+        total.nulls += self._nulls
+        if self._counted is not None:
+            total.add(self._counted)
+        return total.histogram()

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.histogram import LengthHistogram, auto_cap, merge, wrapped
+from gpu_profiler.histogram import LengthHistogram, Sum, auto_cap, wrapped
 
 if TYPE_CHECKING:
     pass
@@ -49,10 +49,10 @@ class Backend(ABC):
         """Histogram of every chunk. ``cap=None`` bins up to the largest length seen: each
         chunk is binned up to the largest length so far, and again, wider, only when it
         holds a longer one (rare after the first chunks; no separate pass for the maximum)."""
-        total = LengthHistogram.empty(cap or 0)
-        for c in chunks:  # a running sum: memory stays O(cap) however many chunks
+        total = Sum(cap or 0)
+        for c in chunks:
             h = self.histogram_chunk(c, total.cap if cap is None else cap)
             if cap is None and h.above_count and auto_cap(h.above_max) > h.cap:
                 h = self.histogram_chunk(c, auto_cap(h.above_max))
-            total = merge([total, h])
-        return wrapped(total)
+            total.add(h)
+        return wrapped(total.histogram())

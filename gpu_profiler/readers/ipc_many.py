@@ -82,7 +82,8 @@ def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema]
 MESSAGES = 4096
 #: Lengths `count` tallies into its int32 bins between two folds into int64.
 FOLD_AFTER = (1 << 31) - 1
-_OPEN = os.O_RDONLY | os.O_CLOEXEC
+#: (non-blocking: a shard swapped for a FIFO since it was listed reads short, not forever)
+_OPEN = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 #: The integers `count` counts (as the CPU kernel reads them: uint64 as int64), list

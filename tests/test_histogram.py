@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gpu_profiler import LengthHistogram, ProfilerError, merge
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.histogram import PERCENTILES
+from gpu_profiler.histogram import PERCENTILES, Sum
 
 
 def hist_of(values, cap):
@@ -53,6 +53,27 @@ def test_merge_pads_smaller_caps_when_nothing_is_above():
 def test_merge_refuses_to_invent_bins():
     with pytest.raises(ProfilerError, match="cannot raise"):
         merge([hist_of([1, 50], 10), hist_of([1], 60)])
+
+
+def test_merge_refuses_to_invent_bins_in_either_order():
+    low, high = hist_of([1, 50], 10), hist_of([1], 60)
+    for pair in ([low, high], [high, low]):
+        with pytest.raises(ProfilerError, match="cannot raise the histogram cap from 10 to 60"):
+            merge(pair)
+
+
+def test_a_running_sum_grows_its_bins_and_hands_out_copies():
+    rng = np.random.default_rng(4)
+    parts = [rng.integers(-2, 5 * (i + 1), 50) for i in range(6)]
+    total = Sum()
+    seen = []
+    for i, x in enumerate(parts):
+        total.add(hist_of(x, 5 * (i + 1)))
+        seen.append(total.histogram())
+    for i, h in enumerate(seen):  # each sum so far, unchanged by what was added after it
+        assert h == hist_of(np.concatenate(parts[:i + 1]), 5 * (i + 1))
+    with pytest.raises(ValueError, match="at least one"):
+        merge([])
 
 
 @pytest.mark.parametrize("cap", [0, 1, 5, 17, 40])

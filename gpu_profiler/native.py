@@ -102,6 +102,11 @@ EXPORTS: dict[str, Export] = {
     "parquet_lengths": Export("parquet", "lengths",
                               (_BYTES, _I8, _I8, _BYTES, I, Arr("uint8", out=True), _OUT_I8,
                                _OUT_I8, Arr("bool", out=True), _OUT_I8_2D, _OUT_I8), 2),
+    "parquet_count": Export("parquet", "count_files",
+                            (_BYTES, _I8, _I8, I, Arr("uint8", out=True), I, _BYTES, I,
+                             Arr("uint8", out=True), _OUT_I8, _OUT_I8, Arr("bool", out=True),
+                             _OUT_I8_2D, _OUT_I8, I, I, I, Arr("int32", out=True), _OUT_I8,
+                             _OUT_I8), 1),
 }
 
 #: Modules the library is built from, besides the kernels' own (their sources and every

@@ -21,6 +21,9 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from gpu_profiler.kernels.cpu import _tally
+from gpu_profiler.kernels.posix import read_file
+from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
 from gpu_profiler.readers.parquet_format import (
     I_ARROW,
     I_ARROW_END,
@@ -1012,3 +1015,68 @@ def lengths(buf, starts, sizes, name, width, scratch, dictionary, values, valid,
             info[f, I_STATUS] = work[W_WHY] if work[W_WHY] != READ else L_METADATA
             info[f, I_NEED] = work[W_NEED]
     return at, nulls
+
+
+@njit(cache=True, nogil=True)
+def count_files(names, name_at, sizes, flags, buf, second, name, width, scratch, dictionary,
+                values, valid, info, work, cap, grow, fold_after, row, st, state):
+    """`lengths` for files read one by one and counted as they are decoded: file ``f`` is
+    the one named at ``names[name_at[f]:]`` (NUL-terminated), of ``sizes[f]`` bytes, read
+    into ``buf`` (file 0 at its start, where it stays: the schema every other must have;
+    the others from ``second``), its column decoded into ``values[0:]`` and ``valid`` (a
+    file of more rows is left, ``L_ROOM``) and tallied into ``row`` and ``st`` as the CPU
+    kernel tallies. ``info[f]`` says why a file was left (or could not be read whole at
+    its size: ``L_FOOTER``).
+
+    From file ``state[0]``; ``grow`` and ``fold_after`` as in
+    `gpu_profiler.kernels.streams.count_streams` (a file is decoded again after the call
+    stops before it).
+
+    Returns:
+        ``(COUNT_DONE, COUNT_WIDEN or COUNT_FOLD,)``.
+    """
+    top = np.uint64(cap + 1)
+    taken = ZERO
+    while state[0] < sizes.size:
+        f = state[0]
+        s = ZERO if f == 0 else second
+        for k in range(NINFO):
+            info[f, k] = 0
+        work[W_WHY] = READ
+        work[W_NEED] = 0
+        if not read_file(names, name_at[f], flags, buf[s:], sizes[f]):
+            info[f, I_STATUS] = L_FOOTER
+            state[0] += 1
+            continue
+        try:
+            rows, nulls = _file(buf, s, sizes[f], f, name, width, scratch, dictionary, values,
+                                valid, ZERO, info, work)
+        except Exception:  # noqa: BLE001 (the file is left: pyarrow says what is wrong)
+            info[f, I_STATUS] = work[W_WHY] if work[W_WHY] != READ else L_METADATA
+            info[f, I_NEED] = work[W_NEED]
+            state[0] += 1
+            continue
+        info[f, I_ROWS] = rows
+        info[f, I_NULLS] = nulls
+        if grow:
+            most = MISSING
+            for j in range(rows):
+                if valid[j] and values[j] > most:
+                    most = values[j]
+            if most > cap:
+                state[1] = most
+                return (COUNT_WIDEN,)
+        if taken and taken + rows > fold_after:
+            return (COUNT_FOLD,)
+        taken += rows
+        if nulls:
+            for j in range(rows):
+                if valid[j]:
+                    _tally(values[j], top, row, st)
+                else:
+                    st[NULLS] += 1
+        else:
+            for j in range(np.uint64(rows)):
+                _tally(values[j], top, row, st)
+        state[0] += 1
+    return (COUNT_DONE,)

@@ -15,11 +15,8 @@ from numba import njit
 from gpu_profiler.kernels.cpu import _tally
 from gpu_profiler.kernels.ipc import check, walk
 from gpu_profiler.kernels.posix import read_file
-from gpu_profiler.kernels.stats import NULLS
+from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
 from gpu_profiler.readers.ipc_format import (
-    COUNT_DONE,
-    COUNT_FOLD,
-    COUNT_WIDEN,
     FULL,
     NEED_MORE,
     R_CHILD,

@@ -15,8 +15,8 @@ import pytest
 import gpu_profiler as gp
 from gpu_profiler.backends.numba_backend import NumbaBackend
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import ipc_format as fmt
-from gpu_profiler.readers import ipc_many
+from gpu_profiler.kernels import stats
+from gpu_profiler.readers import counted, ipc_many
 from gpu_profiler.readers.ipc import IpcPart
 
 
@@ -94,13 +94,13 @@ def test_streams_read_together_count_as_each_read_alone(case, io, kernels, way, 
         _write(tmp_path / f"s{i:02d}.arrows", t, batch=int(rng.integers(1, 300)))
         every.append(x)
     kw = {"offsets_of": "ids"} if lists else {"column": "length"}
-    counted = []
+    calls = []
     real = ipc_many.count
-    monkeypatch.setattr(ipc_many, "count", lambda *a: counted.append(1) or real(*a))
+    monkeypatch.setattr(ipc_many, "count", lambda *a: calls.append(1) or real(*a))
     got = _outcome(tmp_path, **kw)
     assert spy and all(left == 0 for _, left in spy)  # every stream was read together
     # counted where the kernel reads the integers as the backend does
-    assert bool(counted) == (way == "counted" and case not in ("uint32", "int16"))
+    assert bool(calls) == (way == "counted" and case not in ("uint32", "int16"))
     assert got == _alone(tmp_path, **kw)
     if not lists and "nulls" not in case:
         x = np.concatenate(every)
@@ -116,8 +116,8 @@ def test_counted_bins_widen_to_the_longest_length_and_fold_before_overflow(kw, s
     histogram = importlib.import_module("gpu_profiler.histogram")
 
     monkeypatch.setattr(histogram, "MAX_AUTO_CAP", 3000)
-    monkeypatch.setattr(ipc_many, "MAX_AUTO_CAP", 3000)
-    monkeypatch.setattr(ipc_many, "FOLD_AFTER", 500)
+    monkeypatch.setattr(counted, "MAX_AUTO_CAP", 3000)
+    monkeypatch.setattr(counted, "FOLD_AFTER", 500)
     rng = np.random.default_rng(11)
     for i in range(10):
         n = int(rng.integers(1, 300))
@@ -158,11 +158,11 @@ def test_a_run_is_counted_in_one_kernel_call_unless_its_bins_must_widen_or_fold(
 
     monkeypatch.setattr(native, "kernel", kernel)
     gp.histogram(str(tmp_path), cap=300)
-    assert len(spy) == 1 and outcomes == [(fmt.COUNT_DONE,)]
+    assert len(spy) == 1 and outcomes == [(stats.COUNT_DONE,)]
     outcomes.clear()
-    monkeypatch.setattr(ipc_many, "FOLD_AFTER", 1)
+    monkeypatch.setattr(counted, "FOLD_AFTER", 1)
     gp.histogram(str(tmp_path), cap=300)
-    assert outcomes == [(fmt.COUNT_FOLD,)] * 7 + [(fmt.COUNT_DONE,)]
+    assert outcomes == [(stats.COUNT_FOLD,)] * 7 + [(stats.COUNT_DONE,)]
 
 
 def test_a_stream_of_more_messages_than_counted_at_once_is_left(spy, tmp_path, monkeypatch):

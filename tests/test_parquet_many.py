@@ -6,6 +6,7 @@ whenever the kernel reads one its numbers are pyarrow's."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import gpu_profiler as gp
-from gpu_profiler import ProfilerError, native
+from gpu_profiler import LengthHistogram, ProfilerError, native
+from gpu_profiler.backends import get_backend
+from gpu_profiler.chunk import Chunk
 from gpu_profiler.readers import parquet_format as fmt
 from gpu_profiler.readers import parquet_many
 from gpu_profiler.readers.arrow import LengthSpec
@@ -40,15 +43,43 @@ def write(path: Path, table: pa.Table, **options) -> Path:
 
 
 def read_together(paths: list[Path], column: str = "length", like=None,
-                  reading: Reading | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
-    """``(left, values, valid)`` of one together call (valid all True without nulls)."""
+                  reading: Reading | None = None, room: bool = False
+                  ) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """``(left, values, valid)`` of one together call (valid all True without nulls), the
+    files gathered into chunks. Counted as they are read instead (`Reading.counted`), at
+    two caps, the same files are left, and the others give the histogram of pyarrow's
+    values; unless ``room`` games are played (the two ways bound rows and pages apart:
+    `test_counted_files_that_need_more_room_are_left`)."""
     reading = reading or Reading(LengthSpec(column))
     left, chunks = parquet_many.together([ParquetPart(p) for p in paths], reading, like, None)
     chunks = list(chunks)
     values = np.concatenate([c.data for c in chunks]) if chunks else np.zeros(0, np.int64)
     valid = np.concatenate([np.ones(c.samples, bool) if c.valid is None else c.valid
                             for c in chunks]) if chunks else np.zeros(0, bool)
+    for cap in (None, 100):
+        counted_left, hist = count_together(paths, column, like, reading, cap)
+        assert room or left == counted_left
+        read = [p for i, p in enumerate(paths) if i not in set(counted_left)]
+        assert hist == (pyarrow_histogram(read, column, cap) if read else None)
     return left, values, valid
+
+
+def count_together(paths: list[Path], column: str = "length", like=None,
+                   reading: Reading | None = None, cap: int | None = None
+                   ) -> tuple[list[int], LengthHistogram | None]:
+    """``(left, histogram of the others or None)`` of one together call that counts."""
+    reading = replace(reading or Reading(LengthSpec(column)), counted=True)
+    left, items = parquet_many.together([ParquetPart(p) for p in paths], reading, like, cap)
+    items = list(items)
+    assert len(items) <= 1 and all(isinstance(h, LengthHistogram) for h in items)
+    return left, items[0] if items else None
+
+
+def pyarrow_histogram(paths: list[Path], column: str = "length",
+                      cap: int | None = None) -> LengthHistogram:
+    """numpy's histogram of pyarrow's values (nulls counted as such)."""
+    values, valid = pyarrow_values(paths, column)
+    return get_backend("numpy").histogram([Chunk(values, valid)], cap)
 
 
 def pyarrow_values(paths: list[Path], column: str = "length") -> tuple[np.ndarray, np.ndarray]:
@@ -197,10 +228,26 @@ def test_room_beyond_the_first_guess(tmp_path, monkeypatch):
                    compression="none", use_dictionary=False),
              write(tmp_path / "1.parquet", pa.table({"length": same})),
              write(tmp_path / "2.parquet", pa.table({"length": lengths(3000, 2, nulls=0.5)}))]
-    left, values, valid = read_together(paths)
+    left, values, valid = read_together(paths, room=True)
     assert left == []
     assert values.size == 206_000
     assert_same_as_pyarrow(paths, left, values, valid)
+
+
+def test_counted_files_that_need_more_room_are_left(tmp_path, monkeypatch):
+    """Counted as they are read, a file with a page over PAGE_BYTES, or more rows than a
+    call holds (CHUNK_ROWS), is left to pyarrow (no second call)."""
+    monkeypatch.setattr(parquet_many, "PAGE_BYTES", 4096)
+    monkeypatch.setattr(parquet_many.arrow, "CHUNK_ROWS", 150_000)
+    same = pa.array(np.full(200_000, 7), pa.int64())
+    paths = [write(tmp_path / "0.parquet", pa.table({"length": lengths(3000, 0)}),
+                   compression="none", use_dictionary=False, data_page_size=1024),
+             write(tmp_path / "1.parquet", pa.table({"length": same})),
+             write(tmp_path / "2.parquet", pa.table({"length": lengths(3000, 2, nulls=0.5)}),
+                   data_page_size=1 << 20)]
+    left, hist = count_together(paths, cap=50)
+    assert left == [1, 2]
+    assert hist == pyarrow_histogram(paths[:1], cap=50)
 
 
 def test_the_second_call_holds_a_bounded_number_of_rows(tmp_path, monkeypatch):
@@ -210,7 +257,7 @@ def test_the_second_call_holds_a_bounded_number_of_rows(tmp_path, monkeypatch):
     same = pa.table({"length": pa.array(np.full(200_000, 7), pa.int64())})
     paths = [write(tmp_path / "0.parquet", pa.table({"length": lengths(3000, 0)})),
              *(write(tmp_path / f"{i}.parquet", same) for i in (1, 2, 3))]
-    left, values, valid = read_together(paths)
+    left, values, valid = read_together(paths, room=True)
     assert left == [3]
     assert_same_as_pyarrow(paths, left, values, valid)
 
@@ -340,3 +387,25 @@ def test_hostile_files_are_left_or_read_as_pyarrow_reads_them(tmp_path, options)
         at += rows
     assert at == written
     assert (status != fmt.READ).sum() > 100  # most mutants are refused
+
+
+@pytest.mark.parametrize("options", BASES)
+def test_hostile_files_counted_as_read_are_left_or_counted_as_pyarrow_reads_them(tmp_path,
+                                                                                  options):
+    t = pa.table({"text": [str(i) for i in range(1000)], "length": lengths(1000, 9, nulls=0.1)})
+    base = write(tmp_path / "base.parquet", t, **options).read_bytes()
+    paths = []
+    for i, data in enumerate([base, *mutants(base, 300, seed=len(options) + 7)]):
+        paths.append(tmp_path / f"m{i:03d}.parquet")
+        paths[-1].write_bytes(data)
+    parts = [ParquetPart(p) for p in paths]
+    hist, info = parquet_many.count(parts, b"length", 64, None)
+    status = info[:, fmt.I_STATUS]
+    assert status[0] == fmt.READ and set(status) <= {fmt.READ, *fmt.LEFT}
+    read = [p.read_bytes() for p, s in zip(paths, status, strict=True) if s == fmt.READ]
+    wants = [pyarrow_read(data) for data in read]
+    assert all(w is not None for w in wants), "the kernel read a file pyarrow refuses"
+    values = np.concatenate([w[0] for w in wants])
+    valid = np.concatenate([w[1] for w in wants])
+    assert hist == get_backend("numpy").histogram([Chunk(values, valid)], None)
+    assert (status != fmt.READ).sum() > 100

@@ -77,9 +77,6 @@ L_NODE, L_BUF, L_NODES, L_BUFS, L_VIEWS, L_VTOTAL, L_DICT = range(7)
 
 # walk() outcomes
 NEED_MORE, END, FULL = 0, 1, 2
-# count_streams() outcomes: every stream counted; wider bins needed (cap=None); the int32
-# bins to be folded before the next stream could overflow them
-COUNT_DONE, COUNT_WIDEN, COUNT_FOLD = 0, 1, 2
 
 #: Why `check` refused a record (its second result indexes this).
 CHECKS = (

@@ -13,7 +13,6 @@ dictionary-encoded or compressed length column, damage of any kind, a read that 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -25,8 +24,8 @@ import pyarrow as pa
 from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram, auto_cap
-from gpu_profiler.kernels import stats
+from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.readers import counted
 from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.ipc_layout import column_layout
@@ -80,12 +79,6 @@ def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema]
 #: Messages a stream may hold to be counted as it is read (`count`; one with more is left
 #: to its own reader).
 MESSAGES = 4096
-#: Lengths `count` tallies into its int32 bins between two folds into int64.
-FOLD_AFTER = (1 << 31) - 1
-#: (non-blocking: a shard swapped for a FIFO since it was listed reads short, not forever)
-_OPEN = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
-
-
 #: The integers `count` counts (as the CPU kernel reads them: uint64 as int64), list
 #: offsets included (int32 or int64); any other is gathered for the backend.
 _COUNTED = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint64))
@@ -95,41 +88,22 @@ def count(paths: list[Path], sizes: np.ndarray, framed: np.ndarray, layout: np.n
           col: _Column, cap: int | None) -> tuple[LengthHistogram, np.ndarray]:
     """``(histogram, left)``: the streams ``paths`` (of ``sizes`` bytes, each opening with
     the ``framed`` schema message) read one by one into a small buffer and counted there
-    by one kernel call (`count_streams`), binned up to ``cap`` (None: up to the longest
-    length, the bins widened as longer ones come); ``left[i]`` for each stream left to its
-    own reader."""
-    names = [os.fsencode(p) + b"\0" for p in paths]
-    blob = np.frombuffer(b"".join(names), np.uint8)
-    at = np.zeros(len(names), np.int64)
-    at[1:] = np.cumsum([len(n) for n in names[:-1]])
+    (`count_streams`, `counted.tally`: binned up to ``cap``); ``left[i]`` for each stream
+    left to its own reader."""
+    blob, at = counted.names(paths)
     buf = whole_buffer(int(sizes.max()) + 1)
     recs = np.empty((MESSAGES, fmt.NREC), np.int64)
     ranges = np.empty((MESSAGES, 4), np.int64)
     left = np.zeros(len(paths), np.int8)
-    state = np.zeros(4, np.int64)
-    bins = cap or 0
-    counts = np.zeros(bins + 1, np.int64)
-    row = np.zeros(bins + 2, np.int32)
-    st = np.zeros(6, np.int64)
-    st[[stats.ABOVE_MIN, stats.ABOVE_MAX]] = -1
     kernel = native.kernel("count_streams")
-    while state[0] < len(paths):
-        grow = cap is None and bins < MAX_AUTO_CAP
-        status, = kernel(blob, at, sizes, _OPEN, buf, framed, recs, ranges, layout,
-                         col.offsets, col.item.itemsize, bins, grow, FOLD_AFTER, row, st,
-                         left, state)
-        counts += row[:bins + 1]  # folded after every call (see `COUNT_FOLD`)
-        row[:] = 0
-        if status == fmt.COUNT_WIDEN:
-            bins = auto_cap(int(state[1]))
-            counts = np.concatenate([counts, np.zeros(bins + 1 - counts.size, np.int64)])
-            row = np.zeros(bins + 2, np.int32)
-    found = st[stats.ABOVE_COUNT] > 0
-    hist = LengthHistogram(counts, int(st[stats.ABOVE_COUNT]), int(st[stats.ABOVE_TOKENS]),
-                           int(st[stats.ABOVE_MIN]) if found else -1,
-                           int(st[stats.ABOVE_MAX]) if found else -1, int(st[stats.NULLS]),
-                           int(st[stats.INVALID]))
-    return hist, left
+
+    def call(bins: int, grow: bool, fold_after: int, row: np.ndarray, st: np.ndarray,
+             state: np.ndarray) -> tuple[int, ...]:
+        return kernel(blob, at, sizes, counted.OPEN_FLAGS, buf, framed, recs, ranges, layout,
+                      col.offsets, col.item.itemsize, bins, grow, fold_after, row, st, left,
+                      state)
+
+    return counted.tally(call, len(paths), cap), left
 
 
 class _Leave(Exception):

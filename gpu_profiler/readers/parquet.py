@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
@@ -80,7 +81,7 @@ class ParquetPart(FileShard):
     @staticmethod
     def together(parts: list[ParquetPart], reading: Reading,
                  like: tuple[str, pa.Schema] | None, cap: int | None
-                 ) -> tuple[list[int], Iterator[Chunk]]:
+                 ) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
         """Small shards read many at once (`parquet_many`)."""
         from gpu_profiler.readers import parquet_many
 

@@ -34,6 +34,20 @@ NINFO = 8
 WORK = 4096
 
 
+def count(names: np.ndarray, name_at: np.ndarray, sizes: np.ndarray, flags: int,
+          buf: np.ndarray, second: int, name: bytes, width: int, scratch: np.ndarray,
+          dictionary: np.ndarray, values: np.ndarray, valid: np.ndarray, info: np.ndarray,
+          cap: int, grow: bool, fold_after: int, row: np.ndarray, st: np.ndarray,
+          state: np.ndarray) -> tuple[int, ...]:
+    """Read the files named in ``names`` one by one and count their ``name`` column as it is
+    decoded (see `gpu_profiler.kernels.parquet.count_files`): ``(outcome,)``."""
+    work = np.zeros(WORK, np.int64)
+    key = np.frombuffer(name, np.uint8) if name else np.zeros(0, np.uint8)
+    return native.kernel("parquet_count")(names, name_at, sizes, flags, buf, second, key, width,
+                                          scratch, dictionary, values, valid, info, work, cap,
+                                          grow, fold_after, row, st, state)
+
+
 def lengths(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes, width: int,
             scratch: np.ndarray, dictionary: np.ndarray, values: np.ndarray,
             valid: np.ndarray, info: np.ndarray) -> tuple[int, int]:

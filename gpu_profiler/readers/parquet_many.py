@@ -22,10 +22,11 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import arrow
+from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.readers import arrow, counted
 from gpu_profiler.readers import parquet_format as fmt
 from gpu_profiler.readers.base import Reading, same_schema
-from gpu_profiler.readers.pread import read_whole
+from gpu_profiler.readers.pread import WHOLE_ALIGN, read_whole, whole_buffer
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.parquet import ParquetPart
@@ -40,11 +41,11 @@ MOST_ROWS, MOST_PAGE = 4 * arrow.CHUNK_ROWS, 1 << 28
 
 
 def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Schema] | None,
-             cap: int | None) -> tuple[list[int], Iterator[Chunk]]:
+             cap: int | None) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
     """``(indices of the parts left to their own readers, chunks of the others)`` (see
-    `Together`: the backend histograms them, at ``cap``); every part is left when the scan
-    needs what this reader lacks (list offsets, statistics, the GPU decoder) or the first
-    part's column is not read here."""
+    `Together`), or where `Reading.counted` their histogram at ``cap`` (`count`); every
+    part is left when the scan needs what this reader lacks (list offsets, statistics, the
+    GPU decoder) or the first part's column is not read here."""
     every = list(range(len(parts)))
     spec = reading.spec
     if not parts[0].joins(reading):  # list offsets, statistics, the GPU decoder
@@ -52,10 +53,40 @@ def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Sch
     width = _width(parts[0], spec.name, like)
     if width is None:
         return every, iter(())
+    if reading.counted:
+        hist, info = count(parts, spec.name.encode(), width, cap)
+        left = [i for i in every if info[i, fmt.I_STATUS] != fmt.READ]
+        return left, iter([hist] if len(left) < len(parts) else [])
     buf, starts, sizes, unread = _read(parts)
     info, values, valid = _decode(buf, starts, sizes, spec.name.encode(), width)
     left = sorted(unread | {i for i in every if info[i, fmt.I_STATUS] != fmt.READ})
     return left, _chunks(values, valid)
+
+
+def count(parts: list[ParquetPart], name: bytes, width: int, cap: int | None
+          ) -> tuple[LengthHistogram, np.ndarray]:
+    """``(histogram, info)``: the parts' files read one by one (the first kept, as the
+    schema every other must have) and their column ``name`` counted as it is decoded, in
+    one kernel call (`count_files`, `counted.tally`: binned up to ``cap``); ``info`` says
+    which were left, and why. A file of more than `arrow.CHUNK_ROWS` rows, or with a page
+    over `PAGE_BYTES`, is left too (to pyarrow)."""
+    sizes = np.array([p.nbytes for p in parts], np.int64)
+    blob, at = counted.names([p.path for p in parts])
+    second = (int(sizes[0]) + WHOLE_ALIGN) // WHOLE_ALIGN * WHOLE_ALIGN  # past its extra byte
+    buf = whole_buffer(second + int(sizes.max()) + 1)
+    values = np.empty(arrow.CHUNK_ROWS, np.int64)  # (pages are touched as far as a file goes)
+    valid = np.empty(arrow.CHUNK_ROWS, bool)
+    scratch = np.empty(PAGE_BYTES, np.uint8)
+    dictionary = np.empty(PAGE_BYTES // 4 + 1, np.int64)
+    info = np.empty((len(parts), fmt.NINFO), np.int64)
+
+    def call(bins: int, grow: bool, fold_after: int, row: np.ndarray, st: np.ndarray,
+             state: np.ndarray) -> tuple[int, ...]:
+        return fmt.count(blob, at, sizes, counted.OPEN_FLAGS, buf, second, name, width,
+                         scratch, dictionary, values, valid, info, bins, grow, fold_after, row,
+                         st, state)
+
+    return counted.tally(call, len(parts), cap), info
 
 
 def _width(first: ParquetPart, name: str, like: tuple[str, pa.Schema] | None) -> int | None:

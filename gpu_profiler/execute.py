@@ -98,6 +98,11 @@ def tasks_histogram(parts: list[Part], reading: Reading, backend: Backend, cap: 
     counter = backend
     if not reading.inline and any(p.read_ahead for p in parts):
         chunks, counter = prefetched(chunks), backend.beside_reader()
+    elif reading.inline:  # read here, so the first chunk tells whether there is any: a
+        first = next(chunks, None)  # task of parts counted as they were read has none
+        if first is None:
+            return runs.histogram(cap)
+        chunks = itertools.chain([first], chunks)
     hist = counter.histogram(chunks, cap)
     return merge([hist, runs.histogram(cap)]) if runs else hist
 

@@ -43,9 +43,9 @@ MIB = 1 << 20
 TARGETS = {"vs_loop": 2.0, "vs_one_file": 0.9, "rss_mib": 512}
 
 #: Child programs: each prints one JSON line {"seconds": ..., "samples": ..., ...}. Each
-#: first reads a one-shard corpus of the same format (``argv[2]``, when given), untimed, so
-#: that what it times is the scan, not what a process pays once (imports, pyarrow's and the
-#: kernels' start-up): the loops' imports are not timed either.
+#: first reads a small corpus of the same format (``argv[2]``, when given: `warm`),
+#: untimed, so that what it times is the scan, not what a process pays once (imports,
+#: pyarrow's and the kernels' start-up): the loops' imports are not timed either.
 #: Peak RSS is the child's own VmHWM: its ``ru_maxrss`` would start from the parent's RSS
 #: at the fork (Linux keeps it across exec), and the parent holds the corpora it wrote.
 PROFILE = """
@@ -93,9 +93,8 @@ def lengths(i: int, rows: int) -> np.ndarray:
 
 
 def build(root: Path, shards: int, rows: int) -> tuple[dict[str, Path], np.ndarray]:
-    """The four corpora of (a), one-shard corpora of each format to warm a process up
-    with, and the reference histogram (numpy, clipped at CAP). Kept in ``root`` and taken
-    from there when a run left them (``--corpora``)."""
+    """The four corpora of (a) and the reference histogram (numpy, clipped at CAP). Kept
+    in ``root`` and taken from there when a run left them (``--corpora``)."""
     import datasets
 
     corpora = {"parquet shards": root / "parquet", "parquet, one file": root / "one.parquet",
@@ -118,18 +117,35 @@ def build(root: Path, shards: int, rows: int) -> tuple[dict[str, Path], np.ndarr
     pq.write_table(table, root / "one.parquet")
     datasets.Dataset(table).save_to_disk(str(root / "hf"), num_shards=shards)
     datasets.Dataset(table).save_to_disk(str(root / "hf1"), num_shards=1)
-    tiny = pa.table({"length": lengths(shards, 1000)})
-    (root / "warm" / "parquet").mkdir(parents=True)
-    pq.write_table(tiny, root / "warm" / "parquet" / "part-0.parquet")
-    datasets.Dataset(tiny).save_to_disk(str(root / "warm" / "hf"), num_shards=1)
     np.save(done, ref)
     return corpora, ref
 
 
+#: Shards of the small corpus a child of a many-shard runner reads first: as many as make
+#: a scan read shards together.
+WARM_SHARDS = 8
+
+
 def warm(path: Path) -> Path:
-    """The one-shard corpus a child reads first, untimed (see `PROFILE`)."""
+    """The small corpus a child reads first, untimed (see `PROFILE`): of ``path``'s
+    format and shape (`WARM_SHARDS` shards for a corpus of shards, one for one file), so
+    that the warm-up imports and starts what the timed scan uses; written next to the
+    corpora the first time."""
     fmt = "parquet" if "parquet" in path.name else "hf"
-    return path.parent / "warm" / fmt
+    shards = WARM_SHARDS if path.name in ("parquet", "hf") else 1
+    where = path.parent / f"warm-{shards}" / fmt
+    if not where.exists():
+        import datasets
+
+        datasets.disable_progress_bars()
+        tiny = pa.table({"length": lengths(0, 1000 * shards)})
+        if fmt == "parquet":
+            where.mkdir(parents=True)
+            for i in range(shards):
+                pq.write_table(tiny.slice(1000 * i, 1000), where / f"part-{i}.parquet")
+        else:
+            datasets.Dataset(tiny).save_to_disk(str(where), num_shards=shards)
+    return where
 
 
 def child(code: str, *args: str) -> dict:
@@ -213,7 +229,10 @@ def report(many: dict, huge: dict, args: argparse.Namespace) -> str:
         ## (a) {args.shards:,} shards of {args.rows:,} int64 lengths vs the same samples in one file
 
         Each run a fresh process, page cache warm, runners in turn; scan time measured inside
-        the process (imports excluded). Every result checked against numpy's histogram.
+        the process, after an untimed scan of a small corpus of the same format and shape
+        ({WARM_SHARDS} shards of 1,000 lengths for the shards, one for one file: what a
+        process pays once, imports included, is not timed; the loops' imports are not
+        either). Every result checked against numpy's histogram.
 
         | runner: corpus | median | samples/s | runs (s) |
         |---|---:|---:|---|

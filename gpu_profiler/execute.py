@@ -23,9 +23,12 @@ from gpu_profiler.readers.arrow import coalesce
 from gpu_profiler.readers.base import SMALL_BYTES, Together, same_schema, together_of
 from gpu_profiler.runs import Run, RunTally
 
-#: Bytes of a task: consecutive parts run together until they hold this many, so that
-#: thousands of small shards make hundreds of tasks, each one histogram.
-TASK_BYTES = 8 << 20
+#: Bytes of a task, at least and at most: consecutive parts run together until they hold
+#: about ``total / (TASKS_PER_WORKER x workers)`` bytes, so that thousands of small shards
+#: make tens of tasks a worker, each one histogram (a task costs ~0.5 ms of its own:
+#: bench/results/shards.md), and a task read into one buffer stays bounded.
+MIN_TASK_BYTES, TASK_BYTES = 4 << 20, 32 << 20
+TASKS_PER_WORKER = 8
 #: Tasks queued per worker beyond those running (bounds results waiting to be summed).
 AHEAD = 2
 
@@ -35,17 +38,19 @@ OnError = Callable[[list[int], Exception], None]
 
 
 def histograms(parts: list[Part], reading: Reading, backend: Backend, cap: int | None,
-               bar: ScanProgress, task_bytes: int = TASK_BYTES,
+               bar: ScanProgress, task_bytes: int | None = None,
                like: tuple[str, Any] | None = None, on_error: OnError | None = None,
                checked: bool = False) -> Iterator[tuple[list[int], LengthHistogram]]:
     """``(indices in parts, their histogram)`` for every task (consecutive parts grouped up
-    to ``task_bytes``; 0: one part a task), as each finishes. ``like``: a label and the
-    schema every part must have, checked as each is read (for a scan that did not check
-    them all first; ``checked``: the parts that do not `reads_together` were checked
-    before the scan, and are not again); ``on_error``: see `OnError` (by default a
-    task's error is raised)."""
-    tasks = _tasks(parts, task_bytes)
+    to ``task_bytes``; None: sized by `task_size`; 0: one part a task), as each
+    finishes. ``like``: a label and the schema every part must have, checked as each is
+    read (for a scan that did not check them all first; ``checked``: the parts that do
+    not `reads_together` were checked before the scan, and are not again); ``on_error``:
+    see `OnError` (by default a task's error is raised)."""
     split = backend.per_part() if reading.inline else None
+    if task_bytes is None:
+        task_bytes = task_size(parts, 1 if split is None else split[0])
+    tasks = _tasks(parts, task_bytes)
     if split is None:
         for task in tasks:
             try:
@@ -105,6 +110,12 @@ def tasks_histogram(parts: list[Part], reading: Reading, backend: Backend, cap: 
         chunks = itertools.chain([first], chunks)
     hist = counter.histogram(chunks, cap)
     return merge([hist, runs.histogram(cap)]) if runs else hist
+
+
+def task_size(parts: list[Part], workers: int) -> int:
+    """Bytes of a task of ``parts`` run by ``workers`` (see `TASK_BYTES`)."""
+    each = sum(p.nbytes for p in parts) // (TASKS_PER_WORKER * workers)
+    return min(max(each, MIN_TASK_BYTES), TASK_BYTES)
 
 
 def _tasks(parts: list[Part], task_bytes: int) -> Iterator[list[int]]:

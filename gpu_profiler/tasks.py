@@ -85,7 +85,7 @@ def run(parts: list[Part], job: Job, bar: ScanProgress | None = None) -> Outcome
         skipped.append((part.label, first_line(exc)))
 
     for task, hist in execute.histograms(
-            todo, job.reading, engine, job.cap, bar, 0 if job.per_shard else execute.TASK_BYTES,
+            todo, job.reading, engine, job.cap, bar, 0 if job.per_shard else None,
             job.like, failed if job.per_shard else None):
         hist = exact(hist, [todo[i] for i in task], job.reading.spec)
         if cache is not None:

@@ -480,9 +480,10 @@ def _refused(r, w, extra):
         return 2
     if voff > body - vlen or doff > body - dlen:
         return 3
-    if plain and rows > 0 and dlen // w < rows + extra:
+    # (written so that no count a file claims can overflow them: rows may be 2**63 - 1)
+    if plain and rows > 0 and dlen // w - extra < rows:
         return 4
-    if plain and nulls > 0 and vlen < (rows + 7) // 8:
+    if plain and nulls > 0 and vlen < rows // 8 + (rows % 8 > 0):
         return 5
     if not plain and ((rows > 0 and dlen < 8) or (nulls > 0 and vlen < 8)):
         return 6

@@ -258,6 +258,29 @@ def test_a_damaged_stream_gives_the_same_numbers_or_error_together_and_alone(den
     assert outcomes == {True, False}  # some damage is fatal, some is outside the column
 
 
+def test_a_row_count_near_int64s_limit_is_refused_together_and_alone(way, tmp_path):
+    """A batch claiming 2**63 - 1 rows of a list column (and as many child values) must
+    fail the buffer checks, whose sums must not overflow: it passed them once, and the
+    counting kernel read past the file, the gathering path raised numpy's error and the
+    selective reader never returned."""
+    lists = pa.array([[]] * 1000, pa.list_(pa.int32()))
+    for i in range(3):
+        _write(tmp_path / f"s{i}.arrows", pa.table({"ids": lists}), batch=1000)
+    victim = tmp_path / "s1.arrows"
+    b = bytearray(victim.read_bytes())
+    count, big = np.int64(1000).tobytes(), np.int64(2**63 - 1).tobytes()
+    at = 0
+    while 0 <= (at := b.find(count, at)) < 400:  # the batch's length and its field node's
+        if b[at + 8:at + 32] == bytes(24):  # the field node (1000, 0), then its child's
+            b[at + 16:at + 24] = big
+        b[at:at + 8] = big
+        at += 8
+    victim.write_bytes(bytes(b))
+    together = _outcome(tmp_path, offsets_of="ids")
+    assert isinstance(together, str) and "s1.arrows" in together
+    assert together == _alone(tmp_path, offsets_of="ids")
+
+
 @pytest.mark.parametrize("offsets", [[0, 3, 1, 4], [0, 1, 2, 9], [-2, 0, 1, 2]])
 def test_bad_list_offsets_give_the_same_error_together_and_alone(offsets, way, tmp_path):
     """Offsets out of order or range pass the buffer checks; only gathering them finds

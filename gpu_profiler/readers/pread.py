@@ -158,7 +158,7 @@ def read_whole(paths: list[Path], sizes: np.ndarray
     unread = np.zeros(len(paths), bool)
     for i, path in enumerate(paths):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # (see `counted`)
             try:
                 got = os.preadv(fd, [buf.data[int(starts[i]):int(starts[i] + sizes[i]) + 1]], 0)
             finally:

@@ -21,7 +21,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from gpu_profiler.kernels.cpu import _tally
+from gpu_profiler.kernels.cpu import _span, _tally
 from gpu_profiler.kernels.posix import read_file
 from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
 from gpu_profiler.readers.parquet_format import (
@@ -1076,7 +1076,6 @@ def count_files(names, name_at, sizes, flags, buf, second, name, width, scratch,
                 else:
                     st[NULLS] += 1
         else:
-            for j in range(np.uint64(rows)):
-                _tally(values[j], top, row, st)
+            _span(values, 0, rows, False, top, row, st)
         state[0] += 1
     return (COUNT_DONE,)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpu_profiler.kernels.cpu import _tally
+from gpu_profiler.kernels.cpu import _length, _span, _tally
 from gpu_profiler.kernels.ipc import check, walk
 from gpu_profiler.kernels.posix import read_file
 from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
@@ -41,13 +41,6 @@ def _int64(f, lo):
 
 
 @njit(cache=True)
-def _length(x, j, offsets):
-    if offsets:
-        return np.int64(x[j + 1]) - np.int64(x[j])
-    return np.int64(x[j])
-
-
-@njit(cache=True)
 def _valid(bits, j):
     return (bits[j >> 3] >> (j & 7)) & 1
 
@@ -60,7 +53,7 @@ def _longest(x, bits, rows, nulls, child, offsets):
         return -2
     most = np.int64(-1)
     for j in range(rows):
-        v = _length(x, j, offsets)
+        v = _length(x, np.uint64(j), offsets)
         if offsets and v < 0:
             return -2
         if (not nulls or _valid(bits, j)) and v > most:
@@ -71,18 +64,14 @@ def _longest(x, bits, rows, nulls, child, offsets):
 @njit(cache=True)
 def _count(x, bits, rows, nulls, offsets, top, row, st):
     """Tally ``rows`` lengths into ``row`` and ``st`` as the CPU kernel does."""
-    if nulls:
-        for j in range(rows):
-            if _valid(bits, j):
-                _tally(_length(x, j, offsets), top, row, st)
-            else:
-                st[NULLS] += 1
-    elif offsets:
-        for j in range(np.uint64(rows)):
-            _tally(np.int64(x[j + np.uint64(1)]) - np.int64(x[j]), top, row, st)
-    else:
-        for j in range(np.uint64(rows)):
-            _tally(np.int64(x[j]), top, row, st)
+    if not nulls:
+        _span(x, 0, rows, offsets, top, row, st)
+        return
+    for j in range(rows):
+        if _valid(bits, j):
+            _tally(_length(x, np.uint64(j), offsets), top, row, st)
+        else:
+            st[NULLS] += 1
 
 
 @njit(cache=True)

@@ -21,9 +21,6 @@ from gpu_profiler.kernels import stats
 
 #: Lengths a kernel tallies into its int32 bins between two folds into int64.
 FOLD_AFTER = (1 << 31) - 1
-#: How the kernels open files (non-blocking: a shard swapped for a FIFO since it was
-#: listed reads short, and is left, instead of blocking the kernel).
-OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 #: ``call(bins, grow, fold_after, row, stats, state) -> (outcome,)``: one kernel call from
 #: file ``state[0]`` (see `tally`).

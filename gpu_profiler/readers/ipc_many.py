@@ -1,9 +1,13 @@
 """Many small Arrow IPC streams (the shards of a Hugging Face ``save_to_disk`` dir) read
-together (`gpu_profiler.readers.base.Together`): each file is read whole, with one
-positioned read, into one buffer; one kernel call walks every stream's messages
-(`walk_streams`), one checks their length-column buffers, and the selective reader's
-assembler hands the column over where it lies in the buffer (or gathers it). A small
-shard then costs a read and a few microseconds of kernel, not a reader of its own.
+together (`gpu_profiler.readers.base.Together`). Where `Reading.counted` (the numba
+backend) and the column is one the CPU kernel reads, they are *counted* as they are read
+(`count`): one kernel call reads each file into a small buffer, walks and checks it, and
+tallies its lengths while they are in cache. Otherwise they are *gathered*: each file is
+read whole, with one positioned read, into one buffer; one kernel call walks every
+stream's messages (`walk_streams`), one checks their length-column buffers, and the
+selective reader's assembler hands the column over where it lies in the buffer (or
+gathers it). Either way a small shard costs a read and a few microseconds of kernel, not
+a reader of its own.
 
 A stream is read here only if its framed schema message is byte for byte the first
 stream's (whose schema is checked against the scan's). Anything else is left to the
@@ -30,7 +34,7 @@ from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.ipc_layout import column_layout
 from gpu_profiler.readers.ipc_selective import _Assembler, _Column
-from gpu_profiler.readers.pread import Fetched, read_whole, whole_buffer
+from gpu_profiler.readers.pread import OPEN_FLAGS, Fetched, read_whole, whole_buffer
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.ipc import IpcPart
@@ -99,7 +103,7 @@ def count(paths: list[Path], sizes: np.ndarray, framed: np.ndarray, layout: np.n
 
     def call(bins: int, grow: bool, fold_after: int, row: np.ndarray, st: np.ndarray,
              state: np.ndarray) -> tuple[int, ...]:
-        return kernel(blob, at, sizes, counted.OPEN_FLAGS, buf, framed, recs, ranges, layout,
+        return kernel(blob, at, sizes, OPEN_FLAGS, buf, framed, recs, ranges, layout,
                       col.offsets, col.item.itemsize, bins, grow, fold_after, row, st, left,
                       state)
 

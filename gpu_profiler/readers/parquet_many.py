@@ -1,9 +1,10 @@
 """Many small Parquet shards read together (`gpu_profiler.readers.base.Together`): a run of
 them read into one buffer (one ``preadv`` each), their footers and length columns decoded
 by one native kernel call (`gpu_profiler.kernels.parquet`), their lengths handed over as a
-few large chunks. pyarrow's set-up per file (its ParquetFile, footer, Thrift objects and
-threads: ~0.3-1 ms) costs more than decoding a small shard, which the kernel does in tens
-of microseconds.
+few large chunks; or, where `Reading.counted`, each file read by that call itself and its
+lengths counted as they are decoded (`count`). pyarrow's set-up per file (its
+ParquetFile, footer, Thrift objects and threads: ~0.3-1 ms) costs more than decoding a
+small shard, which the kernel does in tens of microseconds.
 
 What the kernel does not read itself (another codec or encoding, a nested, unsigned or
 logical-typed column, a footer or schema unlike the first file's, damage) it leaves, and
@@ -26,7 +27,7 @@ from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.readers import arrow, counted
 from gpu_profiler.readers import parquet_format as fmt
 from gpu_profiler.readers.base import Reading, same_schema
-from gpu_profiler.readers.pread import WHOLE_ALIGN, read_whole, whole_buffer
+from gpu_profiler.readers.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.parquet import ParquetPart
@@ -82,7 +83,7 @@ def count(parts: list[ParquetPart], name: bytes, width: int, cap: int | None
 
     def call(bins: int, grow: bool, fold_after: int, row: np.ndarray, st: np.ndarray,
              state: np.ndarray) -> tuple[int, ...]:
-        return fmt.count(blob, at, sizes, counted.OPEN_FLAGS, buf, second, name, width,
+        return fmt.count(blob, at, sizes, OPEN_FLAGS, buf, second, name, width,
                          scratch, dictionary, values, valid, info, bins, grow, fold_after, row,
                          st, state)
 

@@ -125,6 +125,10 @@ class Reuse:
         return buf
 
 
+#: How small shards are opened to be read whole (`read_whole`, and the kernels that read
+#: them: `gpu_profiler.readers.counted`): non-blocking, so that a shard swapped for a FIFO
+#: since it was listed reads short, and is left, instead of blocking the scan.
+OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 #: Files `read_whole` reads sit in its buffer at multiples of this (Arrow aligns buffers to
 #: 8 or 64 bytes in a file: they stay aligned in memory, and are histogrammed in place).
 WHOLE_ALIGN = 64
@@ -158,7 +162,7 @@ def read_whole(paths: list[Path], sizes: np.ndarray
     unread = np.zeros(len(paths), bool)
     for i, path in enumerate(paths):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # (see `counted`)
+            fd = os.open(path, OPEN_FLAGS)
             try:
                 got = os.preadv(fd, [buf.data[int(starts[i]):int(starts[i] + sizes[i]) + 1]], 0)
             finally:

@@ -96,6 +96,8 @@ EXPORTS: dict[str, Export] = {
     **{f"pile_sort_{t}": Export("plan", "pile_sort",
                                 (Arr(t), I, _I8, _I8, I, _OUT_I8, _OUT_I8, I), 0)
        for t in ("int32", "int64")},
+    "sizes": Export("posix", "sizes", (_BYTES, _I8, I, I, Arr("uint64", out=True), _OUT_I8),
+                    0),
     "shuffle_segments": Export("plan", "shuffle_segments", (_OUT_I8, _I8, I), 0),
     "expand": Export("plan", "expand", (Arr("int32"), _I8, I, _OUT_I8, _OUT_I8), 0),
     "sorted_cuts": Export("plan", "sorted_cuts", (_I8, _I8, I, I, I, _OUT_I8_2D), 2),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import hf, ipc, jsonl, megatron, parquet, tokens
+from gpu_profiler.readers import files, hf, ipc, jsonl, megatron, parquet, tokens
 from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
 from gpu_profiler.readers.base import (
     COLUMN_OPTIONS,
@@ -90,7 +90,8 @@ def open_source(source: Any, fmt: str | None = None, split: str | None = None,
         _refuse(given, COLUMN_OPTIONS, f"{type(source).__name__} (in memory)")
         splits = memory.splits(source)
     else:
-        splits = _path_splits(str(source), fmt, given)
+        with files.collector_paused():
+            splits = _path_splits(str(source), fmt, given)
     if split is not None:
         if split not in splits:
             names = ", ".join(repr(s) for s in splits if s) or "none (not a DatasetDict)"
@@ -185,7 +186,7 @@ def _node_kind(path: Path) -> str:
 
 
 def _hf_parts(path: Path) -> list[Part]:
-    return [sized(ipc.STREAM_FORMAT.part(p), n) for p, n in hf.dataset_shards(path)]
+    return [sized(ipc.IpcPart(p, "stream"), n) for p, n in hf.dataset_shards(path)]
 
 
 def _file_part(path: Path, size: int, fmt: str | None, given: Collection[str]) -> Part:

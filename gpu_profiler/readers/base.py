@@ -5,6 +5,7 @@ says how one scan reads every part (decided once, by the engine, with the user's
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -178,13 +179,21 @@ class Part(Protocol):
 
 @dataclass(frozen=True)
 class FileShard:
-    """The part of a `Part` every shard on disk shares: its path names and sizes it."""
+    """The part of a `Part` every shard on disk shares: its path names and sizes it.
+    ``at`` is the path as listed, a `Path` or a string: a listing of thousands of shards
+    makes no `Path` for them (each costs more than looking up the file's size), and a
+    shard read by a kernel that opens it itself (`gpu_profiler.readers.files.names`)
+    never needs one."""
 
-    path: Path
+    at: str | Path
+
+    @cached_property
+    def path(self) -> Path:
+        return self.at if isinstance(self.at, Path) else Path(self.at)
 
     @property
     def label(self) -> str:
-        return str(self.path)
+        return os.fspath(self.at)
 
     @cached_property
     def nbytes(self) -> int:

@@ -1,18 +1,16 @@
 """Small shards counted as they are read (`Reading.counted`): what the two counting kernels
 (`kernels.streams.count_streams` for IPC streams, `kernels.parquet.count_files` for
-Parquet) share: the file names they open themselves, and their int32 bins, stats and
-resumption, turned into a `LengthHistogram`.
+Parquet) share: their int32 bins, stats and resumption, turned into a `LengthHistogram`.
 
-A counting kernel opens and reads one file after another into a small buffer, decodes it
-and tallies its lengths while they are still in the core's cache; it stops early for the
-caller to widen its bins (``cap=None``: a file holds a length past them) or to fold them
-into int64 (before the next file could overflow int32), and is called again from there."""
+A counting kernel opens the files itself (named by `gpu_profiler.readers.files.names`) and
+reads one after another into a small buffer, decodes it and tallies its lengths while
+they are still in the core's cache; it stops early for the caller to widen its bins
+(``cap=None``: a file holds a length past them) or to fold them into int64 (before the next
+file could overflow int32), and is called again from there."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -25,15 +23,6 @@ FOLD_AFTER = (1 << 31) - 1
 #: ``call(bins, grow, fold_after, row, stats, state) -> (outcome,)``: one kernel call from
 #: file ``state[0]`` (see `tally`).
 Call = Callable[[int, bool, int, np.ndarray, np.ndarray, np.ndarray], tuple[int, ...]]
-
-
-def names(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
-    """``(bytes, starts)``: the file names, NUL-terminated, back to back, for a kernel that
-    opens the files itself."""
-    encoded = [os.fsencode(p) + b"\0" for p in paths]
-    starts = np.zeros(len(encoded), np.int64)
-    starts[1:] = np.cumsum([len(n) for n in encoded[:-1]])
-    return np.frombuffer(b"".join(encoded), np.uint8), starts
 
 
 def tally(call: Call, files: int, cap: int | None) -> LengthHistogram:

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TypeGuard
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.kernels.stats import MISSING, OTHER
+from gpu_profiler.readers import files
 
 
 def is_dataset_dir(path: Path) -> bool:
@@ -60,19 +62,24 @@ def _escaped(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def dataset_shards(path: Path) -> list[tuple[Path, int]]:
+def dataset_shards(path: Path) -> list[tuple[str | Path, int]]:
     """The IPC stream shards of a Dataset dir, in ``state.json`` order, with their sizes
-    (one system call a shard: thousands of them are listed in milliseconds)."""
+    (looked up at once: `files.sizes`); a plain file name's path is a string (see
+    `FileShard`)."""
     state = _read_json(path / "state.json")
-    files = state.get("_data_files")
-    if not isinstance(files, list) or not all(isinstance(f, dict) and "filename" in f
-                                              for f in files):
+    listed = state.get("_data_files")
+    if not isinstance(listed, list) or not all(isinstance(f, dict) and "filename" in f
+                                               for f in listed):
         raise ProfilerError(f"{path / 'state.json'}: no valid '_data_files' list")
-    where, meta = str(path), path / "state.json"
-    for f in files:  # every name is checked before any shard is looked for
-        if not _plain(f["filename"]):
-            _inside(path, f["filename"], meta, "a shard")
-    return [_shard(path, where, f["filename"], meta) for f in files]
+    names = [f["filename"] for f in listed]
+    meta, where = path / "state.json", os.path.join(path, "")  # (ends with a separator)
+    at = [where + name if _plain(name) else None for name in names]
+    for name, joined in zip(names, at, strict=True):  # all checked before any is looked up
+        if joined is None:
+            _inside(path, name, meta, "a shard")
+    found = iter(files.sizes([a for a in at if a is not None]))
+    return [_shard(path, name, joined, OTHER if joined is None else next(found), meta)
+            for name, joined in zip(names, at, strict=True)]
 
 
 def _plain(name: object) -> TypeGuard[str]:
@@ -82,18 +89,15 @@ def _plain(name: object) -> TypeGuard[str]:
         and name not in (".", "..") and "\0" not in name
 
 
-def _shard(folder: Path, where: str, name: object, meta: Path) -> tuple[Path, int]:
-    """A shard listed in ``meta`` and its size: a plain file name that is a regular file
-    (not a link) is inside ``folder`` (``where``, as a string) without resolving it;
-    anything else is checked by `_inside`."""
-    if _plain(name):
-        at = os.path.join(where, name)
-        try:
-            st = os.lstat(at)
-        except OSError:
-            raise ProfilerError(f"{at}: shard listed in state.json is missing") from None
-        if stat.S_ISREG(st.st_mode):
-            return folder / name, st.st_size  # (cheaper than parsing ``at`` again)
+def _shard(folder: Path, name: str, joined: str | None, size: int, meta: Path
+           ) -> tuple[str | Path, int]:
+    """A shard listed in ``meta`` and its size: a plain file name (``joined`` to
+    ``folder``) that `files.sizes` found a regular file, no link, is inside ``folder``
+    without resolving it; anything else is checked by `_inside`, a link followed."""
+    if joined is not None and size >= 0:
+        return joined, size
+    if joined is not None and size == MISSING:
+        raise ProfilerError(f"{joined}: shard listed in state.json is missing")
     full = _inside(folder, name, meta, "a shard")
     try:
         st = os.stat(full)

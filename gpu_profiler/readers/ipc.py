@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -64,15 +64,15 @@ class IpcPart(FileShard):
     files with pyarrow: it starts faster than the selective reader."""
 
     kind: str
-    _schema: dict[str, pa.Schema] = field(default_factory=dict, compare=False, repr=False)
 
     on_device = False
     read_ahead = True  # the readers work in the scan's thread: a read-ahead thread pays
 
     def schema(self) -> pa.Schema:
-        if "schema" not in self._schema:
-            self._schema["schema"] = schema(self.path, self.kind)
-        return self._schema["schema"]
+        known = self.__dict__.get("_schema")  # (kept where a cached_property keeps its value)
+        if known is None:
+            known = self.__dict__["_schema"] = schema(self.path, self.kind)
+        return known
 
     @staticmethod
     def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None,
@@ -90,7 +90,7 @@ class IpcPart(FileShard):
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
                       light=(reading.light or reading.inline) and not reading.ordered,
-                      segmented=reading.segmented, known=self._schema.pop("schema", None))
+                      segmented=reading.segmented, known=self.__dict__.pop("_schema", None))
 
 
 @dataclass(frozen=True)

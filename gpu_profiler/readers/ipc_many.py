@@ -17,7 +17,7 @@ dictionary-encoded or compressed length column, damage of any kind, a read that 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
-from gpu_profiler.readers import counted
+from gpu_profiler.readers import counted, files
 from gpu_profiler.readers import ipc_format as fmt
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.ipc_layout import column_layout
@@ -50,7 +50,7 @@ def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema]
     if not streams:
         return every, iter(())
     sizes = np.array([parts[i].nbytes for i in streams], np.int64)
-    paths = [parts[i].path for i in streams]
+    paths = [parts[i].at for i in streams]
     n = 1 if reading.counted else len(paths)
     buf, starts, unread = read_whole(paths[:n], sizes[:n])
     first = streams[0]
@@ -88,13 +88,14 @@ MESSAGES = 4096
 _COUNTED = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint64))
 
 
-def count(paths: list[Path], sizes: np.ndarray, framed: np.ndarray, layout: np.ndarray,
-          col: _Column, cap: int | None) -> tuple[LengthHistogram, np.ndarray]:
+def count(paths: Sequence[str | Path], sizes: np.ndarray, framed: np.ndarray,
+          layout: np.ndarray, col: _Column, cap: int | None
+          ) -> tuple[LengthHistogram, np.ndarray]:
     """``(histogram, left)``: the streams ``paths`` (of ``sizes`` bytes, each opening with
     the ``framed`` schema message) read one by one into a small buffer and counted there
     (`count_streams`, `counted.tally`: binned up to ``cap``); ``left[i]`` for each stream
     left to its own reader."""
-    blob, at = counted.names(paths)
+    blob, at = files.names(paths)
     buf = whole_buffer(int(sizes.max()) + 1)
     recs = np.empty((MESSAGES, fmt.NREC), np.int64)
     ranges = np.empty((MESSAGES, 4), np.int64)

@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -72,9 +72,6 @@ class ParquetPart(FileShard):
     """A Parquet shard. The footer its schema was read from is kept until the part is
     read, so that a scan (which checks every schema first) parses each footer once."""
 
-    _footer: dict[str, pq.FileMetaData] = field(default_factory=dict, compare=False,
-                                                repr=False)
-
     on_device = False
     read_ahead = False  # its row groups decode ahead in worker threads already
 
@@ -94,10 +91,11 @@ class ParquetPart(FileShard):
                     or reading.spec.offsets)
 
     def schema(self) -> pa.Schema:
-        if "md" not in self._footer:
-            self._footer["md"] = _open(self.path).metadata
+        md = self.__dict__.get("_footer")  # (kept where a cached_property keeps its value)
+        if md is None:
+            md = self.__dict__["_footer"] = _open(self.path).metadata
         try:
-            return self._footer["md"].schema.to_arrow_schema()
+            return md.schema.to_arrow_schema()
         except _ERRORS as exc:
             raise _corrupt(self.path, exc) from None
 
@@ -106,7 +104,7 @@ class ParquetPart(FileShard):
             from gpu_profiler.readers import device
 
             return device.parquet_chunks(self.path, reading.spec)
-        footer = self._footer.pop("md", None)
+        footer = self.__dict__.pop("_footer", None)
         if reading.ordered:
             return ordered_chunks(self.path, reading.spec)
         return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
@@ -141,7 +139,7 @@ class RowGroups(ParquetPart):
             raise ProfilerError(f"{self.label}: a row-group range is read on the CPU, in "
                                 "any order")
         return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
-                      inline=reading.inline, footer=self._footer.pop("md", None),
+                      inline=reading.inline, footer=self.__dict__.pop("_footer", None),
                       groups=range(self.first, self.stop))
 
 
@@ -151,7 +149,7 @@ def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
     A row group's share of the file's bytes is judged by its ``total_byte_size``, never
     asking for a column chunk's metadata (see the module)."""
     try:
-        md = part._footer.get("md")
+        md = part.__dict__.get("_footer")
         md = _open(part.path).metadata if md is None else md
         whole = [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
     except (ProfilerError, *_ERRORS):

@@ -24,7 +24,7 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
-from gpu_profiler.readers import arrow, counted
+from gpu_profiler.readers import arrow, counted, files
 from gpu_profiler.readers import parquet_format as fmt
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
@@ -72,7 +72,7 @@ def count(parts: list[ParquetPart], name: bytes, width: int, cap: int | None
     which were left, and why. A file of more than `arrow.CHUNK_ROWS` rows, or with a page
     over `PAGE_BYTES`, is left too (to pyarrow)."""
     sizes = np.array([p.nbytes for p in parts], np.int64)
-    blob, at = counted.names([p.path for p in parts])
+    blob, at = files.names([p.at for p in parts])
     second = (int(sizes[0]) + WHOLE_ALIGN) // WHOLE_ALIGN * WHOLE_ALIGN  # past its extra byte
     buf = whole_buffer(second + int(sizes.max()) + 1)
     values = np.empty(arrow.CHUNK_ROWS, np.int64)  # (pages are touched as far as a file goes)
@@ -111,7 +111,7 @@ def _read(parts: list[ParquetPart]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     sizes, indices of the parts that could not be read as they were sized)``; those have
     size 0 (the kernel then leaves them: no footer)."""
     sizes = np.array([p.nbytes for p in parts], np.int64)
-    buf, starts, unread = read_whole([p.path for p in parts], sizes)
+    buf, starts, unread = read_whole([p.at for p in parts], sizes)
     sizes[unread] = 0
     return buf, starts, sizes, set(np.flatnonzero(unread).tolist())
 

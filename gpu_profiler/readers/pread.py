@@ -19,6 +19,7 @@ import mmap
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -149,7 +150,7 @@ def whole_buffer(size: int) -> np.ndarray:
     return raw[skip:skip + size]
 
 
-def read_whole(paths: list[Path], sizes: np.ndarray
+def read_whole(paths: Sequence[str | Path], sizes: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(buffer, starts, unread)``: every file's bytes (``sizes``, as listed) read whole,
     one positioned read each, at `WHOLE_ALIGN`-ed ``starts`` of one `whole_buffer`;

@@ -1,0 +1,160 @@
+"""Many files at once (`gpu_profiler.readers.files`): the sizes the native kernel looks up,
+natively and through the JIT, in threads, are ``os.lstat`` 's answers for every kind of path
+a listing meets; a Dataset dir listed that way names each bad shard as before, at any
+size; names are encoded for a kernel that opens files itself; the collector is given
+back."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import stat
+
+import datasets
+import numpy as np
+import pytest
+from conftest import run_cli
+
+import gpu_profiler as gp
+from gpu_profiler.readers import files
+
+
+def _lstat_size(path: str) -> int:
+    """The reference: what a size lookup must say of ``path``."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return files.MISSING
+    return st.st_size if stat.S_ISREG(st.st_mode) else files.OTHER
+
+
+@pytest.fixture
+def zoo(tmp_path) -> dict[str, str]:
+    """One path of every kind a listing may meet."""
+    d = tmp_path
+    out = {}
+    for name, size in (("empty", 0), ("one", 1), ("page", 4097), ("mib", 1 << 20)):
+        (d / name).write_bytes(b"x" * size)
+        out[name] = str(d / name)
+    odd = os.path.join(os.fsencode(d), b"\xff\xfe-not-utf8")
+    with open(odd, "wb") as f:
+        f.write(b"abc")
+    out["not utf-8"] = os.fsdecode(odd)
+    out["longest name"] = str(d / ("n" * 255))
+    (d / ("n" * 255)).write_bytes(b"12345")
+    (d / "link").symlink_to(d / "page")
+    out["link"] = str(d / "link")
+    (d / "dangling").symlink_to(d / "nowhere")
+    out["dangling link"] = str(d / "dangling")
+    (d / "dir").mkdir()
+    out["directory"] = str(d / "dir")
+    os.mkfifo(d / "fifo")
+    out["fifo"] = str(d / "fifo")
+    out["missing"] = str(d / "missing")
+    out["through a file"] = str(d / "one" / "x")
+    out["relative"] = os.path.relpath(d / "page")
+    out["/dev/null"] = "/dev/null"
+    return out
+
+
+def test_every_kind_of_path_gets_lstats_answer(zoo, kernels, monkeypatch):
+    expected = {"empty": 0, "one": 1, "page": 4097, "mib": 1 << 20, "not utf-8": 3,
+                "longest name": 5, "link": files.OTHER, "dangling link": files.OTHER,
+                "directory": files.OTHER, "fifo": files.OTHER, "missing": files.MISSING,
+                "through a file": files.MISSING, "relative": 4097, "/dev/null": files.OTHER}
+    assert {k: _lstat_size(p) for k, p in zoo.items()} == expected  # the reference agrees
+    paths = list(zoo.values()) * 7  # several threads, each with a share of every kind
+    want = [expected[k] for k in zoo] * 7
+    assert files.sizes(paths) == want  # one by one, in Python
+    monkeypatch.setattr(files, "NATIVE_FROM", 1)
+    monkeypatch.setattr(files, "_size", None)  # the kernel's answers, or a TypeError
+    for per_thread in (1000, 5, 1):
+        monkeypatch.setattr(files, "PER_THREAD", per_thread)
+        assert files.sizes(paths) == want, per_thread
+    assert files.sizes([]) == []
+
+
+def test_thousands_of_paths_are_looked_up_by_the_kernel(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    want = rng.integers(0, 3000, files.NATIVE_FROM * 3).tolist()
+    paths = []
+    for i, n in enumerate(want):
+        p = tmp_path / f"s{i:05d}"
+        p.write_bytes(b"\0" * n)
+        paths.append(str(p))
+    monkeypatch.setattr(files, "_size", None)
+    assert files.sizes(paths) == want
+
+
+def test_names_are_encoded_back_to_back_and_refuse_a_nul():
+    paths = ["/a/b", "c", os.fsdecode(b"/x/\xff\xc3\xa9y"), ""]
+    blob, starts = files.names(paths)
+    for p, at in zip(paths, starts, strict=True):
+        assert bytes(blob[at:]).split(b"\0")[0] == os.fsencode(p)
+    assert blob[-1] == 0 and blob.size == sum(len(os.fsencode(p)) + 1 for p in paths)
+    assert files.names([])[1].size == 0
+    with pytest.raises(ValueError, match="NUL"):
+        files.names(["a\0b", "c"])
+
+
+def test_the_collector_is_paused_and_given_back():
+    assert gc.isenabled()
+    with pytest.raises(KeyError), files.collector_paused():
+        assert not gc.isenabled()
+        raise KeyError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with files.collector_paused():
+            pass
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """A Dataset dir of 8 shards written by `datasets`, and its lengths."""
+    lengths = np.random.default_rng(3).integers(1, 500, 4_000)
+    path = tmp_path_factory.mktemp("hf") / "ds"
+    datasets.Dataset.from_dict({"length": lengths}).save_to_disk(str(path), num_shards=8)
+    return path, lengths
+
+
+@pytest.mark.parametrize("lookup", ["python", "kernel"])
+def test_a_dataset_listed_either_way_names_its_bad_shard(dataset, tmp_path, capsys,
+                                                         monkeypatch, lookup):
+    if lookup == "kernel":
+        monkeypatch.setattr(files, "NATIVE_FROM", 1)
+        monkeypatch.setattr(files, "_size", None)
+    src, lengths = dataset
+    want = np.bincount(lengths, minlength=501)
+    ds = tmp_path / "ds"
+    shutil.copytree(src, ds)
+    shards = [f["filename"] for f in json.loads((ds / "state.json").read_text())["_data_files"]]
+    assert gp.histogram(ds, cap=500).counts.tolist() == want.tolist()
+    # A shard that is a link to a file inside the dataset is followed.
+    (ds / shards[2]).rename(ds / "moved.arrow")
+    (ds / shards[2]).symlink_to("moved.arrow")
+    assert gp.histogram(ds, cap=500).counts.tolist() == want.tolist()
+    # A link that leads outside it is refused; so is a shard that is missing, a folder or
+    # a FIFO (whose opening would wait for a writer).
+    (ds / shards[2]).unlink()
+    (ds / shards[2]).symlink_to(tmp_path / "outside.arrow")
+    (tmp_path / "outside.arrow").write_bytes((ds / "moved.arrow").read_bytes())
+    _one_line(ds, capsys, f"a shard '{shards[2]}' lies outside")
+    (ds / shards[2]).unlink()
+    _one_line(ds, capsys, f"{ds / shards[2]}: shard listed in state.json is missing")
+    (ds / shards[2]).mkdir()
+    _one_line(ds, capsys, f"{ds / shards[2]}: shard listed in state.json is missing")
+    (ds / shards[2]).rmdir()
+    os.mkfifo(ds / shards[2])
+    _one_line(ds, capsys, f"{ds / shards[2]}: shard listed in state.json is missing")
+
+
+def _one_line(path, capsys, says: str) -> None:
+    rc, out, err = run_cli(["profile", path, "-q"], capsys)
+    assert rc == 2 and out == "" and err.strip().splitlines() == [err.strip()], err
+    assert says in err, err

@@ -18,7 +18,7 @@ import pytest
 from conftest import run_cli
 
 import gpu_profiler as gp
-from gpu_profiler.readers import files
+from gpu_profiler.readers import files, open_source
 
 
 def _lstat_size(path: str) -> int:
@@ -135,6 +135,10 @@ def test_a_dataset_listed_either_way_names_its_bad_shard(dataset, tmp_path, caps
     shutil.copytree(src, ds)
     shards = [f["filename"] for f in json.loads((ds / "state.json").read_text())["_data_files"]]
     assert gp.histogram(ds, cap=500).counts.tolist() == want.tolist()
+    with monkeypatch.context() as mp:  # named as `Path(".") / name` names them
+        mp.chdir(ds)
+        assert [p.label for p in open_source(".")[""]] == shards
+        assert [p.label for p in open_source(str(ds))[""]] == [str(ds / s) for s in shards]
     # A shard that is a link to a file inside the dataset is followed.
     (ds / shards[2]).rename(ds / "moved.arrow")
     (ds / shards[2]).symlink_to("moved.arrow")

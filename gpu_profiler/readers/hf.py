@@ -72,7 +72,8 @@ def dataset_shards(path: Path) -> list[tuple[str | Path, int]]:
                                                for f in listed):
         raise ProfilerError(f"{path / 'state.json'}: no valid '_data_files' list")
     names = [f["filename"] for f in listed]
-    meta, where = path / "state.json", os.path.join(path, "")  # (ends with a separator)
+    meta = path / "state.json"
+    where = os.path.join(path, "") if path != Path() else ""  # as `path / name` would be
     at = [where + name if _plain(name) else None for name in names]
     for name, joined in zip(names, at, strict=True):  # all checked before any is looked up
         if joined is None:

@@ -65,7 +65,16 @@ def _histogram(dtype: str) -> Export:
                   (Arr(dtype), _I8, _I8, _I8, _BOOL, I, I, I, I, row, _OUT_I8), 0)
 
 
-#: Every CPU kernel a scan calls, by name.
+def _libc_has(name: str) -> bool:
+    """Whether this process's C library has the function ``name``."""
+    try:
+        return hasattr(ctypes.CDLL(None), name)
+    except OSError:
+        return False
+
+
+#: Every CPU kernel a scan calls, by name (`sizes` where the C library has ``statx``:
+#: glibc 2.28 and later; a library linked against a missing symbol would not load).
 EXPORTS: dict[str, Export] = {
     **{f"histogram_{t}": _histogram(t) for t in ("int32", "int64")},
     "frame": Export("ipc", "frame", (_BYTES, I), 2),
@@ -96,14 +105,14 @@ EXPORTS: dict[str, Export] = {
     **{f"pile_sort_{t}": Export("plan", "pile_sort",
                                 (Arr(t), I, _I8, _I8, I, _OUT_I8, _OUT_I8, I), 0)
        for t in ("int32", "int64")},
-    "sizes": Export("posix", "sizes", (_BYTES, _I8, I, I, Arr("uint64", out=True), _OUT_I8),
-                    0),
     "shuffle_segments": Export("plan", "shuffle_segments", (_OUT_I8, _I8, I), 0),
     "expand": Export("plan", "expand", (Arr("int32"), _I8, I, _OUT_I8, _OUT_I8), 0),
     "sorted_cuts": Export("plan", "sorted_cuts", (_I8, _I8, I, I, I, _OUT_I8_2D), 2),
     "parquet_lengths": Export("parquet", "lengths",
                               (_BYTES, _I8, _I8, _BYTES, I, Arr("uint8", out=True), _OUT_I8,
                                _OUT_I8, Arr("bool", out=True), _OUT_I8_2D, _OUT_I8), 2),
+    **({"sizes": Export("posix", "sizes", (_BYTES, _I8, I, I, Arr("uint64", out=True),
+                                           _OUT_I8), 0)} if _libc_has("statx") else {}),
     "parquet_count": Export("parquet", "count_files",
                             (_BYTES, _I8, _I8, I, Arr("uint8", out=True), I, _BYTES, I,
                              Arr("uint8", out=True), _OUT_I8, _OUT_I8, Arr("bool", out=True),
@@ -137,8 +146,9 @@ def status(build: bool = True) -> str:
 
 
 def ready() -> bool:
-    """Whether the library is built here (so that calling a kernel builds nothing)."""
-    return not _why_jit() and _library_path().exists()
+    """Whether the library is built here and loads (so that calling a kernel builds
+    nothing, and runs natively)."""
+    return not _why_jit() and _library_path().exists() and library() is not None
 
 
 def library() -> ctypes.CDLL | None:
@@ -203,6 +213,7 @@ def _library_path() -> Path:
     module they import from this package (numba compiles their globals in), the numba and
     llvmlite installs, the interpreter and the CPU (the code uses its features)."""
     h = hashlib.sha256(sys.version.encode())
+    h.update(" ".join(EXPORTS).encode())  # (which depends on the C library)
     for path in key_sources(_roots()):
         h.update(path.read_bytes())
     for mod in ("numba", "llvmlite"):

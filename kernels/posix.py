@@ -2,8 +2,8 @@
 intrinsics that call them by name: the JIT finds them in the process, the native library
 links them from libc), so that a kernel reads many small files in one call
 (`gpu_profiler.kernels.streams`), or looks up their sizes (`sizes`), without the GIL or the
-interpreter between them. ``statx`` is Linux's (glibc 2.28 and later), as are the native
-kernels."""
+interpreter between them. ``statx`` is Linux's, in glibc 2.28 and later: the native library
+exports `sizes` only where the C library has it (`gpu_profiler.native.EXPORTS`)."""
 
 from __future__ import annotations
 

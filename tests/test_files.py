@@ -69,11 +69,45 @@ def test_every_kind_of_path_gets_lstats_answer(zoo, kernels, monkeypatch):
     want = [expected[k] for k in zoo] * 7
     assert files.sizes(paths) == want  # one by one, in Python
     monkeypatch.setattr(files, "NATIVE_FROM", 1)
-    monkeypatch.setattr(files, "_size", None)  # the kernel's answers, or a TypeError
+    asked = _asked_again(monkeypatch)
     for per_thread in (1000, 5, 1):
         monkeypatch.setattr(files, "PER_THREAD", per_thread)
+        asked.clear()
         assert files.sizes(paths) == want, per_thread
+        assert asked == [p for p, n in zip(paths, want, strict=True) if n == files.MISSING]
     assert files.sizes([]) == []
+
+
+def _asked_again(monkeypatch) -> list[str]:
+    """The paths `files.sizes` asks Python about from now on (only what the kernel found
+    missing, once the kernel looks them up)."""
+    asked: list[str] = []
+    ask = files._size
+    monkeypatch.setattr(files, "_size", lambda p: asked.append(p) or ask(p))
+    return asked
+
+
+def test_what_the_kernel_cannot_look_up_is_asked_again(zoo, monkeypatch):
+    """A sandbox that refuses ``statx`` (EPERM) leaves every answer to ``os.lstat``; so
+    does a name that cannot be encoded, and a C library without ``statx``."""
+    paths = list(zoo.values())
+    want = [_lstat_size(p) for p in paths]
+    monkeypatch.setattr(files, "NATIVE_FROM", 1)
+
+    def refused(names, starts, lo, hi, buf, out):
+        out[lo:hi] = files.MISSING
+        return ()
+
+    with monkeypatch.context() as mp:
+        mp.setattr(files.native, "kernel", lambda name: refused)
+        assert files.sizes(paths) == want
+    asked = _asked_again(monkeypatch)
+    assert files.sizes([*paths, "lone-\ud800"]) == [*want, files.MISSING]
+    assert len(asked) == len(paths) + 1
+    with monkeypatch.context() as mp:  # a C library without statx (glibc before 2.28)
+        mp.delitem(files.native.EXPORTS, "sizes")
+        asked.clear()
+        assert files.sizes(paths) == want and len(asked) == len(paths)
 
 
 def test_thousands_of_paths_are_looked_up_by_the_kernel(tmp_path, monkeypatch):
@@ -84,8 +118,8 @@ def test_thousands_of_paths_are_looked_up_by_the_kernel(tmp_path, monkeypatch):
         p = tmp_path / f"s{i:05d}"
         p.write_bytes(b"\0" * n)
         paths.append(str(p))
-    monkeypatch.setattr(files, "_size", None)
-    assert files.sizes(paths) == want
+    asked = _asked_again(monkeypatch)
+    assert files.sizes(paths) == want and asked == []
 
 
 def test_names_are_encoded_back_to_back_and_refuse_a_nul():
@@ -128,13 +162,14 @@ def test_a_dataset_listed_either_way_names_its_bad_shard(dataset, tmp_path, caps
                                                          monkeypatch, lookup):
     if lookup == "kernel":
         monkeypatch.setattr(files, "NATIVE_FROM", 1)
-        monkeypatch.setattr(files, "_size", None)
+    asked = _asked_again(monkeypatch)
     src, lengths = dataset
     want = np.bincount(lengths, minlength=501)
     ds = tmp_path / "ds"
     shutil.copytree(src, ds)
     shards = [f["filename"] for f in json.loads((ds / "state.json").read_text())["_data_files"]]
     assert gp.histogram(ds, cap=500).counts.tolist() == want.tolist()
+    assert len(asked) == (0 if lookup == "kernel" else len(shards))
     with monkeypatch.context() as mp:  # named as `Path(".") / name` names them
         mp.chdir(ds)
         assert [p.label for p in open_source(".")[""]] == shards

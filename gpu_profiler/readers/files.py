@@ -42,10 +42,14 @@ def sizes(paths: Sequence[str]) -> list[int]:
     """Each path's size where it names a regular file (a link is not followed), else
     `MISSING` or `OTHER`. Thousands of paths are looked up by the native kernel
     (`kernels.posix.sizes`) in threads of their own, without the GIL; fewer, or where the
-    native kernels are not built, by ``os.lstat``: the same answers."""
-    if len(paths) < NATIVE_FROM or not native.ready():
+    native kernels are not built, by ``os.lstat``: the same answers (what the kernel finds
+    missing is asked again so: a sandbox may refuse ``statx`` itself)."""
+    if len(paths) < NATIVE_FROM or "sizes" not in native.EXPORTS or not native.ready():
         return [_size(p) for p in paths]
-    blob, starts = names(paths)
+    try:
+        blob, starts = names(paths)
+    except ValueError:  # a name that cannot be encoded (or holds a NUL): said one by one
+        return [_size(p) for p in paths]
     out = np.empty(len(paths), np.int64)
     kernel = native.kernel("sizes")
     threads = min(THREADS, -(-len(paths) // PER_THREAD))
@@ -55,7 +59,7 @@ def sizes(paths: Sequence[str]) -> list[int]:
                                            np.empty(STATX_WORDS, np.uint64), out),
                           range(threads)):
             pass
-    return out.tolist()
+    return [_size(p) if n == MISSING else n for p, n in zip(paths, out.tolist(), strict=True)]
 
 
 def _size(path: str) -> int:
@@ -68,10 +72,10 @@ def _size(path: str) -> int:
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a listing makes a part for each of
-    thousands of shards: the parts hold no cycles and live as long as the scan, yet every
-    few hundred made would start a collection, and the first listing in a process one of
-    every object the process holds."""
+    """Python's cyclic garbage collector paused (in the whole process: it has one) while a
+    listing makes a part for each of thousands of shards: the parts hold no cycles and
+    live as long as the scan, yet every few hundred made would start a collection, and the
+    first listing in a process one of every object the process holds."""
     if not gc.isenabled():
         yield
         return

@@ -73,7 +73,7 @@ def _libc_has(name: str) -> bool:
         return False
 
 
-#: Every CPU kernel a scan calls, by name (`sizes` where the C library has ``statx``:
+#: Every CPU kernel a scan calls, by name (`look` where the C library has ``statx``:
 #: glibc 2.28 and later; a library linked against a missing symbol would not load).
 EXPORTS: dict[str, Export] = {
     **{f"histogram_{t}": _histogram(t) for t in ("int32", "int64")},
@@ -111,8 +111,9 @@ EXPORTS: dict[str, Export] = {
     "parquet_lengths": Export("parquet", "lengths",
                               (_BYTES, _I8, _I8, _BYTES, I, Arr("uint8", out=True), _OUT_I8,
                                _OUT_I8, Arr("bool", out=True), _OUT_I8_2D, _OUT_I8), 2),
-    **({"sizes": Export("posix", "sizes", (_BYTES, _I8, I, I, Arr("uint64", out=True),
-                                           _OUT_I8), 0)} if _libc_has("statx") else {}),
+    **({"look": Export("posix", "look", (_BYTES, _I8, I, I, I, I, Arr("uint64", out=True),
+                                         Arr("uint8", out=True), I, _OUT_I8_2D), 0)}
+       if _libc_has("statx") else {}),
     "parquet_count": Export("parquet", "count_files",
                             (_BYTES, _I8, _I8, I, Arr("uint8", out=True), I, _BYTES, I,
                              Arr("uint8", out=True), _OUT_I8, _OUT_I8, Arr("bool", out=True),

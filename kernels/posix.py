@@ -1,9 +1,9 @@
 """The C library's ``open``, ``pread``, ``close`` and ``statx`` for numba kernels (as
 intrinsics that call them by name: the JIT finds them in the process, the native library
 links them from libc), so that a kernel reads many small files in one call
-(`gpu_profiler.kernels.streams`), or looks up their sizes (`sizes`), without the GIL or the
+(`gpu_profiler.kernels.streams`), or looks them up (`look`), without the GIL or the
 interpreter between them. ``statx`` is Linux's, in glibc 2.28 and later: the native library
-exports `sizes` only where the C library has it (`gpu_profiler.native.EXPORTS`)."""
+exports `look` only where the C library has it (`gpu_profiler.native.EXPORTS`)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ from gpu_profiler.kernels.stats import MISSING, OTHER, STATX_WORDS
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _PTR = ir.IntType(8).as_pointer()
 
-#: ``statx`` (linux/stat.h): a path relative to the working directory, a link not followed,
-#: and the type and size asked for; where its buffer holds the mask, mode and size (as
-#: indices of that buffer viewed as uint32, uint16 and uint64).
-_AT_FDCWD, _AT_SYMLINK_NOFOLLOW, _STATX_TYPE_SIZE = -100, 0x100, 0x1 | 0x200
-_MASK_AT, _MODE_AT, _SIZE_AT = 0, 14, 5
+#: ``statx`` (linux/stat.h): paths relative to the working directory, a link not followed
+#: (unless asked), the type, size and inode asked for; where its answer holds the mask,
+#: mode, inode, size and device numbers (as indices of it viewed as uint32, uint16 and
+#: uint64).
+_AT_FDCWD, _AT_SYMLINK_NOFOLLOW = -100, 0x100
+_STATX_TYPE, _STATX_SIZE, _STATX_INO = 0x1, 0x200, 0x100
+_MASK_AT, _MODE_AT, _INO_AT, _SIZE_AT, _DEV_MAJOR_AT, _DEV_MINOR_AT = 0, 14, 4, 5, 34, 35
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
 
 
@@ -64,37 +66,66 @@ def _close(typingctx: Any, fd: Any) -> Any:
 
 
 @intrinsic
-def _statx(typingctx: Any, path: Any, buf: Any) -> Any:
-    """``statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE, buf)``
-    (``path``, ``buf``: addresses; ``buf`` holds 256 bytes)."""
+def _statx(typingctx: Any, path: Any, flags: Any, mask: Any, buf: Any) -> Any:
+    """``statx(AT_FDCWD, path, flags, mask, buf)`` (``path``, ``buf``: addresses; ``buf``
+    holds 256 bytes)."""
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         fn = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(_I32, [_I32, _PTR, _I32, _I32, _PTR]), "statx")
         r = builder.call(fn, [ir.Constant(_I32, _AT_FDCWD), builder.inttoptr(args[0], _PTR),
-                              ir.Constant(_I32, _AT_SYMLINK_NOFOLLOW),
-                              ir.Constant(_I32, _STATX_TYPE_SIZE),
-                              builder.inttoptr(args[1], _PTR)])
+                              builder.trunc(args[1], _I32), builder.trunc(args[2], _I32),
+                              builder.inttoptr(args[3], _PTR)])
         return builder.sext(r, _I64)
 
-    return types.int64(types.int64, types.int64), codegen
+    return types.int64(types.int64, types.int64, types.int64, types.int64), codegen
 
 
 @njit(cache=True, nogil=True)
-def sizes(names, starts, lo, hi, buf, out):
-    """``out[i]``, for files ``lo..hi-1`` named at ``names[starts[i]:]`` (NUL-terminated):
-    the size of a regular file (a link is not followed), else `MISSING` or `OTHER`.
-    ``buf``: the caller's room for ``statx``'s answer (at least `STATX_WORDS` uint64s)."""
+def look(names, starts, lo, hi, follow, flags, buf, heads, width, out):
+    """For files ``lo..hi-1`` named at ``names[starts[i]:]`` (NUL-terminated; a link is
+    followed only where ``follow``): ``out[i]`` = (size, device, inode, head bytes read) of
+    a regular file, and where ``width`` > 0 its first ``width`` bytes in
+    ``heads[i * width:]`` (opened with ``flags``: `os.open` 's; -1 head bytes where it
+    cannot be opened or read); ``out[i, 0]`` = `MISSING` or `OTHER` for anything else.
+    ``buf``: the caller's room for ``statx`` 's answer (`STATX_WORDS` uint64s)."""
     if buf.size < STATX_WORDS:
-        raise ValueError("sizes: buf holds fewer than STATX_WORDS words")
-    mask, mode = buf.view(np.uint32), buf.view(np.uint16)
+        raise ValueError("look: buf holds fewer than STATX_WORDS words")
+    if heads.size < hi * width:
+        raise ValueError("look: heads holds fewer than hi * width bytes")
+    asked = _STATX_TYPE | _STATX_SIZE | _STATX_INO
+    at_flags = 0 if follow else _AT_SYMLINK_NOFOLLOW
+    word, mode = buf.view(np.uint32), buf.view(np.uint16)
     for i in range(lo, hi):
-        if _statx(names[starts[i]:].ctypes.data, buf.ctypes.data) != 0:
-            out[i] = MISSING
-        elif (mask[_MASK_AT] & _STATX_TYPE_SIZE != _STATX_TYPE_SIZE
-              or mode[_MODE_AT] & _S_IFMT != _S_IFREG):
-            out[i] = OTHER
-        else:
-            out[i] = np.int64(buf[_SIZE_AT])
+        name = names[starts[i]:].ctypes.data
+        out[i, 1] = out[i, 2] = out[i, 3] = 0
+        if _statx(name, at_flags, asked, buf.ctypes.data) != 0:
+            out[i, 0] = MISSING
+            continue
+        if (word[_MASK_AT] & asked != asked or mode[_MODE_AT] & _S_IFMT != _S_IFREG):
+            out[i, 0] = OTHER
+            continue
+        out[i, 0] = np.int64(buf[_SIZE_AT])
+        out[i, 1] = (np.int64(word[_DEV_MAJOR_AT]) << 32) | np.int64(word[_DEV_MINOR_AT])
+        out[i, 2] = np.int64(buf[_INO_AT])
+        if width > 0:
+            out[i, 3] = _head(name, flags, heads[i * width:(i + 1) * width])
+
+
+@njit(cache=True)
+def _head(name, flags, head):
+    """The first bytes of the file at address ``name``, read into ``head``: how many (-1:
+    it cannot be opened or read)."""
+    fd = _open(name, flags)
+    if fd < 0:
+        return np.int64(-1)
+    got = n = np.int64(0)
+    while got < head.size:
+        n = _pread(fd, head[got:].ctypes.data, head.size - got, got)
+        if n <= 0:
+            break
+        got += n
+    _close(fd)
+    return got if n >= 0 else np.int64(-1)
 
 
 @njit(cache=True)

@@ -10,8 +10,8 @@ ABOVE_COUNT, ABOVE_TOKENS, ABOVE_MIN, ABOVE_MAX, NULLS, INVALID = range(6)
 # the next file could overflow them.
 COUNT_DONE, COUNT_WIDEN, COUNT_FOLD = 0, 1, 2
 
-# What `posix.sizes` says of a path that names no regular file: nothing is there (or it
+# What `posix.look` says of a path that names no regular file: nothing is there (or it
 # cannot be looked up); something else is (a link, a directory, a FIFO...).
 MISSING, OTHER = -1, -2
-# The room `posix.sizes` needs for one answer of ``statx`` (256 bytes), in uint64s.
+# The room `posix.look` needs for one answer of ``statx`` (256 bytes), in uint64s.
 STATX_WORDS = 32

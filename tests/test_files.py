@@ -14,6 +14,8 @@ import stat
 
 import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import run_cli
 
@@ -22,12 +24,26 @@ from gpu_profiler.readers import files, open_source
 
 
 def _lstat_size(path: str) -> int:
-    """The reference: what a size lookup must say of ``path``."""
+    """The reference: what a size lookup (no link followed) must say of ``path``."""
     try:
         st = os.lstat(path)
     except OSError:
         return files.MISSING
     return st.st_size if stat.S_ISREG(st.st_mode) else files.OTHER
+
+
+def _stat_found(path: str) -> files.Found:
+    """The reference: what a look (a link followed) must say of ``path``."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return files.Found(files.MISSING, (0, 0), None)
+    if not stat.S_ISREG(st.st_mode):
+        return files.Found(files.OTHER, (0, 0), None)
+    with open(path, "rb") as f:
+        head = f.read(16)
+    return files.Found(st.st_size, (os.major(st.st_dev) << 32 | os.minor(st.st_dev),
+                                    st.st_ino), head)
 
 
 @pytest.fixture
@@ -59,7 +75,7 @@ def zoo(tmp_path) -> dict[str, str]:
     return out
 
 
-def test_every_kind_of_path_gets_lstats_answer(zoo, kernels, monkeypatch):
+def test_every_kind_of_path_gets_lstats_and_stats_answers(zoo, kernels, monkeypatch):
     expected = {"empty": 0, "one": 1, "page": 4097, "mib": 1 << 20, "not utf-8": 3,
                 "longest name": 5, "link": files.OTHER, "dangling link": files.OTHER,
                 "directory": files.OTHER, "fifo": files.OTHER, "missing": files.MISSING,
@@ -67,7 +83,11 @@ def test_every_kind_of_path_gets_lstats_answer(zoo, kernels, monkeypatch):
     assert {k: _lstat_size(p) for k, p in zoo.items()} == expected  # the reference agrees
     paths = list(zoo.values()) * 7  # several threads, each with a share of every kind
     want = [expected[k] for k in zoo] * 7
-    assert files.sizes(paths) == want  # one by one, in Python
+    found = [_stat_found(p) for p in paths]
+    looked = {k: _stat_found(p) for k, p in zoo.items()}
+    assert looked["link"] == looked["page"] and looked["link"].head == b"x" * 16
+    assert looked["dangling link"].size == files.MISSING and looked["mib"].size == 1 << 20
+    assert files.sizes(paths) == want and files.look(paths) == found  # in Python
     monkeypatch.setattr(files, "NATIVE_FROM", 1)
     asked = _asked_again(monkeypatch)
     for per_thread in (1000, 5, 1):
@@ -75,39 +95,57 @@ def test_every_kind_of_path_gets_lstats_answer(zoo, kernels, monkeypatch):
         asked.clear()
         assert files.sizes(paths) == want, per_thread
         assert asked == [p for p, n in zip(paths, want, strict=True) if n == files.MISSING]
-    assert files.sizes([]) == []
+        asked.clear()
+        assert files.look(paths) == found, per_thread
+        assert asked == [p for p, f in zip(paths, found, strict=True)
+                         if f.size == files.MISSING]
+    assert files.sizes([]) == [] and files.look([]) == []
 
 
 def _asked_again(monkeypatch) -> list[str]:
-    """The paths `files.sizes` asks Python about from now on (only what the kernel found
-    missing, once the kernel looks them up)."""
+    """The paths `files.sizes` and `files.look` ask Python about from now on (only what
+    the kernel found missing or could not read, once the kernel looks them up)."""
     asked: list[str] = []
-    ask = files._size
-    monkeypatch.setattr(files, "_size", lambda p: asked.append(p) or ask(p))
+    size, look = files._size, files._look
+    monkeypatch.setattr(files, "_size", lambda p: asked.append(p) or size(p))
+    monkeypatch.setattr(files, "_look", lambda p: asked.append(p) or look(p))
     return asked
 
 
 def test_what_the_kernel_cannot_look_up_is_asked_again(zoo, monkeypatch):
-    """A sandbox that refuses ``statx`` (EPERM) leaves every answer to ``os.lstat``; so
-    does a name that cannot be encoded, and a C library without ``statx``."""
+    """A sandbox that refuses ``statx`` (EPERM), or a file the kernel cannot open, leaves
+    the answer to Python; so does a name that cannot be encoded, and a C library without
+    ``statx``."""
     paths = list(zoo.values())
     want = [_lstat_size(p) for p in paths]
+    found = [_stat_found(p) for p in paths]
     monkeypatch.setattr(files, "NATIVE_FROM", 1)
 
-    def refused(names, starts, lo, hi, buf, out):
-        out[lo:hi] = files.MISSING
+    def refused(names, starts, lo, hi, follow, flags, buf, heads, width, out):
+        out[lo:hi] = (files.MISSING, 0, 0, 0)
         return ()
 
+    def unreadable(names, starts, lo, hi, follow, flags, buf, heads, width, out):
+        out[lo:hi] = (7, 1, 2, -1)
+        return ()
+
+    asked = _asked_again(monkeypatch)
+    for kernel in (refused, unreadable):
+        with monkeypatch.context() as mp:
+            mp.setattr(files.native, "kernel", lambda name, k=kernel: k)
+            asked.clear()
+            assert files.look(paths) == found and len(asked) == len(paths)
     with monkeypatch.context() as mp:
         mp.setattr(files.native, "kernel", lambda name: refused)
         assert files.sizes(paths) == want
-    asked = _asked_again(monkeypatch)
+    asked.clear()
     assert files.sizes([*paths, "lone-\ud800"]) == [*want, files.MISSING]
     assert len(asked) == len(paths) + 1
     with monkeypatch.context() as mp:  # a C library without statx (glibc before 2.28)
-        mp.delitem(files.native.EXPORTS, "sizes")
+        mp.delitem(files.native.EXPORTS, "look")
         asked.clear()
-        assert files.sizes(paths) == want and len(asked) == len(paths)
+        assert files.sizes(paths) == want and files.look(paths) == found
+        assert len(asked) == 2 * len(paths)
 
 
 def test_thousands_of_paths_are_looked_up_by_the_kernel(tmp_path, monkeypatch):
@@ -120,6 +158,39 @@ def test_thousands_of_paths_are_looked_up_by_the_kernel(tmp_path, monkeypatch):
         paths.append(str(p))
     asked = _asked_again(monkeypatch)
     assert files.sizes(paths) == want and asked == []
+    assert files.look(paths) == [_stat_found(p) for p in paths] and asked == []
+
+
+@pytest.mark.parametrize("lookup", ["python", "kernel"])
+def test_a_walk_or_glob_lists_each_file_once_in_path_order(tmp_path, monkeypatch, lookup):
+    """Links to a file or a folder, and a link loop that a ``**`` glob goes round (until
+    its names pass the kernel's 40 links), name each shard once (its shallowest name);
+    FIFOs and dangling links are no shards; each file's format is told from its first
+    bytes, whatever its name."""
+    if lookup == "kernel":
+        monkeypatch.setattr(files, "NATIVE_FROM", 1)
+    asked = _asked_again(monkeypatch)
+    d = tmp_path / "d"
+    (d / "sub").mkdir(parents=True)
+    for name, n in (("b.parquet", 3), ("sub/a.parquet", 2), ("z.parquet", 4)):
+        pq.write_table(pa.table({"length": list(range(n))}), d / name)
+    pa.ipc.new_file(d / "c.arrow", pa.schema([("length", pa.int64())])).close()
+    (d / "sub" / "a.parquet").rename(d / "sub" / "real")
+    (d / "sub" / "a.parquet").symlink_to("real")  # named .parquet, found, is "real"
+    (d / "loop").symlink_to(d, target_is_directory=True)
+    (d / "alias.parquet").symlink_to(d / "z.parquet")
+    (d / "gone.parquet").symlink_to(d / "nowhere")
+    os.mkfifo(d / "fifo.parquet")
+    want = [str(d / n) for n in ("alias.parquet", "b.parquet", "c.arrow", "sub/a.parquet")]
+    for source in (str(d), str(d / "**" / "*.*")):
+        parts = open_source(source)[""]
+        assert [p.label for p in parts] == want, source
+        assert [type(p).__name__ for p in parts] == ["ParquetPart", "ParquetPart",
+                                                     "IpcPart", "ParquetPart"]
+        assert [p.nbytes for p in parts] == [os.stat(w).st_size for w in want]
+    if lookup == "kernel":  # Python is asked only what is missing: the dangling link,
+        # and the names that go round the loop more times than a path may follow links
+        assert asked and {_stat_found(p).size for p in asked} == {files.MISSING}
 
 
 def test_names_are_encoded_back_to_back_and_refuse_a_nul():

@@ -40,18 +40,21 @@ FORMATS: dict[str, ShardFormat] = {f.name: f for f in (
 FORMAT_NAMES = ("hf", *FORMATS)
 
 
-def sniff(path: Path) -> ShardFormat:
-    """A shard's format from its first bytes (extensions can lie)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
+def sniff(path: str | Path, head: bytes | None = None) -> ShardFormat:
+    """A shard's format from its first bytes (extensions can lie); ``head``: those bytes,
+    where the listing read them (`files.look`)."""
+    if head is None:
         try:
-            head = os.read(fd, 16)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise ProfilerError(f"{path}: cannot read ({exc.strerror})") from None
+            fd = os.open(path, files.OPEN_FLAGS)
+            try:
+                head = os.read(fd, files.HEAD)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise ProfilerError(f"{path}: cannot read ({exc.strerror})") from None
+    name = os.fspath(path)
     for fmt in FORMATS.values():
-        if fmt.sniff(head, path):
+        if fmt.sniff(head, name):
             return fmt
     raise ProfilerError(f"{path}: not a {_titles()} file (unrecognized magic bytes)")
 
@@ -106,15 +109,15 @@ def _path_splits(source: str, fmt: str | None, given: Collection[str]
         paths = _once(glob.glob(source, recursive=True)) or _expanded(source)
         if not paths:
             raise ProfilerError(f"{source}: the pattern matches no file")
-        return {"": _unique([_file_part(p, n, fmt, given) for p, n in paths])}
+        return {"": _unique([_file_part(*found, fmt, given) for found in paths])}
     path = Path(source)
     if not path.exists():
         named = _expanded(source)
         if named:
-            return {"": _unique([_file_part(p, n, fmt, given) for p, n in named])}
+            return {"": _unique([_file_part(*found, fmt, given) for found in named])}
         raise ProfilerError(f"{path}: no such file or directory")
     if path.is_file():
-        return {"": [_file_part(path, path.stat().st_size, fmt, given)]}
+        return {"": [_file_part(path, path.stat().st_size, None, fmt, given)]}
     if not path.is_dir():  # opening a FIFO would wait for a writer
         raise ProfilerError(f"{path}: is {_node_kind(path)}, not a file or a directory")
     if fmt in (None, "hf") and (hf.is_dataset_dict_dir(path) or hf.is_dataset_dir(path)):
@@ -127,14 +130,14 @@ def _path_splits(source: str, fmt: str | None, given: Collection[str]
         raise ProfilerError(f"{path}: not a Hugging Face save_to_disk directory "
                             "(no state.json or dataset_dict.json)")
     suffixes = tuple(x for f in FORMATS.values() for x in f.suffixes)
-    files = _once(os.path.join(top, name) for top, _, names in os.walk(path)
-                  for name in names if name.endswith(suffixes))
-    if not files:
+    listed = _once(os.path.join(top, name) for top, _, names in os.walk(path)
+                   for name in names if name.endswith(suffixes))
+    if not listed:
         raise ProfilerError(f"{path}: no {_titles()} files in this directory")
-    return {"": _unique([_file_part(p, n, fmt, given) for p, n in files])}
+    return {"": _unique([_file_part(*found, fmt, given) for found in listed])}
 
 
-def _expanded(source: str) -> list[tuple[Path, int]]:
+def _expanded(source: str) -> list[tuple[str, int, bytes | None]]:
     """The files a path or glob that names none stands for (Megatron-LM prefixes)."""
     return _once(p for f in FORMATS.values() if f.expand for p in f.expand(source))
 
@@ -161,21 +164,22 @@ def _refuse(given: Collection[str], takes: Collection[str], what: str) -> None:
                                 f"{listed} sources")
 
 
-def _once(paths: Iterable[str | Path]) -> list[tuple[Path, int]]:
+def _once(paths: Iterable[str | Path]) -> list[tuple[str, int, bytes | None]]:
     """The regular files among ``paths``, in path order, each once (by device and inode:
     symlinked directories, or a link loop that a ``**`` glob goes round, would list one
-    shard many times), with their sizes: one ``stat`` a file, and no `Path` made for the
-    thousands of shards of a corpus until they are known (making one costs more than the
-    ``stat``)."""
-    seen: dict[tuple[int, int], tuple[str, int]] = {}
-    for p in sorted((os.fspath(p) for p in paths), key=lambda p: p.split(os.sep)):
-        try:
-            st = os.stat(p)
-        except OSError:
+    shard many times; the shallowest of its names is kept), with their sizes and first
+    bytes (`files.look`: thousands are looked up without the GIL, and no `Path` is made
+    for them)."""
+    named = [os.fspath(p) for p in paths]
+    best: dict[tuple[int, int], tuple[list[str], str, int, bytes | None]] = {}
+    for p, found in zip(named, files.look(named), strict=True):
+        if found.size < 0:
             continue
-        if stat.S_ISREG(st.st_mode):
-            seen.setdefault((st.st_dev, st.st_ino), (p, st.st_size))
-    return [(Path(p), n) for p, n in sorted(seen.values(), key=lambda e: e[0].split(os.sep))]
+        key = p.split(os.sep)
+        have = best.get(found.identity)
+        if have is None or (len(key), key) < (len(have[0]), have[0]):
+            best[found.identity] = (key, p, found.size, found.head)
+    return [(p, n, head) for _, p, n, head in sorted(best.values(), key=lambda e: e[0])]
 
 
 def _node_kind(path: Path) -> str:
@@ -189,11 +193,13 @@ def _hf_parts(path: Path) -> list[Part]:
     return [sized(ipc.IpcPart(p, "stream"), n) for p, n in hf.dataset_shards(path)]
 
 
-def _file_part(path: Path, size: int, fmt: str | None, given: Collection[str]) -> Part:
+def _file_part(path: str | Path, size: int, head: bytes | None, fmt: str | None,
+               given: Collection[str]) -> Part:
+    """The part of a file listed with ``size`` (and ``head``, its first bytes, if read)."""
     if fmt == "hf":
         raise ProfilerError(f"{path}: --format hf needs a save_to_disk directory")
-    f = FORMATS[fmt] if fmt else sniff(path)
+    f = FORMATS[fmt] if fmt else sniff(path, head)
     if not f.takes.issuperset(given):  # (the message is made only when it is needed)
         _refuse(given, f.takes, f"{path} ({f.title})")
     part = f.part(path)  # (a Megatron-LM .bin's part is its .idx: not this size)
-    return sized(part, size) if getattr(part, "path", None) == path else part
+    return sized(part, size) if getattr(part, "at", None) == path else part

@@ -241,7 +241,7 @@ class ShardFormat:
         title: what errors call it ("Parquet", "Arrow IPC").
         suffixes: file name endings a directory walk picks up.
         sniff: whether a file with these first 16 bytes (and this path) has the format.
-        part: the `Part` of such a file.
+        part: the `Part` of such a file (named as listed: see `FileShard`).
         takes: the options (names in `FLAGS`) its parts read; any other one given is a
             usage error that says which formats take it.
         expand: the files of this format that a path or glob naming no file stands for
@@ -251,7 +251,7 @@ class ShardFormat:
     name: str
     title: str
     suffixes: tuple[str, ...]
-    sniff: Callable[[bytes, Path], bool]
-    part: Callable[[Path], Part]
+    sniff: Callable[[bytes, str], bool]
+    part: Callable[[str | Path], Part]
     takes: frozenset[str] = COLUMN_OPTIONS
     expand: Callable[[str], list[Path]] | None = None

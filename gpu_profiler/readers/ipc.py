@@ -176,11 +176,11 @@ def batch_ranges(part: IpcPart, target: int, spec: LengthSpec) -> list[IpcPart |
                                           needs, strict=True)]
 
 
-def _is_stream(head: bytes, path: Path) -> bool:
+def _is_stream(head: bytes, path: str) -> bool:
     """A stream opens with a continuation marker (or, before format 0.15, a length)."""
     return head[:4] == b"\xff\xff\xff\xff" or (
         len(head) >= 4 and head[:4] != b"\x00\x00\x00\x00"
-        and path.suffix in (".arrow", ".arrows", ".ipc"))
+        and os.path.splitext(path)[1] in (".arrow", ".arrows", ".ipc"))
 
 
 FILE_FORMAT = ShardFormat("ipc", "Arrow IPC", (".arrow", ".feather", ".ipc"),

@@ -66,10 +66,10 @@ class JsonlPart(FileShard):
         return chunks(self.path, reading.spec)
 
 
-def _sniff(head: bytes, path: Path) -> bool:
+def _sniff(head: bytes, path: str) -> bool:
     """By name (text has no magic bytes); a ``.jsonl.zst`` must also be a zstd stream."""
-    return path.name.endswith(".jsonl") or (path.name.endswith(".jsonl.zst")
-                                            and head.startswith(ZSTD_MAGIC))
+    return path.endswith(".jsonl") or (path.endswith(".jsonl.zst")
+                                       and head.startswith(ZSTD_MAGIC))
 
 
 FORMAT = ShardFormat("jsonl", "JSON Lines", (".jsonl", ".jsonl.zst"), _sniff, JsonlPart,

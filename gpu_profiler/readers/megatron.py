@@ -225,14 +225,15 @@ def expand(source: str) -> list[Path]:
                   if Path(p).is_file() and is_index(Path(p)))
 
 
-def _sniff(head: bytes, path: Path) -> bool:
+def _sniff(head: bytes, path: str) -> bool:
     """An index by its magic bytes; a ``.bin`` beside an index of the same prefix is that
     dataset's data file (never a token stream)."""
-    return head.startswith(MAGIC) or companion(path) is not None
+    return head.startswith(MAGIC) or (path.endswith(".bin")
+                                      and companion(Path(path)) is not None)
 
 
-def _part(path: Path) -> MegatronPart:
-    return MegatronPart(companion(path) or path)
+def _part(path: str | Path) -> MegatronPart:
+    return MegatronPart(companion(Path(path)) or path)
 
 
 FORMAT = ShardFormat("megatron", "Megatron-LM indexed dataset", (".idx",), _sniff, _part,

@@ -165,15 +165,15 @@ def _chunks(path: Path, options: SourceOptions) -> Iterator[Chunk]:
             docs = here.following(x)
 
 
-def _sniff(head: bytes, path: Path) -> bool:
+def _sniff(head: bytes, path: str) -> bool:
     """llm.c's and numpy's headers by their magic bytes; a raw ``.bin`` (no magic) by its
     name (a Megatron-LM data file is claimed before this is asked)."""
     return (head.startswith(NPY_MAGIC) or head[:4] == struct.pack("<i", LLMC_MAGIC)
-            or path.suffix == ".bin")
+            or os.path.splitext(path)[1] == ".bin")
 
 
-def _part(path: Path) -> TokenPart:
-    idx = megatron.companion(path)
+def _part(path: str | Path) -> TokenPart:
+    idx = megatron.companion(Path(path))
     if idx is not None:
         raise ProfilerError(f"{path}: the data file of the Megatron-LM indexed dataset "
                             f"{idx}, not a token stream: profile {idx.with_suffix('')} "

@@ -86,7 +86,9 @@ def look(names, starts, lo, hi, follow, flags, buf, heads, width, out):
     followed only where ``follow``): ``out[i]`` = (size, device, inode, head bytes read) of
     a regular file, and where ``width`` > 0 its first ``width`` bytes in
     ``heads[i * width:]`` (opened with ``flags``: `os.open` 's; -1 head bytes where it
-    cannot be opened or read); ``out[i, 0]`` = `MISSING` or `OTHER` for anything else.
+    cannot be opened or read; inode -1 where the filesystem did not say); ``out[i, 0]`` =
+    `MISSING` or `OTHER` for anything else (`MISSING` too where the filesystem did not say
+    its type and size: the caller asks again).
     ``buf``: the caller's room for ``statx`` 's answer (`STATX_WORDS` uint64s)."""
     if buf.size < STATX_WORDS:
         raise ValueError("look: buf holds fewer than STATX_WORDS words")
@@ -101,12 +103,16 @@ def look(names, starts, lo, hi, follow, flags, buf, heads, width, out):
         if _statx(name, at_flags, asked, buf.ctypes.data) != 0:
             out[i, 0] = MISSING
             continue
-        if (word[_MASK_AT] & asked != asked or mode[_MODE_AT] & _S_IFMT != _S_IFREG):
+        said = word[_MASK_AT]
+        if said & (_STATX_TYPE | _STATX_SIZE) != _STATX_TYPE | _STATX_SIZE:
+            out[i, 0] = MISSING
+            continue
+        if mode[_MODE_AT] & _S_IFMT != _S_IFREG:
             out[i, 0] = OTHER
             continue
         out[i, 0] = np.int64(buf[_SIZE_AT])
         out[i, 1] = (np.int64(word[_DEV_MAJOR_AT]) << 32) | np.int64(word[_DEV_MINOR_AT])
-        out[i, 2] = np.int64(buf[_INO_AT])
+        out[i, 2] = np.int64(buf[_INO_AT]) if said & _STATX_INO else -1
         if width > 0:
             out[i, 3] = _head(name, flags, heads[i * width:(i + 1) * width])
 

@@ -108,7 +108,7 @@ def _asked_again(monkeypatch) -> list[str]:
     asked: list[str] = []
     size, look = files._size, files._look
     monkeypatch.setattr(files, "_size", lambda p: asked.append(p) or size(p))
-    monkeypatch.setattr(files, "_look", lambda p: asked.append(p) or look(p))
+    monkeypatch.setattr(files, "_look", lambda p, *heads: asked.append(p) or look(p, *heads))
     return asked
 
 
@@ -129,8 +129,12 @@ def test_what_the_kernel_cannot_look_up_is_asked_again(zoo, monkeypatch):
         out[lo:hi] = (7, 1, 2, -1)
         return ()
 
+    def unidentified(names, starts, lo, hi, follow, flags, buf, heads, width, out):
+        out[lo:hi] = (7, 1, -1, 0)  # a filesystem that did not say the inode
+        return ()
+
     asked = _asked_again(monkeypatch)
-    for kernel in (refused, unreadable):
+    for kernel in (refused, unreadable, unidentified):
         with monkeypatch.context() as mp:
             mp.setattr(files.native, "kernel", lambda name, k=kernel: k)
             asked.clear()
@@ -181,16 +185,49 @@ def test_a_walk_or_glob_lists_each_file_once_in_path_order(tmp_path, monkeypatch
     (d / "alias.parquet").symlink_to(d / "z.parquet")
     (d / "gone.parquet").symlink_to(d / "nowhere")
     os.mkfifo(d / "fifo.parquet")
-    want = [str(d / n) for n in ("alias.parquet", "b.parquet", "c.arrow", "sub/a.parquet")]
-    for source in (str(d), str(d / "**" / "*.*")):
+    names = ["alias.parquet", "b.parquet", "c.arrow", "sub/a.parquet"]
+    want = [str(d / n) for n in names]
+    for source in (str(d), str(d / "**" / "*.*"), f"{d}/./**/*.*", f"{d}//"):
         parts = open_source(source)[""]
         assert [p.label for p in parts] == want, source
         assert [type(p).__name__ for p in parts] == ["ParquetPart", "ParquetPart",
                                                      "IpcPart", "ParquetPart"]
         assert [p.nbytes for p in parts] == [os.stat(w).st_size for w in want]
+    with monkeypatch.context() as mp:  # named as `Path` names them: no "./"
+        mp.chdir(d)
+        for source in (".", "./**/*.*", "**/*.*", ".//"):
+            assert [p.label for p in open_source(source)[""]] == names, source
     if lookup == "kernel":  # Python is asked only what is missing: the dangling link,
         # and the names that go round the loop more times than a path may follow links
         assert asked and {_stat_found(p).size for p in asked} == {files.MISSING}
+
+
+@pytest.mark.parametrize("lookup", ["python", "kernel"])
+def test_a_given_format_reads_no_heads(tmp_path, monkeypatch, lookup):
+    if lookup == "kernel":
+        monkeypatch.setattr(files, "NATIVE_FROM", 1)
+    for i in range(3):
+        pq.write_table(pa.table({"length": [i]}), tmp_path / f"{i}.parquet")
+    monkeypatch.setattr(files, "head", None)  # reading one raises
+    called = []
+    look = files._native
+    monkeypatch.setattr(files, "_native",
+                        lambda *a, **k: called.append(k["width"]) or look(*a, **k))
+    assert gp.histogram(tmp_path, format="parquet", cap=9).total == 3
+    assert called == [0]  # no head asked of the kernel either
+
+
+def test_suffixes_are_paths_suffixes():
+    from pathlib import Path
+
+    from gpu_profiler.readers.base import spelled, suffix
+
+    for p in ("a.bin", "..arrow", ".arrow", "a.", "x/y.tar.gz", "dir.arrow/file", "a..b",
+              "/", "", "a/b/.c.d", "...", "a.b/", "x/..bin"):
+        assert suffix(p) == Path(p).suffix, p
+        assert spelled(p) == (str(Path(p)) if p else p), p
+    for p in ("./a", "a//b", "a/./b", "a/.", "//a", "/a/b/", "../a", "a/../b", "./"):
+        assert spelled(p) == str(Path(p)), p
 
 
 def test_names_are_encoded_back_to_back_and_refuse_a_nul():

@@ -142,13 +142,17 @@ def test_lengths_in_order_and_the_bin_never_opened(tmp_path, multimodal, dtype, 
     assert hashlib.sha256(index.read_bytes()).hexdigest() == before
 
 
-def test_a_prefix_a_directory_a_glob_and_the_bin_name_the_same_dataset(tmp_path):
+def test_a_prefix_a_directory_a_glob_and_the_bin_name_the_same_dataset(tmp_path,
+                                                                       monkeypatch):
     a = build(tmp_path / "a_text_document", random_docs(20, 3))
     b = build(tmp_path / "b_text_document", random_docs(30, 4), seed=1)
     want = len(flat(random_docs(20, 3))) + len(flat(random_docs(30, 4)))
     for source in (tmp_path, tmp_path / "*_text_document", str(tmp_path) + "/*",
-                   str(tmp_path) + "/*.bin"):
+                   str(tmp_path) + "/*.bin", f"{tmp_path}/./*", f"{tmp_path}//*.bin"):
         assert gp.histogram(str(source)).valid == want, source
+    monkeypatch.chdir(tmp_path)  # the .bin's index and the index itself, spelled alike
+    for source in (".", "./*", "*", "./*.bin", ".//*"):
+        assert gp.histogram(source).valid == want, source
     assert gp.histogram(f"{a}.bin").valid == gp.histogram(str(a)).valid == len(
         flat(random_docs(20, 3)))
     assert gp.histogram(str(b)).valid == len(flat(random_docs(30, 4)))

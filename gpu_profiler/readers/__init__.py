@@ -22,6 +22,7 @@ from gpu_profiler.readers.base import (
     ShardFormat,
     SourceOptions,
     sized,
+    spelled,
 )
 
 __all__ = ["FORMATS", "LengthSpec", "Part", "Reading", "ShardFormat", "SourceOptions",
@@ -106,7 +107,7 @@ def open_source(source: Any, fmt: str | None = None, split: str | None = None,
 def _path_splits(source: str, fmt: str | None, given: Collection[str]
                  ) -> dict[str, list[Part]]:
     if any(ch in source for ch in "*?["):
-        paths = _once(glob.glob(source, recursive=True)) or _expanded(source)
+        paths = _once(glob.glob(source, recursive=True), fmt is None) or _expanded(source)
         if not paths:
             raise ProfilerError(f"{source}: the pattern matches no file")
         return {"": _unique([_file_part(*found, fmt, given) for found in paths])}
@@ -130,8 +131,8 @@ def _path_splits(source: str, fmt: str | None, given: Collection[str]
         raise ProfilerError(f"{path}: not a Hugging Face save_to_disk directory "
                             "(no state.json or dataset_dict.json)")
     suffixes = tuple(x for f in FORMATS.values() for x in f.suffixes)
-    listed = _once(os.path.join(top, name) for top, _, names in os.walk(path)
-                   for name in names if name.endswith(suffixes))
+    listed = _once((os.path.join(top, name) for top, _, names in os.walk(path)
+                    for name in names if name.endswith(suffixes)), fmt is None)
     if not listed:
         raise ProfilerError(f"{path}: no {_titles()} files in this directory")
     return {"": _unique([_file_part(*found, fmt, given) for found in listed])}
@@ -164,15 +165,16 @@ def _refuse(given: Collection[str], takes: Collection[str], what: str) -> None:
                                 f"{listed} sources")
 
 
-def _once(paths: Iterable[str | Path]) -> list[tuple[str, int, bytes | None]]:
+def _once(paths: Iterable[str | Path], heads: bool = True
+          ) -> list[tuple[str, int, bytes | None]]:
     """The regular files among ``paths``, in path order, each once (by device and inode:
     symlinked directories, or a link loop that a ``**`` glob goes round, would list one
-    shard many times; the shallowest of its names is kept), with their sizes and first
-    bytes (`files.look`: thousands are looked up without the GIL, and no `Path` is made
-    for them)."""
-    named = [os.fspath(p) for p in paths]
+    shard many times; the shallowest of its names is kept), with their sizes and (with
+    ``heads``) first bytes (`files.look`: thousands are looked up without the GIL, and
+    listing them makes no `Path`), spelled as `Path` spells them (`base.spelled`)."""
+    named = [spelled(os.fspath(p)) for p in paths]
     best: dict[tuple[int, int], tuple[list[str], str, int, bytes | None]] = {}
-    for p, found in zip(named, files.look(named), strict=True):
+    for p, found in zip(named, files.look(named, heads), strict=True):
         if found.size < 0:
             continue
         key = p.split(os.sep)

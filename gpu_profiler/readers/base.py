@@ -208,6 +208,23 @@ class FileShard:
         return None
 
 
+def suffix(path: str) -> str:
+    """The file name's suffix, as `Path.suffix` says it (without making a `Path`)."""
+    name = path.rstrip(os.sep).rpartition(os.sep)[2]
+    i = name.rfind(".")
+    return name[i:] if 0 < i < len(name) - 1 else ""
+
+
+def spelled(path: str) -> str:
+    """``path`` spelled as `Path` spells it (no ``.`` component, no doubled separator:
+    labels, and the listing that `--part` slices, name a file one way), made into a
+    `Path` only when it is spelled otherwise."""
+    if f"{os.sep}{os.sep}" in path or f"{os.sep}.{os.sep}" in path \
+            or path.startswith(f".{os.sep}") or path.endswith((f"{os.sep}.", os.sep)):
+        return str(Path(path))
+    return path
+
+
 def same_schema(label: str, schema: Any, like: tuple[str, Any]) -> None:
     """A `ProfilerError` unless ``schema`` (of the part ``label``) is ``like`` 's (a label
     and the schema every part of the scan must have)."""

@@ -64,19 +64,22 @@ def sizes(paths: Sequence[str]) -> list[int]:
                                                              strict=True)]
 
 
-def look(paths: Sequence[str]) -> list[Found]:
+def look(paths: Sequence[str], heads: bool = True) -> list[Found]:
     """What each path names, a link followed (`Found`): ``os.stat`` 's answers, and the
-    file's first bytes. Thousands of paths are looked up by the native kernel
-    (`kernels.posix.look`) in threads of their own, without the GIL; fewer, or where the
-    native kernels are not built, in Python: the same answers (what the kernel finds
-    missing or cannot read is asked again so: a sandbox may refuse ``statx`` itself)."""
-    found = _native(paths, follow=True, width=HEAD)
+    file's first bytes (None without ``heads``). Thousands of paths are looked up by the
+    native kernel (`kernels.posix.look`) in threads of their own, without the GIL; fewer,
+    or where the native kernels are not built, in Python: the same answers (what the kernel finds
+    missing, cannot read or cannot identify is asked again so: a sandbox may refuse
+    ``statx`` itself)."""
+    width = HEAD if heads else 0
+    found = _native(paths, follow=True, width=width)
     if found is None:
-        return [_look(p) for p in paths]
-    out, heads = found
-    blob = heads.tobytes()
-    return [_look(p) if size == MISSING or got < 0 else
-            Found(size, (dev, ino), blob[i * HEAD:i * HEAD + got] if size >= 0 else None)
+        return [_look(p, heads) for p in paths]
+    out, read = found
+    blob = read.tobytes()
+    return [_look(p, heads) if size == MISSING or got < 0 or ino < 0 else
+            Found(size, (dev, ino), blob[i * width:i * width + got]
+                  if size >= 0 and heads else None)
             for i, (p, (size, dev, ino, got)) in enumerate(zip(paths, out.tolist(),
                                                                strict=True))]
 
@@ -114,7 +117,7 @@ def _size(path: str) -> int:
     return st.st_size if stat.S_ISREG(st.st_mode) else OTHER
 
 
-def _look(path: str) -> Found:
+def _look(path: str, heads: bool = True) -> Found:
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -122,7 +125,7 @@ def _look(path: str) -> Found:
     if not stat.S_ISREG(st.st_mode):
         return Found(OTHER, (0, 0), None)
     identity = (os.major(st.st_dev) << 32 | os.minor(st.st_dev), st.st_ino)
-    return Found(st.st_size, identity, head(path))
+    return Found(st.st_size, identity, head(path) if heads else None)
 
 
 def head(path: str | os.PathLike[str]) -> bytes | None:

@@ -34,7 +34,7 @@ from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.readers import ipc_check
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec, arrays_to_chunks
-from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
+from gpu_profiler.readers.base import FileShard, Reading, ShardFormat, suffix
 from gpu_profiler.readers.ipc_format import (
     FILE_MAGIC,
     SCHEMA_ERRORS,
@@ -180,7 +180,7 @@ def _is_stream(head: bytes, path: str) -> bool:
     """A stream opens with a continuation marker (or, before format 0.15, a length)."""
     return head[:4] == b"\xff\xff\xff\xff" or (
         len(head) >= 4 and head[:4] != b"\x00\x00\x00\x00"
-        and os.path.splitext(path)[1] in (".arrow", ".arrows", ".ipc"))
+        and suffix(path) in (".arrow", ".arrows", ".ipc"))
 
 
 FILE_FORMAT = ShardFormat("ipc", "Arrow IPC", (".arrow", ".feather", ".ipc"),

@@ -29,7 +29,7 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk, Documents
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers import megatron
-from gpu_profiler.readers.base import FileShard, Reading, ShardFormat, SourceOptions
+from gpu_profiler.readers.base import FileShard, Reading, ShardFormat, SourceOptions, suffix
 
 LLMC_MAGIC = 20240520
 LLMC_HEADER = 256 * 4
@@ -169,7 +169,7 @@ def _sniff(head: bytes, path: str) -> bool:
     """llm.c's and numpy's headers by their magic bytes; a raw ``.bin`` (no magic) by its
     name (a Megatron-LM data file is claimed before this is asked)."""
     return (head.startswith(NPY_MAGIC) or head[:4] == struct.pack("<i", LLMC_MAGIC)
-            or os.path.splitext(path)[1] == ".bin")
+            or suffix(path) == ".bin")
 
 
 def _part(path: str | Path) -> TokenPart:

@@ -46,11 +46,7 @@ def sniff(path: str | Path, head: bytes | None = None) -> ShardFormat:
     where the listing read them (`files.look`)."""
     if head is None:
         try:
-            fd = os.open(path, files.OPEN_FLAGS)
-            try:
-                head = os.read(fd, files.HEAD)
-            finally:
-                os.close(fd)
+            head = files.head(path)
         except OSError as exc:
             raise ProfilerError(f"{path}: cannot read ({exc.strerror})") from None
     name = os.fspath(path)

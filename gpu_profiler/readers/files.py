@@ -68,9 +68,9 @@ def look(paths: Sequence[str], heads: bool = True) -> list[Found]:
     """What each path names, a link followed (`Found`): ``os.stat`` 's answers, and the
     file's first bytes (None without ``heads``). Thousands of paths are looked up by the
     native kernel (`kernels.posix.look`) in threads of their own, without the GIL; fewer,
-    or where the native kernels are not built, in Python: the same answers (what the kernel finds
-    missing, cannot read or cannot identify is asked again so: a sandbox may refuse
-    ``statx`` itself)."""
+    or where the native kernels are not built, in Python: the same answers (what the
+    kernel finds missing, cannot read or cannot identify is asked again so: a sandbox may
+    refuse ``statx`` itself)."""
     width = HEAD if heads else 0
     found = _native(paths, follow=True, width=width)
     if found is None:
@@ -125,19 +125,21 @@ def _look(path: str, heads: bool = True) -> Found:
     if not stat.S_ISREG(st.st_mode):
         return Found(OTHER, (0, 0), None)
     identity = (os.major(st.st_dev) << 32 | os.minor(st.st_dev), st.st_ino)
-    return Found(st.st_size, identity, head(path) if heads else None)
-
-
-def head(path: str | os.PathLike[str]) -> bytes | None:
-    """The first `HEAD` bytes of a file (None: it cannot be opened or read)."""
     try:
-        fd = os.open(path, OPEN_FLAGS)
-        try:
-            return os.read(fd, HEAD)
-        finally:
-            os.close(fd)
+        first = head(path) if heads else None
     except OSError:
-        return None
+        first = None
+    return Found(st.st_size, identity, first)
+
+
+def head(path: str | os.PathLike[str]) -> bytes:
+    """The first `HEAD` bytes of a file (opened as the kernels open files: a FIFO put in
+    its place cannot block)."""
+    fd = os.open(path, OPEN_FLAGS)
+    try:
+        return os.read(fd, HEAD)
+    finally:
+        os.close(fd)
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_profiler.histogram import LengthHistogram, Sum, auto_cap, merge
+from gpu_profiler.histogram import LengthHistogram, Sum, auto_cap
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class RunTally:
     def __init__(self) -> None:
         self._counts: Counter[int] = Counter()
         self._nulls = 0
-        self._counted: LengthHistogram | None = None
+        self._counted: Sum | None = None
 
     def add(self, run: Run) -> None:
         """Count one run."""
@@ -42,7 +42,9 @@ class RunTally:
 
     def counted(self, hist: LengthHistogram) -> None:
         """Add the histogram of samples counted as they were read."""
-        self._counted = hist if self._counted is None else merge([self._counted, hist])
+        if self._counted is None:
+            self._counted = Sum()
+        self._counted.add(hist)
 
     def __bool__(self) -> bool:
         return bool(self._counts) or self._nulls > 0 or self._counted is not None
@@ -66,5 +68,5 @@ class RunTally:
                 total.add(LengthHistogram(np.zeros(cap + 1, np.int64), n, n * v, v, v))
         total.nulls += self._nulls
         if self._counted is not None:
-            total.add(self._counted)
+            total.add(self._counted.histogram())
         return total.histogram()

@@ -114,24 +114,27 @@ def look(names, starts, lo, hi, follow, flags, buf, heads, width, out):
         out[i, 1] = (np.int64(word[_DEV_MAJOR_AT]) << 32) | np.int64(word[_DEV_MINOR_AT])
         out[i, 2] = np.int64(buf[_INO_AT]) if said & _STATX_INO else -1
         if width > 0:
-            out[i, 3] = _head(name, flags, heads[i * width:(i + 1) * width])
+            got, failed = _read_start(name, flags, heads[i * width:(i + 1) * width])
+            out[i, 3] = -1 if failed else got
 
 
 @njit(cache=True)
-def _head(name, flags, head):
-    """The first bytes of the file at address ``name``, read into ``head``: how many (-1:
-    it cannot be opened or read)."""
+def _read_start(name, flags, into):
+    """Read the start of the file at address ``name`` into ``into`` (as much as fits):
+    ``(bytes read, whether a read failed)``; ``(-1, True)`` where it cannot be opened."""
     fd = _open(name, flags)
     if fd < 0:
-        return np.int64(-1)
-    got = n = np.int64(0)
-    while got < head.size:
-        n = _pread(fd, head[got:].ctypes.data, head.size - got, got)
+        return np.int64(-1), True
+    got = np.int64(0)
+    failed = False
+    while got < into.size:
+        n = _pread(fd, into[got:].ctypes.data, into.size - got, got)
         if n <= 0:
+            failed = n < 0
             break
         got += n
     _close(fd)
-    return got if n >= 0 else np.int64(-1)
+    return got, failed
 
 
 @njit(cache=True)
@@ -139,15 +142,5 @@ def read_file(names, at, flags, buf, size):
     """Read the file named at ``names[at:]`` (NUL-terminated) into ``buf[:size + 1]`` from
     its start; whether it held exactly ``size`` bytes (one more is asked for, to tell a
     file that grew). ``flags``: `os.open`'s (read only, close on exec)."""
-    fd = _open(names[at:].ctypes.data, flags)
-    if fd < 0:
-        return False
-    got = np.int64(0)
-    want = min(size + 1, buf.size)
-    while got < want:
-        n = _pread(fd, buf[got:].ctypes.data, want - got, got)
-        if n <= 0:
-            break
-        got += n
-    _close(fd)
+    got, _ = _read_start(names[at:].ctypes.data, flags, buf[:min(size + 1, buf.size)])
     return got == size

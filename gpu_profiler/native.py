@@ -26,6 +26,7 @@ import importlib.util
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -182,9 +183,11 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
 
 
 def _build(path: Path, failed: Path) -> None:
-    if sys.stderr.isatty():  # a first scan would otherwise seem to hang
-        print("gpu-profiler: building the native CPU kernels (once per machine and version; "
-              "5-15 s)", file=sys.stderr, flush=True)
+    # Said on any stderr, a terminal or a cluster job's log: a first scan or plan would
+    # otherwise look hung for the build's seconds to minutes.
+    print(f"gpu-profiler: building the native CPU kernels in {path.parent} (once per machine "
+          "and version; 15 s to 2 min on a busy 2-core machine)", file=sys.stderr, flush=True)
+    began = time.perf_counter()
     try:
         from gpu_profiler.kernels import aot
     except ImportError as exc:
@@ -194,6 +197,9 @@ def _build(path: Path, failed: Path) -> None:
         aot.build(path, EXPORTS)
     except aot.BuildError as exc:
         failed.write_text(f"{exc}\n")
+    said = "failed; the kernels run through numba's JIT" if failed.exists() else "built"
+    print(f"gpu-profiler: native CPU kernels {said} in {time.perf_counter() - began:.0f} s",
+          file=sys.stderr, flush=True)
 
 
 @cache

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from gpu_profiler.analysis.policies import batch_size_for
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 
-SCHEMA = "gpu-profiler/sampler/v1"
+SCHEMA = "gpu-profiler/sampler/v2"
 POLICIES = ("fixed", "sorted")
 #: Samples per shuffled pile: 1 MiB of int64, a core's L2 here, small enough to shuffle in
 #: cache with few enough piles to scatter into (bench/results/plan.md sweeps it).
@@ -239,6 +240,8 @@ def _fill_last_step(s: np.ndarray, e: np.ndarray, bk: np.ndarray, world: int
 
 
 def _as_lengths(lengths: Any) -> np.ndarray:
+    """Lengths given in memory (numpy, pyarrow, a torch tensor on any device, a cupy array,
+    a Python sequence) as one contiguous int32/int64 numpy array."""
     import pyarrow as pa
 
     x = lengths
@@ -246,13 +249,29 @@ def _as_lengths(lengths: Any) -> np.ndarray:
         from gpu_profiler.lengths import lengths as read
 
         x = read(x)
-    x = np.asarray(x)
+    module = type(x).__module__.split(".")[0]
+    if module == "torch":
+        x = x.detach().cpu().numpy()
+    elif module == "cupy":
+        x = x.get()
+    try:
+        x = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise ProfilerError(f"lengths must be a 1-D integer array: {exc}") from None
     if x.ndim != 1 or not (np.issubdtype(x.dtype, np.integer) or x.size == 0):
         raise ProfilerError(f"lengths must be a 1-D integer array, got {x.dtype}[{x.ndim}d]")
     if x.dtype == np.uint64 and x.size and int(x.max()) >= 2**63:
         raise ProfilerError("lengths above 2**63 - 1 are not lengths")
     return np.ascontiguousarray(x, np.int32 if x.dtype in (np.int8, np.int16, np.int32,
                                                            np.uint8, np.uint16) else np.int64)
+
+
+def _in_memory(lengths: Any) -> bool:
+    """Whether ``lengths`` holds the lengths themselves (not a source to read them from)."""
+    if isinstance(lengths, (np.ndarray, list, tuple, range)):
+        return True
+    return type(lengths).__module__.split(".")[0] in ("pyarrow", "torch", "cupy") and \
+        not type(lengths).__name__ == "Table"
 
 
 def _key(seed: int, epoch: int) -> int:
@@ -263,57 +282,69 @@ def _key(seed: int, epoch: int) -> int:
 
 class BucketBatchSampler:
     """Batches of sample indices by length bucket, in the interleaved order; a batch
-    sampler for ``torch.utils.data.DataLoader(ds, batch_sampler=sampler)`` (torch's Sampler
-    protocol; torch is not needed).
+    sampler for ``torch.utils.data.DataLoader(ds, batch_sampler=sampler)`` (torch's
+    BatchSampler protocol; torch is not needed).
 
     Args:
-        lengths: per-sample lengths (numpy or pyarrow integer array), or any source
-            :func:`gpu_profiler.histogram` takes, read with :func:`gpu_profiler.lengths`
-            (``column``, ``offsets_of``, ``split``, ``format``, and for Megatron-LM
-            datasets and token streams ``unit``, ``eot``, ``eot_position``,
-            ``token_dtype``; given with an array of lengths, they are an error).
+        lengths: per-sample lengths (numpy, pyarrow, a torch tensor, a cupy array or a
+            Python sequence of integers), or any source :func:`gpu_profiler.histogram`
+            takes, read with :func:`gpu_profiler.lengths` (``column``, ``offsets_of``,
+            ``split``, ``format``, and for Megatron-LM datasets and token streams ``unit``,
+            ``eot``, ``eot_position``, ``token_dtype``; given with lengths in memory, they
+            are an error).
         bounds, max_seq_len, token_budget, max_batch_size: the bucket table's parameters.
-        policy: ``fixed`` (the bucket table's batch size per bucket) or ``sorted`` (filled
-            under the token budget).
+        policy: ``fixed`` (the bucket table's batch size per bucket), ``sorted`` (filled
+            under the token budget) or ``packed`` (rows of samples packed up to
+            ``max_seq_len``, `gpu_profiler.packing`).
         order: ``stride`` (the interleaving planner) or ``random`` (a shuffle of all
             batches, or steps).
         seed: with the epoch (:meth:`set_epoch`), decides every shuffle.
-        rank, world_size: this rank of ``world_size`` data-parallel ranks.
+        rank: this rank's batches only (a plain DDP loop, Lightning); ``None`` (default):
+            every rank's batches, step by step (global batch ``j`` is step ``j //
+            world_size``'s batch for rank ``j % world_size``): what accelerate's
+            ``prepare`` and HF Trainer need, whose batch sampler shard deals batch ``j`` to
+            process ``j % num_processes``.
+        world_size: data-parallel ranks.
         drop_last: drop each bucket's incomplete batch and an incomplete last step.
         max_run: cap on same-bucket runs (default: the least possible).
         align_ranks: one bucket per step across ranks (see the module docstring).
+        drop_outside: train without the samples no bucket holds (null or negative
+            lengths, lengths outside ``[bounds[0], bounds[-1])`` once clipped to
+            ``max_seq_len``); by default they are an error that says how many and why.
 
-    Iterating yields one list of sample indices (ints) per micro-batch of this rank.
+    Iterating yields one list of sample indices (ints) per micro-batch.
     """
 
     def __init__(self, lengths: Any, *, bounds: Sequence[int] | str = DEFAULT_BOUNDS,
                  max_seq_len: int = BucketParams.max_seq_len,
                  token_budget: int = BucketParams.token_budget,
                  max_batch_size: int = BucketParams.max_batch_size, policy: str = "fixed",
-                 order: str = "stride", seed: int = 0, rank: int = 0, world_size: int = 1,
-                 drop_last: bool = False, max_run: int | None = None,
-                 align_ranks: bool = True, column: str | None = None,
-                 offsets_of: str | None = None, split: str | None = None,
-                 format: str | None = None, unit: str | None = None, eot: int | None = None,
-                 eot_position: str | None = None, token_dtype: str | None = None) -> None:
+                 order: str = "stride", seed: int = 0, rank: int | None = None,
+                 world_size: int = 1, drop_last: bool = False, max_run: int | None = None,
+                 align_ranks: bool = True, drop_outside: bool = False,
+                 column: str | None = None, offsets_of: str | None = None,
+                 split: str | None = None, format: str | None = None, unit: str | None = None,
+                 eot: int | None = None, eot_position: str | None = None,
+                 token_dtype: str | None = None) -> None:
         self.params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget,
                                    max_batch_size, world_size=world_size)
         if policy not in POLICIES:
-            raise ProfilerError(f"policy must be fixed or sorted, got {policy!r}")
+            raise ProfilerError(f"policy must be fixed, sorted or packed, got {policy!r}")
         if order not in ("stride", "random"):
             raise ProfilerError(f"order must be stride or random, got {order!r}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-            raise ProfilerError(f"rank must be in 0..{world_size - 1}, got {rank!r}")
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)
+                                 or not 0 <= rank < world_size):
+            raise ProfilerError(f"rank must be None or in 0..{world_size - 1}, got {rank!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ProfilerError(f"seed must be an integer, got {seed!r}")
         source: dict[str, Any] = {
             "column": column, "offsets_of": offsets_of, "split": split, "format": format,
             "unit": unit, "eot": eot, "eot_position": eot_position, "token_dtype": token_dtype}
-        if isinstance(lengths, np.ndarray) or type(lengths).__module__.startswith("pyarrow"):
+        if _in_memory(lengths):
             given = [name for name, value in source.items() if value is not None]
             if given:
                 raise ProfilerError(f"{', '.join(given)}: options of a source to read; the "
-                                    "lengths were given as an array")
+                                    "lengths were given in memory")
             self.lengths = _as_lengths(lengths)
         else:
             from gpu_profiler.lengths import lengths as read
@@ -321,80 +352,258 @@ class BucketBatchSampler:
             self.lengths = _as_lengths(read(lengths, **source))
         self.policy, self.order, self.seed, self.rank = policy, order, seed, rank
         self.drop_last, self.max_run, self.align_ranks = drop_last, max_run, align_ranks
-        self.epoch, self._start, self._position = 0, 0, 0
-        self._plan: tuple[int, EpochPlan] | None = None
-        self._fingerprint: str | None = None
+        self.drop_outside = drop_outside
+        self.epoch = 0
+        #: (world size, steps trained) of each earlier world this epoch ran under before a
+        #: resume at another world size (see `load_state_dict`).
+        self._worlds: tuple[tuple[int, int], ...] = ()
+        self._resume = 0  # the step of this epoch every new iteration starts at
+        self._cursor = 0  # the step after the last one the latest iteration handed out
+        self._done = False  # an iteration handed out this epoch's last step
+        self._ahead = 0  # batches a plain torch DataLoader's workers fetch ahead of training
+        self._plan: tuple[tuple[int, tuple[tuple[int, int], ...]], EpochPlan] | None = None
+        self._digest: str | None = None
+        if not drop_outside:
+            _refuse_outside(self.lengths, self.params)
         if max_run is not None:
             self.plan()  # an infeasible max_run fails here, not mid-training
 
+    # ------------------------------------------------ torch's BatchSampler protocol
     @property
     def world_size(self) -> int:
         return self.params.world_size
 
+    @property
+    def sampler(self) -> BucketBatchSampler:
+        """The sampler itself: where accelerate's ``DataLoaderShard.set_epoch`` and
+        Lightning look for ``set_epoch`` (``loader.batch_sampler[.batch_sampler].sampler``)."""
+        return self
+
+    #: Batches vary in size: wrappers (accelerate's batch sampler shard) must not assume one.
+    batch_size = None
+
+    @property
+    def resume_step(self) -> int:
+        """The step of the current epoch the next iteration starts at (0, or where
+        `load_state_dict` resumed)."""
+        return 0 if self._done else self._resume
+
     def set_epoch(self, epoch: int) -> None:
-        """Reshuffle and re-plan for ``epoch`` (the same on every rank and machine)."""
+        """Reshuffle and re-plan for ``epoch`` (the same on every rank and machine). The
+        current epoch again keeps a resume point (a resumed loop may name its epoch)."""
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ProfilerError(f"epoch must be a non-negative integer, got {epoch!r}")
         if epoch != self.epoch:
-            self.epoch, self._start, self._position = epoch, 0, 0
+            self._start_epoch(epoch)
+
+    def _start_epoch(self, epoch: int) -> None:
+        self.epoch, self._worlds = epoch, ()
+        self._resume = self._cursor = 0
+        self._done = False
 
     def plan(self) -> EpochPlan:
         """This epoch's plan, all ranks together (computed once per epoch)."""
-        if self._plan is None or self._plan[0] != self.epoch:
+        key = (self.epoch, self._worlds)
+        if self._plan is None or self._plan[0] != key:
             self._plan = None  # the last epoch's plan goes before this one is built
-            plan = plan_epoch(self.lengths, self.params, policy=self.policy, seed=self.seed,
-                              epoch=self.epoch, drop_last=self.drop_last,
-                              max_run=self.max_run, align_ranks=self.align_ranks)
-            if self.order == "random":
-                plan = _shuffled_steps(plan, _key(self.seed, self.epoch))
-            self._plan = (self.epoch, plan)
+            self._plan = (key, self._build(self.params.world_size, self._worlds))
         return self._plan[1]
 
+    def _build(self, world: int, earlier: tuple[tuple[int, int], ...]) -> EpochPlan:
+        """The epoch's plan at ``world`` ranks, over the samples the ``earlier`` worlds'
+        steps left (each earlier world's plan being built the same way)."""
+        params = replace(self.params, world_size=world)
+        if earlier:
+            *before, (w, steps) = earlier
+            index, offsets = self._build(w, tuple(before)).indices()
+            index = np.sort(index[offsets[steps * w]:])  # its batches' samples not trained
+            plan = self._plan_of(self.lengths[index], params)
+            return replace(plan, layout=index[plan.layout])
+        return self._plan_of(self.lengths, params)
+
+    def _plan_of(self, x: np.ndarray, params: BucketParams) -> EpochPlan:
+        plan = plan_epoch(x, params, policy=self.policy, seed=self.seed, epoch=self.epoch,
+                          drop_last=self.drop_last, max_run=self.max_run,
+                          align_ranks=self.align_ranks)
+        if self.order == "random":
+            plan = _shuffled_steps(plan, _key(self.seed, self.epoch))
+        return plan
+
     def __len__(self) -> int:
-        return self.plan().steps
+        """The batches the next iteration yields: this rank's (or every rank's, with
+        ``rank=None``), from `resume_step` to the epoch's end."""
+        steps = self.plan().steps if self._done else self.plan().steps - self._resume
+        return steps * (self.world_size if self.rank is None else 1)
 
     def __iter__(self) -> Iterator[list[int]]:
-        plan = self.plan()
-        start, self._start = self._start, 0
-        for step in range(start, plan.steps):
-            self._position = step + 1
-            yield plan.batch(step * plan.world_size + self.rank).tolist()
+        if self._done:  # the last iteration ended this epoch: this one is the next epoch
+            self._start_epoch(self.epoch + 1)
+        self._check_driver(sys._getframe(1))
+        plan, world = self.plan(), self.world_size
+        ranks = range(world) if self.rank is None else (self.rank,)
+        self._cursor = self._resume
+        for step in range(self._resume, plan.steps):
+            for r in ranks:
+                if r == ranks[-1]:  # the step is handed out once its last batch is
+                    self._cursor = step + 1
+                    self._done = self._cursor == plan.steps
+                yield plan.batch(step * world + r).tolist()
+
+    def _check_driver(self, frame: Any) -> None:
+        """Look at what iterates the sampler (the few frames above): refuse to be dealt
+        to ranks twice (a rank's sampler inside accelerate's shard) or not at all (every
+        rank's batches in a plain DDP loop), and note a torch DataLoader whose workers
+        fetch ahead of training (then `state_dict` needs the loop's ``next_step``)."""
+        dealer, self._ahead = None, 0
+        for _ in range(6):
+            if frame is None:
+                break
+            owner = frame.f_locals.get("self")
+            name = type(owner).__name__
+            if name == "BatchSamplerShard" and getattr(owner, "num_processes", 1) > 1:
+                dealer = owner
+            elif name == "_MultiProcessingDataLoaderIter" and \
+                    type(owner).__module__.startswith("torch."):
+                self._ahead = owner._num_workers * owner._prefetch_factor
+            frame = frame.f_back
+        if dealer is not None and self.rank is not None:
+            raise ProfilerError(
+                f"this sampler yields rank {self.rank}'s batches only, and accelerate's "
+                f"prepare() deals them again to {dealer.num_processes} processes (each would "
+                "train 1/world of its share): build it with rank=None")
+        if dealer is None and self.rank is None and self.world_size > 1 and _distributed():
+            raise ProfilerError(
+                f"rank=None yields the batches of all {self.world_size} ranks, for "
+                "accelerate's prepare() (HF Trainer) to deal; iterated directly in a "
+                "distributed job every rank would train them all: pass rank=")
 
     # ------------------------------------------------------------ resume
+    def _identity(self) -> dict[str, Any]:
+        """What the plan depends on, but for the world size (a resume may change it)."""
+        if self._digest is None:
+            h = hashlib.blake2b(self.lengths.data, digest_size=16)
+            h.update(str(self.lengths.dtype).encode())
+            self._digest = h.hexdigest()
+        p = self.params
+        return {"samples": int(self.lengths.size), "lengths": self._digest,
+                "bounds": list(p.bounds), "max_seq_len": p.max_seq_len,
+                "token_budget": p.token_budget, "max_batch_size": p.max_batch_size,
+                "policy": self.policy, "order": self.order, "seed": self.seed,
+                "drop_last": self.drop_last, "max_run": self.max_run,
+                "align_ranks": self.align_ranks, "drop_outside": self.drop_outside}
+
     def fingerprint(self) -> str:
-        """Names the lengths and every parameter the plan depends on (not the rank)."""
-        if self._fingerprint is None:
-            h = hashlib.blake2b(digest_size=16)
-            h.update(json.dumps([SCHEMA, self.params.to_dict(), self.policy, self.order,
-                                 self.seed, self.drop_last, self.max_run,
-                                 self.align_ranks, str(self.lengths.dtype)]).encode())
-            h.update(self.lengths.data)
-            self._fingerprint = h.hexdigest()
-        return self._fingerprint
+        """Names the lengths and every parameter the plan depends on but the world size."""
+        return hashlib.blake2b(json.dumps(self._identity()).encode(),
+                               digest_size=16).hexdigest()
 
     def state_dict(self, next_step: int | None = None) -> dict[str, Any]:
-        """Where iteration stands: the epoch and the next step (by default, the batches
-        yielded so far this epoch; a DataLoader that prefetches runs ahead of training, so
-        pass the steps the training loop has taken instead). Save it with the model."""
-        step = self._position if next_step is None else next_step
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ProfilerError(f"next_step must be a non-negative integer, got {step!r}")
-        return {"schema": SCHEMA, "fingerprint": self.fingerprint(), "epoch": self.epoch,
-                "next_step": step}
+        """Where training stands: the epoch and its next step. By default, the steps this
+        sampler has handed out this epoch (right without workers, and under torchdata's
+        ``StatefulDataLoader``, which asks as it fetches). A plain DataLoader's workers
+        fetch ahead of training: there pass the steps the loop has trained this epoch (it
+        is an error not to). At an epoch's end, the state is the next epoch's start."""
+        if next_step is None:
+            if self._ahead and 0 < self._cursor < self.plan().steps:
+                raise ProfilerError(
+                    f"a DataLoader's workers fetch up to {self._ahead} batches ahead of "
+                    "training, so the steps this sampler handed out are not the steps "
+                    "trained: pass state_dict(next_step=<steps trained this epoch>), or use "
+                    "torchdata's StatefulDataLoader")
+            step = self._cursor
+        else:
+            step = next_step
+        if isinstance(step, bool) or not isinstance(step, int) or not \
+                0 <= step <= self.plan().steps:
+            raise ProfilerError(f"next_step must be an integer in 0..{self.plan().steps}, "
+                                f"got {step!r}")
+        epoch, worlds = self.epoch, self._worlds
+        if step == self.plan().steps:
+            epoch, step, worlds = epoch + 1, 0, ()
+        return {"schema": SCHEMA, "fingerprint": self.fingerprint(), "plan": self._identity(),
+                "epoch": epoch, "next_step": step, "world_size": self.world_size,
+                "earlier_worlds": [list(w) for w in worlds]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at the exact next batch (O(1): nothing is replayed). Refuses a state made
-        from other lengths or parameters."""
+        """Resume at the exact next step (nothing is replayed). A state made at another
+        world size re-plans the rest of its epoch over the samples not yet trained (each
+        exactly once); one made from other lengths or parameters is refused, naming them."""
         if not isinstance(state, dict) or state.get("schema") != SCHEMA:
-            raise ProfilerError("not a BucketBatchSampler state (no "
-                                f"schema {SCHEMA!r})")
-        if state.get("fingerprint") != self.fingerprint():
-            raise ProfilerError("this sampler state was made from other lengths or "
-                                "parameters (its plan fingerprint differs); refusing to resume")
-        epoch, step = state.get("epoch"), state.get("next_step")
-        if not (isinstance(epoch, int) and isinstance(step, int) and epoch >= 0 and step >= 0):
-            raise ProfilerError(f"bad sampler state: epoch {epoch!r}, next_step {step!r}")
-        self.epoch, self._start, self._position = epoch, step, step
+            raise ProfilerError(f"not a BucketBatchSampler state (no schema {SCHEMA!r}; "
+                                "states of older versions cannot be resumed)")
+        made = state.get("plan")
+        if not isinstance(made, dict):
+            raise ProfilerError("bad sampler state: no plan parameters")
+        ours = self._identity()
+        differ = [k for k in ours if made.get(k) != ours[k]]
+        if differ:
+            said = ", ".join(
+                f"{k}={made.get(k)!r} (this sampler: {ours[k]!r})" if k != "lengths" else
+                "other lengths (another corpus, or another order or version of it)"
+                for k in differ)
+            raise ProfilerError(f"this sampler state was made with {said}; refusing to "
+                                "resume")
+        epoch: Any = state.get("epoch")
+        step: Any = state.get("next_step")
+        world: Any = state.get("world_size")
+        earlier: Any = state.get("earlier_worlds")
+        if not (_count(epoch) and _count(step) and _count(world) and world > 0
+                and isinstance(earlier, list) and len(earlier) <= 64
+                and all(isinstance(w, list) and len(w) == 2 and _count(w[0]) and w[0] > 0
+                        and _count(w[1]) for w in earlier)):
+            raise ProfilerError(f"bad sampler state: epoch {epoch!r}, next_step {step!r}, "
+                                f"world_size {world!r}, earlier_worlds {earlier!r}")
+        worlds = tuple((int(w), int(s)) for w, s in earlier)
+        self._start_epoch(epoch)
+        if world != self.world_size and step:
+            worlds, step = (*worlds, (world, step)), 0
+        self._worlds = worlds
+        steps = self.plan().steps
+        if step > steps:
+            raise ProfilerError(f"bad sampler state: next_step {step} of an epoch of {steps} "
+                                "steps")
+        self._resume = self._cursor = step
+        self._done = step == steps and steps > 0
+
+
+def _refuse_outside(x: np.ndarray, p: BucketParams) -> None:
+    """A one-line error when some samples fit no bucket (they would never be trained),
+    saying how many, why, and the fix."""
+    from gpu_profiler import native
+
+    cap = p.max_seq_len
+    counts = np.zeros(cap + 2, np.int64)
+    native.kernel(f"clip_counts_{'int32' if x.dtype == np.int32 else 'int64'}")(x, cap, counts)
+    lo, hi = min(p.bounds[0], cap + 1), min(p.bounds[-1], cap + 1)
+    negative, below, above = int(counts[cap + 1]), int(counts[:lo].sum()), \
+        int(counts[hi:cap + 1].sum())
+    if not negative + below + above:
+        return
+    why = []
+    if above:
+        cut = int(counts[cap]) if hi <= cap else 0
+        why.append(f"{above:,} at or past the last bound {p.bounds[-1]}" + (
+            f" ({cut:,} of them longer than max_seq_len {cap} and clipped to it: end the "
+            f"bounds at {cap + 1} to train them truncated)" if cut else ""))
+    if below:
+        why.append(f"{below:,} shorter than the first bound {p.bounds[0]}")
+    if negative:
+        why.append(f"{negative:,} null or negative")
+    n = negative + below + above
+    raise ProfilerError(f"{n:,} of {x.size:,} samples ({100 * n / x.size:.2f}%) are in no "
+                        f"bucket and would never be trained: {'; '.join(why)}; pass "
+                        "drop_outside=True (plan --drop-outside) to train without them")
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _distributed() -> bool:
+    """Whether this process is one rank of several of an initialized torch.distributed."""
+    dist = sys.modules.get("torch.distributed")
+    return bool(dist is not None and dist.is_available() and dist.is_initialized()
+                and dist.get_world_size() > 1)
 
 
 def _shuffled_steps(plan: EpochPlan, key: int) -> EpochPlan:

@@ -132,11 +132,13 @@ def test_resume_equals_an_uninterrupted_run():
     behind = gp.BucketBatchSampler(x, world_size=2, rank=1, seed=7)
     behind.load_state_dict(s.state_dict(next_step=5))
     assert list(behind) == expected[5:]
-    assert list(resumed) == expected  # the next pass is the whole epoch again
+    after = gp.BucketBatchSampler(x, world_size=2, rank=1, seed=7)
+    after.set_epoch(4)
+    assert list(resumed) == list(after)  # the epoch ended: the next pass is the next epoch
     for other in (gp.BucketBatchSampler(x[:-1], world_size=2, rank=1, seed=7),
                   gp.BucketBatchSampler(x, world_size=2, rank=1, seed=8),
                   gp.BucketBatchSampler(x, world_size=2, rank=1, seed=7, token_budget=40000)):
-        with pytest.raises(ProfilerError, match="other lengths or parameters"):
+        with pytest.raises(ProfilerError, match="state was made with"):
             other.load_state_dict(state)
     with pytest.raises(ProfilerError, match="not a BucketBatchSampler state"):
         resumed.load_state_dict({"epoch": 1})
@@ -189,7 +191,7 @@ def test_shuffle_is_uniform():
 
 def test_bad_arguments_are_one_line_errors():
     x = np.arange(1, 100)
-    for kw, says in (({"policy": "packed"}, "fixed or sorted"), ({"order": "x"}, "stride or"),
+    for kw, says in (({"policy": "x"}, "fixed, sorted or packed"), ({"order": "x"}, "stride or"),
                      ({"rank": 2, "world_size": 2}, "rank must be"),
                      ({"max_run": 0}, "--max-run must be"), ({"seed": 1.5}, "seed must be")):
         with pytest.raises(ProfilerError, match=says):
@@ -220,3 +222,102 @@ def test_torch_data_loader(hf_dir):
         x), collate_fn=lambda rows: torch.stack(rows))
     seen = torch.cat(list(loader))
     assert sorted(seen.tolist()) == sorted(x.tolist())
+
+
+# ------------------------------------------------ inside the training stacks' loops
+def test_rank_none_yields_every_ranks_batches_in_the_order_a_shard_deals_them():
+    x = sft_lengths(4000, seed=8)
+    every = list(gp.BucketBatchSampler(x, world_size=3, seed=2))
+    ranks = every_batch(x, 3, seed=2)
+    assert len(every) == len(gp.BucketBatchSampler(x, world_size=3)) == 3 * len(ranks[0])
+    for r in range(3):  # accelerate's BatchSamplerShard: batch j to process j % 3
+        assert every[r::3] == ranks[r]
+    s = gp.BucketBatchSampler(x, world_size=3)
+    assert s.sampler is s and s.batch_size is None and s.drop_last is False
+
+
+def test_a_peek_keeps_the_resume_point_and_len_counts_what_is_left():
+    x = sft_lengths(3000, seed=9)
+    whole = gp.BucketBatchSampler(x, seed=1)
+    whole.set_epoch(2)
+    expected = list(whole)
+    s = gp.BucketBatchSampler(x, seed=1)
+    s.load_state_dict({**whole.state_dict(next_step=0), "epoch": 2, "next_step": 40})
+    assert s.resume_step == 40 and s.epoch == 2 and len(s) == len(expected) - 40
+    assert next(iter(s)) == expected[40]  # a peek ...
+    s.set_epoch(2)  # ... and the loop naming the epoch it resumes
+    assert list(s) == expected[40:]  # ... start where the state said
+    assert s.resume_step == 0 and len(s) == len(expected)  # the next pass: epoch 3, whole
+
+
+def test_the_state_at_an_epochs_end_is_the_next_epochs_start():
+    x = sft_lengths(2000, seed=10)
+    s = gp.BucketBatchSampler(x, seed=4)
+    list(s)
+    state = s.state_dict()
+    assert (state["epoch"], state["next_step"]) == (1, 0)
+    fresh = gp.BucketBatchSampler(x, seed=4)
+    fresh.set_epoch(1)  # torchdata loads its state after the loop's set_epoch
+    fresh.load_state_dict(state)
+    one = gp.BucketBatchSampler(x, seed=4)
+    one.set_epoch(1)
+    assert list(fresh) == list(one)
+    again = gp.BucketBatchSampler(x, seed=4)  # no set_epoch at all: epochs advance alone
+    assert list(again) != list(again) and again.epoch == 1
+
+
+def test_refused_states_name_what_differs():
+    x = sft_lengths(1000, seed=11)
+    state = gp.BucketBatchSampler(x, token_budget=40000).state_dict()
+    with pytest.raises(ProfilerError, match=r"token_budget=40000 \(this sampler: 49152\)"):
+        gp.BucketBatchSampler(x).load_state_dict(state)
+    with pytest.raises(ProfilerError, match="other lengths"):
+        gp.BucketBatchSampler(x[::-1].copy(), token_budget=40000).load_state_dict(state)
+    for bad in ({**state, "next_step": -1}, {**state, "earlier_worlds": [[0, 1]]},
+                {**state, "epoch": True}, {**state, "next_step": 10**9}):
+        with pytest.raises(ProfilerError, match="bad sampler state"):
+            gp.BucketBatchSampler(x, token_budget=40000).load_state_dict(bad)
+
+
+@pytest.mark.parametrize("old, new", [(2, 3), (4, 1), (1, 2)])
+@pytest.mark.parametrize("policy", ["fixed", "sorted"])
+def test_resuming_at_another_world_size_trains_the_rest_once(old, new, policy):
+    x = sft_lengths(3000, seed=12)
+    before = gp.BucketBatchSampler(x, world_size=old, seed=5, policy=policy)
+    before.set_epoch(1)
+    done = 7
+    trained = [b for j, b in enumerate(before) if j < done * old]
+    state = before.state_dict(next_step=done)
+    after = [gp.BucketBatchSampler(x, world_size=new, rank=r, seed=5, policy=policy)
+             for r in range(new)]
+    for s in after:
+        s.load_state_dict(state)
+    rest = [list(s) for s in after]
+    assert len({len(r) for r in rest}) == 1  # every rank as many steps
+    flat = np.concatenate([np.concatenate(trained)] + [np.array(b) for r in rest for b in r])
+    assert np.array_equal(np.sort(flat), np.arange(x.size))  # each sample exactly once
+    mid = after[0].state_dict(next_step=3)  # a state of the re-planned epoch resumes too
+    again = gp.BucketBatchSampler(x, world_size=new, rank=0, seed=5, policy=policy)
+    again.load_state_dict(mid)
+    assert list(again) == rest[0][3:]
+
+
+def test_samples_no_bucket_holds_are_an_error_or_dropped_on_request():
+    x = np.array([100] * 90 + [600] * 10 + [-1] * 2)
+    with pytest.raises(ProfilerError, match=r"12 of 102 samples .* 10 at or past the last "
+                       r"bound 512 \(10 of them longer than max_seq_len 512 .* end the bounds "
+                       r"at 513 .*2 null or negative; pass drop_outside=True"):
+        gp.BucketBatchSampler(x, bounds=[0, 256, 512], max_seq_len=512)
+    s = gp.BucketBatchSampler(x, bounds=[0, 256, 512], max_seq_len=512, drop_outside=True)
+    assert sum(map(len, s)) == 90 and s.plan().dropped_samples == 12
+    kept = gp.BucketBatchSampler(x[x >= 0], bounds=[0, 256, 513], max_seq_len=512)
+    assert sum(map(len, kept)) == 100
+
+
+def test_lengths_from_python_lists_torch_and_cupy_like_arrays():
+    x = sft_lengths(500, seed=13)
+    want = list(gp.BucketBatchSampler(x))
+    assert list(gp.BucketBatchSampler(x.tolist())) == want
+    assert list(gp.BucketBatchSampler(tuple(x.tolist()))) == want
+    torch = pytest.importorskip("torch", reason="torch is not installed here")
+    assert list(gp.BucketBatchSampler(torch.as_tensor(x))) == want

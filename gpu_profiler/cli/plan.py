@@ -31,6 +31,10 @@ def plan(
     mixed_steps: Annotated[bool, typer.Option(
         "--mixed-steps", metavar="", help="Let one step's micro-batches (one per rank) come from "
         "different buckets (default: one bucket per step, so no rank waits on another).")] = False,
+    drop_outside: Annotated[bool, typer.Option(
+        "--drop-outside", metavar="", help="Plan without the samples no bucket holds (null, "
+        "negative, or outside the bounds once clipped); by default they are an error "
+        "that says how many.")] = False,
     emit_order: Annotated[str | None, typer.Option(
         "--emit-order", metavar="FILE",
         help="Also write the bucket of every batch to FILE (one per line, or "
@@ -70,7 +74,7 @@ def plan(
                                  max_batch_size=params.max_batch_size, policy=policy,
                                  order=order, seed=seed, world_size=params.world_size,
                                  drop_last=drop_last, max_run=max_run,
-                                 align_ranks=not mixed_steps)
+                                 align_ranks=not mixed_steps, drop_outside=drop_outside)
     sampler.set_epoch(epoch)
     indexed = sampler.plan().indices()  # every sample index in batch order, gathered once
     summary = summarize(sampler, split, indexed)

@@ -59,6 +59,7 @@ _EXPORTS = {
     "BucketParams": "gpu_profiler.params",
     "lengths": "gpu_profiler.lengths",
     "BucketBatchSampler": "gpu_profiler.sampler",
+    "load_plan": "gpu_profiler.plan_file",
     "interleave": "gpu_profiler.analysis.interleave",
 }
 
@@ -75,6 +76,7 @@ if _TYPE_CHECKING:
     from gpu_profiler.histogram import LengthHistogram, merge
     from gpu_profiler.lengths import lengths
     from gpu_profiler.params import BucketParams
+    from gpu_profiler.plan_file import load_plan
     from gpu_profiler.sampler import BucketBatchSampler
 
 
@@ -108,6 +110,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BucketBatchSampler",
+    "load_plan",
     "BucketParams",
     "CpuOptions",
     "CudaOptions",

@@ -671,20 +671,3 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None,
                        (padded - tokens) / padded * 100 if padded else 0.0,
                        plan.dropped_samples, plan.split_batches,
                        tuple(early_buckets(plan.bucket[::plan.world_size], per.size)))
-
-
-def save_plan(path: str, plan: EpochPlan, summary: PlanSummary,
-              indexed: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-    """Write ``plan`` as ``.npz``: ``indices`` (int64, every sample index in batch order),
-    ``offsets`` (batch ``j`` is ``indices[offsets[j]:offsets[j + 1]]``), ``bucket`` (per
-    batch) and ``params`` (the summary, as JSON text); atomically (``indexed`` as in
-    :func:`summarize`)."""
-    import io
-
-    from gpu_profiler.render.output import write_atomic
-
-    index, offsets = indexed or plan.indices()
-    buf = io.BytesIO()
-    np.savez(buf, indices=index, offsets=offsets, bucket=plan.bucket,
-             params=np.array(json.dumps(summary.to_dict())))
-    write_atomic(path, buf.getvalue())

@@ -6,8 +6,11 @@ import json
 import os
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import run_cli as run
+from conftest import sft_lengths
 
 import gpu_profiler as gp
 
@@ -84,3 +87,48 @@ def test_says_which_buckets_cannot_end_in_the_last_2_percent(tmp_path, capsys):
     rc, out, _ = run(["plan", path, "-o", tmp_path / "p.npz", "--bounds", "0,100,8193"],
                      capsys)
     assert "the counts leave no room" in out
+
+
+def test_a_plan_file_read_back_counts_consumed_samples_per_step(tmp_path, capsys):
+    x = sft_lengths(3000, seed=21)
+    src = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"length": x}), src)
+    out = tmp_path / "p.npz"
+    rc, _, _ = run(["plan", src, "-o", out, "--world-size", "2", "--policy", "sorted"], capsys)
+    assert rc == 0
+    plan = gp.load_plan(str(out))
+    sampler = gp.BucketBatchSampler(x, world_size=2, policy="sorted")
+    assert plan.steps == sampler.plan().steps and plan.world_size == 2
+    sizes = [len(b) for b in sampler]  # every rank's batches, step by step
+    for step in (0, 1, 7, plan.steps):
+        consumed = sum(sizes[:2 * step])
+        assert plan.consumed_samples(step) == consumed and plan.step_at(consumed) == step
+    assert plan.batch(3, 1).tolist() == sampler.plan().batch(7).tolist()
+    with pytest.raises(gp.ProfilerError, match="no step boundary"):
+        plan.step_at(plan.consumed_samples(5) + 1)
+
+
+def test_hostile_plan_files_are_one_line_errors(tmp_path):
+    good = {"indices": np.arange(4), "offsets": np.array([0, 2, 4]), "bucket": np.array([0, 1]),
+            "params": np.array('{"params": {"world_size": 2}}')}
+    np.savez(tmp_path / "ok.npz", **good)
+    assert gp.load_plan(str(tmp_path / "ok.npz")).steps == 1
+    cases = {"missing": {k: v for k, v in good.items() if k != "bucket"},
+             "unsorted": {**good, "offsets": np.array([0, 3, 2])},
+             "past the end": {**good, "offsets": np.array([0, 2, 9])},
+             "world": {**good, "params": np.array('{"params": {"world_size": 3}}')},
+             "nan": {**good, "params": np.array('{"params": {"world_size": NaN}}')},
+             "deep": {**good, "params": np.array("[" * 100_000 + "]" * 100_000)},
+             "float": {**good, "indices": np.arange(4.0)},
+             "negative": {**good, "indices": np.array([0, -1, 2, 3])}}
+    for name, arrays in cases.items():
+        np.savez(tmp_path / f"{name}.npz", **arrays)
+        with pytest.raises(gp.ProfilerError) as err:
+            gp.load_plan(str(tmp_path / f"{name}.npz"))
+        assert len(str(err.value).splitlines()) == 1, name
+    np.savez(tmp_path / "pickled.npz", **{**good, "indices": np.array([object()])})
+    with pytest.raises(gp.ProfilerError):
+        gp.load_plan(str(tmp_path / "pickled.npz"))
+    (tmp_path / "junk.npz").write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(gp.ProfilerError, match="not a readable plan"):
+        gp.load_plan(str(tmp_path / "junk.npz"))

@@ -54,9 +54,10 @@ def plan(
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.histogram import LengthHistogram
     from gpu_profiler.lengths import lengths
+    from gpu_profiler.plan_file import save_plan
     from gpu_profiler.render import plan as r
     from gpu_profiler.render.output import check_writable
-    from gpu_profiler.sampler import BucketBatchSampler, save_plan, summarize
+    from gpu_profiler.sampler import BucketBatchSampler, summarize
 
     if not opts.output:
         raise ProfilerError("plan writes its batches to a file: pass -o FILE.npz")
@@ -78,7 +79,7 @@ def plan(
     sampler.set_epoch(epoch)
     indexed = sampler.plan().indices()  # every sample index in batch order, gathered once
     summary = summarize(sampler, split, indexed)
-    save_plan(opts.output, sampler.plan(), summary, indexed)
+    save_plan(opts.output, *indexed, sampler.plan().bucket, summary.to_dict())
     if emit_order:
         write_order(emit_order, sampler.plan().bucket)
     show(summary, opts.output_format, None, r.print_plan, r.plan_markdown, r.plan_csv, opts.width)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -173,7 +174,15 @@ def _cuts(values: np.ndarray, cnt: np.ndarray, n: int, p: BucketParams, policy: 
                                                 p.token_budget, p.max_batch_size,
                                                 int(drop_last), out)
         return out[:nb], lost
-    size = batch_size_for(int(values[-1]), p) or 1  # over budget: one sample a batch
+    size = batch_size_for(int(values[-1]), p)
+    if not size:  # a sample over the budget: the bucket's batch size would be 0
+        over = int(cnt[values > p.token_budget].sum())
+        warnings.warn(f"policy fixed: {over} samples of bucket [{values[0]}..{values[-1]}] are "
+                      f"longer than the token budget ({p.token_budget}), so each of the "
+                      f"bucket's {n} samples gets a batch of its own; policy sorted batches "
+                      "the others under the budget (or raise token_budget, lower "
+                      "max_seq_len)", stacklevel=4)
+        size = 1
     full, rest = divmod(n, size)
     keep = full + (1 if rest and not drop_last else 0)
     start = np.arange(keep, dtype=np.int64) * size

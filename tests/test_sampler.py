@@ -60,6 +60,9 @@ def test_batches_equal_the_policy(policy, drop_last):
 def test_samples_longer_than_the_budget_get_a_batch_each(policy):
     x = np.array([100] * 50 + [3000] * 7 + [5000] * 3)
     s = gp.BucketBatchSampler(x, bounds=[0, 1000, 8193], token_budget=4096, policy=policy)
+    if policy == "fixed":  # the whole bucket's batch size shrinks to 1: said, not silent
+        with pytest.warns(UserWarning, match="3 samples .* each of the bucket's 10 samples"):
+            s.plan()
     pol = evaluate_policy(gp.histogram(x, cap=8192), policy,
                           BucketParams((0, 1000, 8193), token_budget=4096))
     batches = list(s)
@@ -312,6 +315,10 @@ def test_samples_no_bucket_holds_are_an_error_or_dropped_on_request():
     assert sum(map(len, s)) == 90 and s.plan().dropped_samples == 12
     kept = gp.BucketBatchSampler(x[x >= 0], bounds=[0, 256, 513], max_seq_len=512)
     assert sum(map(len, kept)) == 100
+    # profile says the same of the same lengths: how many, and the fix
+    said = gp.profile(x[x >= 0], bounds=[0, 256, 512], max_seq_len=512).table.warnings
+    assert any("10 samples fall outside every bucket" in w and "end the bounds at 513" in w
+               for w in said), said
 
 
 def test_lengths_from_python_lists_torch_and_cupy_like_arrays():

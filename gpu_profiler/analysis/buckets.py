@@ -158,8 +158,13 @@ def _warnings(p: BucketParams, buckets: tuple[BucketRow, ...], unbucketed: int,
                 f"exceeds the token budget ({p.token_budget}), so no batch fits; raise "
                 "--token-budget or lower --max-seq-len")
     if unbucketed:
-        out.append(f"{unbucketed} samples fall outside every bucket "
-                   f"[{p.bounds[0]}, {p.bounds[-1]}) after clipping to {p.max_seq_len}")
+        fix = (f": every sample of {p.max_seq_len} tokens or more is clipped to "
+               f"{p.max_seq_len}, past the last bound; end the bounds at {p.max_seq_len + 1} "
+               "to train them truncated" if p.bounds[-1] <= p.max_seq_len else "")
+        out.append(f"{unbucketed} samples fall outside every bucket [{p.bounds[0]}, "
+                   f"{p.bounds[-1]}) after clipping to {p.max_seq_len} and would never be "
+                   f"trained{fix} (BucketBatchSampler and plan refuse them unless told "
+                   "drop_outside / --drop-outside)")
     if h.null_count or h.invalid_count:
         out.append(f"{h.null_count} null and {h.invalid_count} negative lengths were "
                    "counted and left out of every bucket")

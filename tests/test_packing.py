@@ -1,6 +1,7 @@
-"""`pack_epoch`: exactly the rows `pack_rows` counts (and the row fills of a naive
-best-fit-decreasing), every bucketed sample once, rows a greedy cut gives back, the
-profile's packing efficiency, batches by bucket, per-key shuffles."""
+"""`pack_epoch` and `PackedCollator`: exactly the rows `pack_rows` counts (and the row fills
+of a naive best-fit-decreasing), every bucketed sample once, rows a greedy cut gives back,
+the profile's packing efficiency, batches by bucket, per-key shuffles; the collator on a
+real `datasets` Dataset against inputs built independently from the packer's rows."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 import gpu_profiler as gp
 from gpu_profiler.analysis.policies import evaluate_policy, pack_rows
+from gpu_profiler.collate import PackedCollator
 from gpu_profiler.packing import pack_epoch
 from gpu_profiler.params import BucketParams
 
@@ -199,3 +201,65 @@ def test_native_and_jit_kernels_agree(kernels):
     expected = pack_epoch(x.astype(np.int64), BucketParams(), 99, False)
     assert np.array_equal(pk.layout, expected.layout)
     assert np.array_equal(pk.start, expected.start)
+
+
+# ---------------------------------------------------------------- the collator
+def expected_inputs(rows, cap, flat):
+    """Model inputs built from the packer's rows (lists of token lists), independently."""
+    if flat:
+        rows, cap = [[s for r in rows for s in r]], sum(len(s) for r in rows for s in r)
+    ids, pos, labels, bounds = [], [], [], [0]
+    for r, row in enumerate(rows):
+        i_row, p_row, l_row = [], [], []
+        for s in row:
+            i_row += s
+            p_row += list(range(len(s)))
+            l_row += ([-100] + s[1:]) if s else []
+            if s:
+                bounds.append(r * cap + len(i_row))
+        if len(i_row) < cap:
+            bounds.append((r + 1) * cap)
+        pad = cap - len(i_row)
+        ids.append(i_row + [0] * pad)
+        pos.append(p_row + [0] * pad)
+        labels.append(l_row + [-100] * pad)
+    return ids, pos, labels, bounds
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_collator_on_a_dataset(flat):
+    datasets = pytest.importorskip("datasets")
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.integers(1, 70, 400), [0, 0, 64, 64, 90, 200]])
+    ds = datasets.Dataset.from_dict({"input_ids": [rng.integers(1, 1000, n).tolist()
+                                                   for n in x]})
+    cap = 64
+    p = BucketParams((0, 16, 40, 65), max_seq_len=cap, token_budget=4 * cap)
+    pk = check(x, p, 123, False)
+    collate = PackedCollator(cap, rows="flat" if flat else "fixed")
+    for j in range(pk.start.size):
+        batch = pk.layout[pk.start[j]:pk.end[j]]
+        out = collate([ds[int(i)] for i in batch])
+        offsets = pk.row_offsets[(pk.row_offsets >= pk.start[j]) & (pk.row_offsets
+                                                                    <= pk.end[j])]
+        rows = [[ds[int(i)]["input_ids"][:cap] for i in pk.layout[lo:hi]]
+                for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)]
+        ids, pos, labels, bounds = expected_inputs(rows, cap, flat)
+        assert out["input_ids"].tolist() == ids
+        assert out["position_ids"].tolist() == pos
+        assert out["labels"].tolist() == labels
+        assert out["cu_seqlens"].dtype == np.int32 and out["cu_seqlens"].tolist() == bounds
+        assert out["cu_seqlens"][-1] == out["input_ids"].size
+        assert out["max_seqlen"] == max(np.diff(bounds))
+        if not flat:
+            assert out["input_ids"].shape == (pk.batch_rows()[j], cap)
+
+
+def test_collator_truncates_and_pads():
+    out = PackedCollator(4, pad_id=7)([{"input_ids": [1, 2, 3, 4, 5]}, {"input_ids": []},
+                                       {"input_ids": [6]}, {"input_ids": [8, 9, 10, 11]}])
+    assert out["input_ids"].tolist() == [[1, 2, 3, 4], [6, 7, 7, 7], [8, 9, 10, 11]]
+    assert out["position_ids"].tolist() == [[0, 1, 2, 3], [0, 0, 0, 0], [0, 1, 2, 3]]
+    assert out["labels"].tolist() == [[-100, 2, 3, 4], [-100, -100, -100, -100],
+                                      [-100, 9, 10, 11]]
+    assert out["cu_seqlens"].tolist() == [0, 4, 5, 8, 12] and out["max_seqlen"] == 4

@@ -47,7 +47,7 @@ from gpu_profiler.errors import ProfilerError
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 
 SCHEMA = "gpu-profiler/sampler/v2"
-POLICIES = ("fixed", "sorted")
+POLICIES = ("fixed", "sorted", "packed")
 #: Samples per shuffled pile: 1 MiB of int64, a core's L2 here, small enough to shuffle in
 #: cache with few enough piles to scatter into (bench/results/plan.md sweeps it).
 PILE = 1 << 17
@@ -68,6 +68,7 @@ class EpochPlan:
         split_batches: batches split in two to give every rank a last batch.
         min_run: the least longest same-bucket run of any order of these batches (of
             steps, when ranks are aligned); the plan's is this, or ``max_run``.
+        row_starts: ``packed`` only: where each packed row starts in the layout.
     """
 
     layout: np.ndarray
@@ -78,6 +79,7 @@ class EpochPlan:
     dropped_samples: int
     split_batches: int
     min_run: int = 0
+    row_starts: np.ndarray | None = None
 
     @property
     def batches(self) -> int:
@@ -86,6 +88,14 @@ class EpochPlan:
     @property
     def steps(self) -> int:
         return self.batches // self.world_size
+
+    def rows(self) -> np.ndarray:
+        """Rows of each batch: its samples, or its packed rows (``packed``)."""
+        if self.row_starts is None:
+            return self.end - self.start
+        r = self.row_starts
+        inner = np.searchsorted(r, self.end) - np.searchsorted(r, self.start, "right")
+        return inner + 1  # a split inside a row starts a row of its own
 
     def batch(self, j: int) -> np.ndarray:
         """The sample indices of batch ``j``."""
@@ -107,10 +117,18 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
     from gpu_profiler import native
 
     if policy not in POLICIES:
-        raise ProfilerError(f"the sampler batches by policy fixed or sorted, got {policy!r}")
+        raise ProfilerError(f"the sampler batches by policy fixed, sorted or packed, got "
+                            f"{policy!r}")
     x = _as_lengths(lengths)
     p, cap = params, params.max_seq_len
     key = _key(seed, epoch)
+    if policy == "packed":
+        from gpu_profiler.packing import pack_epoch
+
+        packed = pack_epoch(x, p, key, drop_last)
+        return _lay_out(packed.layout, packed.start, packed.end, packed.per_bucket,
+                        p.world_size, drop_last, max_run, align_ranks, packed.dropped,
+                        packed.row_offsets)
     kind = "int32" if x.dtype == np.int32 else "int64"
     counts = np.zeros(cap + 2, np.int64)
     native.kernel(f"clip_counts_{kind}")(x, cap, counts)
@@ -157,7 +175,7 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
     start = np.concatenate(starts)[order] if starts else np.zeros(0, np.int64)
     end = np.concatenate(ends)[order] if ends else np.zeros(0, np.int64)
     return _lay_out(layout, start, end, per_bucket, p.world_size, drop_last, max_run,
-                    align_ranks, dropped)
+                    align_ranks, dropped, None)
 
 
 def _cuts(values: np.ndarray, cnt: np.ndarray, n: int, p: BucketParams, policy: str,
@@ -191,9 +209,10 @@ def _cuts(values: np.ndarray, cnt: np.ndarray, n: int, p: BucketParams, policy: 
 
 def _lay_out(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket: np.ndarray,
              world: int, drop_last: bool, max_run: int | None, align: bool,
-             dropped: int) -> EpochPlan:
+             dropped: int, rows: np.ndarray | None) -> EpochPlan:
     """Order the batches (grouped by bucket, ``per_bucket`` each) with the planner and
-    make every step hold one batch per rank."""
+    make every step hold one batch per rank (``rows``: where packed rows start in the
+    layout, the places a packed batch is split at when it can be)."""
     from gpu_profiler import native
 
     k = per_bucket.size
@@ -215,15 +234,16 @@ def _lay_out(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket:
             dropped += int((e[-short:] - s[-short:]).sum())
             s, e, bk = s[:-short], e[:-short], bk[:-short]
         else:
-            s, e, bk, split = _fill_last_step(s, e, bk, world)
-    return EpochPlan(layout, s, e, bk, world, dropped, split, min_run(groups))
+            s, e, bk, split = _fill_last_step(s, e, bk, world, rows)
+    return EpochPlan(layout, s, e, bk, world, dropped, split, min_run(groups), rows)
 
 
-def _fill_last_step(s: np.ndarray, e: np.ndarray, bk: np.ndarray, world: int
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def _fill_last_step(s: np.ndarray, e: np.ndarray, bk: np.ndarray, world: int,
+                    rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Split the largest batches of the last steps in two until the batches are a multiple
-    of ``world`` (a split only removes rows, so it keeps both limits). The split-off halves
-    go to the end, so every step before the last keeps its batches (and its bucket)."""
+    of ``world`` (a split only removes rows, so it keeps both limits; a packed batch is
+    split between two of its rows where it has several). The split-off halves go to the
+    end, so every step before the last keeps its batches (and its bucket)."""
     tail = s.size % world
     need = world - tail
     take = tail
@@ -238,6 +258,10 @@ def _fill_last_step(s: np.ndarray, e: np.ndarray, bk: np.ndarray, world: int
     for _ in range(need):
         j = max(range(len(ts)), key=lambda i: (te[i] - ts[i], -i))
         mid = ts[j] + (te[j] - ts[j] + 1) // 2
+        if rows is not None:  # the row boundary inside the batch nearest its middle
+            inside = rows[np.searchsorted(rows, ts[j], "right"):np.searchsorted(rows, te[j])]
+            if inside.size:
+                mid = int(inside[np.argmin(np.abs(inside - mid))])
         ts.append(mid)
         te.append(te[j])
         tb.append(tb[j])
@@ -663,8 +687,9 @@ class PlanSummary:
 def summarize(sampler: BucketBatchSampler, split: str | None = None,
               indexed: tuple[np.ndarray, np.ndarray] | None = None) -> PlanSummary:
     """The plan of ``sampler``'s current epoch, in numbers: its padding (rows x longest
-    clipped row, summed over batches), and its longest same-bucket run, per rank
-    (``indexed``: the plan's `EpochPlan.indices`, when the caller has them already)."""
+    clipped row, summed over batches; packed rows x ``max_seq_len``), and its longest
+    same-bucket run, per rank (``indexed``: the plan's `EpochPlan.indices`, when the
+    caller has them already)."""
     plan, p = sampler.plan(), sampler.params
     index, offsets = indexed or plan.indices()
     clipped = np.minimum(sampler.lengths[index], p.max_seq_len)
@@ -673,6 +698,8 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None,
     runs = max((longest_run(plan.bucket[r::plan.world_size])[0]
                 for r in range(plan.world_size)), default=0)
     tokens, padded = int(clipped.sum()), int((rows * longest).sum())
+    if plan.row_starts is not None:  # packed: every row is max_seq_len tokens computed
+        padded = int(plan.rows().sum()) * p.max_seq_len
     per = np.bincount(plan.bucket, minlength=len(p.bounds) - 1)
     return PlanSummary(p, sampler.policy, sampler.order, sampler.seed, sampler.epoch, split,
                        int(index.size), plan.batches, plan.steps, tuple(int(b) for b in per),

@@ -18,6 +18,7 @@ from gpu_profiler import sampler as sampler_module
 from gpu_profiler.analysis.interleave import interleave
 from gpu_profiler.analysis.policies import evaluate_policy
 from gpu_profiler.analysis.schedule import simulate_schedule
+from gpu_profiler.collate import _greedy_rows
 from gpu_profiler.params import BucketParams
 
 
@@ -27,12 +28,16 @@ def every_batch(lengths, world_size=1, **kw):
             for r in range(world_size)]
 
 
-def check_budget(lengths, batch, p=None):
+def check_budget(lengths, batch, p=None, packed=False):
     p = p or BucketParams()
+    clipped = np.minimum(lengths[batch], p.max_seq_len)
+    if packed:  # rows as the collator cuts them, each max_seq_len tokens computed
+        rows = len(_greedy_rows([np.zeros(c) for c in clipped], p.max_seq_len))
+        assert rows == 1 or rows <= min(p.token_budget // p.max_seq_len, p.max_batch_size)
+        return
     rows = len(batch)
-    longest = int(np.minimum(lengths[batch], p.max_seq_len).max())
     assert 1 <= rows <= p.max_batch_size
-    assert rows * longest <= p.token_budget or rows == 1
+    assert rows * int(clipped.max()) <= p.token_budget or rows == 1
 
 
 @pytest.mark.parametrize("policy", ["fixed", "sorted"])
@@ -86,7 +91,8 @@ lengths_arrays = st.lists(st.integers(0, 9000), min_size=1, max_size=400).map(np
 
 
 @settings(max_examples=300, deadline=None)
-@given(x=lengths_arrays, world=st.integers(1, 8), policy=st.sampled_from(["fixed", "sorted"]),
+@given(x=lengths_arrays, world=st.integers(1, 8),
+       policy=st.sampled_from(["fixed", "sorted", "packed"]),
        align=st.booleans(), drop_last=st.booleans(), pile=st.sampled_from([2, 7, 1 << 17]))
 def test_every_index_once_across_ranks_and_equal_batches_per_rank(x, world, policy, align,
                                                                   drop_last, pile):
@@ -107,7 +113,7 @@ def test_every_index_once_across_ranks_and_equal_batches_per_rank(x, world, poli
         assert flat.size == x.size  # none missing
     for r in ranks:
         for b in r:
-            check_budget(x, b)
+            check_budget(x, b, packed=policy == "packed")
     if align and world > 1:  # the planned steps are one bucket each; leftovers come last
         kw = dict(policy=policy, drop_last=drop_last, bounds=[0, 300, 1500, 8193])
         plan = gp.BucketBatchSampler(x, world_size=world, **kw).plan()
@@ -328,3 +334,21 @@ def test_lengths_from_python_lists_torch_and_cupy_like_arrays():
     assert list(gp.BucketBatchSampler(tuple(x.tolist()))) == want
     torch = pytest.importorskip("torch", reason="torch is not installed here")
     assert list(gp.BucketBatchSampler(torch.as_tensor(x))) == want
+
+
+@pytest.mark.parametrize("world", [1, 2, 5])
+def test_packed_batches_are_the_rows_profile_packed_measures(world):
+    x = sft_lengths(8000, seed=14)
+    s = gp.BucketBatchSampler(x, policy="packed", world_size=world, seed=3)
+    pol = evaluate_policy(gp.histogram(x, cap=8192), "packed", BucketParams(world_size=world))
+    summary = sampler_module.summarize(s)
+    assert int(s.plan().rows().sum()) == pol.rows  # the same rows ...
+    assert summary.padded_tokens == pol.rows * 8192 and summary.tokens == pol.tokens
+    assert summary.padding_pct == pytest.approx(100 * (1 - pol.packing_efficiency))  # ... same
+    batches = list(s)
+    flat = np.concatenate(batches)
+    assert np.array_equal(np.sort(flat), np.arange(x.size))  # every sample once
+    for b in batches:  # the collator's greedy cut gives the planned rows back
+        check_budget(x, b, packed=True)
+    assert len(batches) - pol.total_batches in range(0, 6 + s.plan().split_batches)
+    assert s.plan().steps == len(batches) // world

@@ -16,9 +16,11 @@ from gpu_profiler.cli.output import show
 def plan(
     path: o.Path_,
     policy: Annotated[str, typer.Option(
-        "--policy", metavar="[fixed|sorted]",
-        help="fixed (the bucket table's batch size per bucket) or sorted (filled "
-        "under the token budget).")] = "fixed",
+        "--policy", metavar="[fixed|sorted|packed]",
+        help="fixed (the bucket table's batch size per bucket), sorted (filled under the "
+        "token budget) or packed (rows of samples up to --max-seq-len, the rows profile "
+        "--policy packed counts; a batch's rows are its samples cut greedily in order).")
+    ] = "fixed",
     order: Annotated[str, typer.Option(
         "--order", metavar="[stride|random]",
         help="stride (the interleaving planner) or random (steps shuffled).")] = "stride",

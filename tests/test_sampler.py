@@ -224,15 +224,6 @@ def test_a_real_dataset(hf_dir):
         assert [len(ids) for ids in rows["input_ids"]] == rows["length"]
 
 
-def test_torch_data_loader(hf_dir):
-    torch = pytest.importorskip("torch", reason="torch is not installed here")
-    path, x = hf_dir
-    loader = torch.utils.data.DataLoader(torch.as_tensor(x), batch_sampler=gp.BucketBatchSampler(
-        x), collate_fn=lambda rows: torch.stack(rows))
-    seen = torch.cat(list(loader))
-    assert sorted(seen.tolist()) == sorted(x.tolist())
-
-
 # ------------------------------------------------ inside the training stacks' loops
 def test_rank_none_yields_every_ranks_batches_in_the_order_a_shard_deals_them():
     x = sft_lengths(4000, seed=8)
@@ -327,13 +318,13 @@ def test_samples_no_bucket_holds_are_an_error_or_dropped_on_request():
                for w in said), said
 
 
-def test_lengths_from_python_lists_torch_and_cupy_like_arrays():
+def test_lengths_from_python_sequences():  # torch tensors: tests/integration
     x = sft_lengths(500, seed=13)
     want = list(gp.BucketBatchSampler(x))
     assert list(gp.BucketBatchSampler(x.tolist())) == want
     assert list(gp.BucketBatchSampler(tuple(x.tolist()))) == want
-    torch = pytest.importorskip("torch", reason="torch is not installed here")
-    assert list(gp.BucketBatchSampler(torch.as_tensor(x))) == want
+    with pytest.raises(ProfilerError, match="1-D integer"):
+        gp.BucketBatchSampler([1, 2.5, 3])
 
 
 @pytest.mark.parametrize("world", [1, 2, 5])

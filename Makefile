@@ -1,11 +1,13 @@
 # Two commands do all set-up on a fresh machine (Python 3.11 + pip):
 #   make demo   -> venv, install, profile the embedded demo corpus, write its HTML report
 #   make test   -> venv, install with test extras, ruff, mypy, run the suite
+#   make test-integration -> also the integration extra (torch CPU, accelerate, transformers,
+#                  lightning, torchdata), then the sampler under each real training stack
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-integration bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +21,10 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 
+$(VENV)/.installed-integration: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test,integration]'
+	touch $@ $(VENV)/.installed-test $(VENV)/.installed
+
 demo: $(VENV)/.installed
 	$(BIN)/gpu-profiler demo --report demo-report.html
 
@@ -26,6 +32,9 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff check gpu_profiler kernels tests bench
 	$(BIN)/mypy gpu_profiler kernels
 	$(BIN)/python -m pytest -q
+
+test-integration: $(VENV)/.installed-integration
+	$(BIN)/python -m pytest -q -m integration tests/integration
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_core.py

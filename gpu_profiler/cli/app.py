@@ -9,7 +9,7 @@ import typer
 from gpu_profiler.cli import analysis as analysis_opts
 from gpu_profiler.cli import options as o
 from gpu_profiler.cli import sharding
-from gpu_profiler.cli.output import enforce, gates, show
+from gpu_profiler.cli.output import enforce, gates, guard, show
 
 
 def _plain_arguments() -> None:
@@ -79,12 +79,9 @@ def profile(
 ) -> None:
     """Scan PATH once and print the per-bucket batch table."""
     from gpu_profiler.api import profile as run_profile
-    from gpu_profiler.render.output import check_writable
 
     conditions = gates("profile", fail_if)
-    for target in (opts.output, save_hist):
-        if target:
-            check_writable(target)
+    guard({"-o": opts.output, "--save-hist": save_hist, "--plot": plot}, path)
     if plot:
         from gpu_profiler.render import plots
 
@@ -129,6 +126,7 @@ def demo(
         plots.require_matplotlib("--report")
         check_writable(report)
     path = build_demo(directory)
+    guard({"--report": report}, str(path))
     if output_format is o.OutputFormat.table:
         typer.echo(f"demo corpus: {path}", err=True)
     render(run_profile(path, backend=backend), output_format, None)

@@ -8,7 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import enforce, gates, show
+from gpu_profiler.cli.output import enforce, gates, guard, show
 
 Other = Annotated[str | None, typer.Argument(
     metavar="OTHER", help="The source to compare with PATH (a dataset or a saved "
@@ -41,14 +41,12 @@ def compare(
     from gpu_profiler.params import parse_bounds
     from gpu_profiler.render import compare as r
     from gpu_profiler.render import plots
-    from gpu_profiler.render.output import check_writable
 
     conditions = gates("compare", fail_if)
     params_a = opts.params()
     params_b = params_a if bounds_b is None else replace(params_a,
                                                          bounds=parse_bounds(bounds_b))
-    if opts.output:
-        check_writable(opts.output)
+    guard({"-o": opts.output, "--plot": plot}, path, other)
     if plot:
         plots.check_plot(plot)
     hist_a, _ = a.load_histogram(path, opts, whole=True)

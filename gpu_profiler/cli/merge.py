@@ -18,11 +18,9 @@ def merge(
     """Sum the slices of one scan into one histogram, after checking that they come from
     the same source listing, length column, cap and slicing, and that every slice is there
     once. Every command takes the result as PATH."""
-    from gpu_profiler.cli.output import emit
-    from gpu_profiler.render.output import check_writable
+    from gpu_profiler.cli.output import emit, guard
     from gpu_profiler.slices import merge_partials
 
-    if output:
-        check_writable(output)
+    guard({"-o": output}, *parts)
     hist, provenance = merge_partials(parts)
     emit(hist.to_json(provenance), output)

@@ -18,6 +18,26 @@ def gates(command: str, exprs: list[str] | None) -> list[Any]:
     return parse_gates(exprs or (), METRICS[command])
 
 
+def guard(outputs: dict[str, str | None], *inputs: str | None) -> None:
+    """Before any scan: refuse an output that would replace an input or another output
+    (`gpu_profiler.render.output.check_outputs`: one line, exit 2), then say on stderr how
+    each PATH whose name exists and whose glob would match other files is read (as itself)."""
+    from gpu_profiler.readers import glob_also_matches
+    from gpu_profiler.render.output import check_outputs
+
+    given = [p for p in inputs if p]
+    check_outputs(outputs, given)
+    for path in given:
+        others = glob_also_matches(path)
+        if others:
+            n = len(others)
+            line = (f"gpu-profiler: note: {path} exists and is read as itself, not as a glob "
+                    f"(which would also match {n} other file{'s' * (n > 1)}: "
+                    f"{others[0]}{', ...' * (n > 1)})")
+            typer.echo("".join(c if c.isprintable() else repr(c)[1:-1] for c in line),
+                       err=True)
+
+
 def enforce(conditions: list[Any], result: Any) -> None:
     """After the output is written: print each condition that holds, and exit 1 if any."""
     if not conditions:

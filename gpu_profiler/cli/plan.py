@@ -9,7 +9,7 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import show
+from gpu_profiler.cli.output import guard, show
 
 
 @o.scan_options
@@ -58,14 +58,11 @@ def plan(
     from gpu_profiler.lengths import lengths
     from gpu_profiler.plan_file import save_plan
     from gpu_profiler.render import plan as r
-    from gpu_profiler.render.output import check_writable
     from gpu_profiler.sampler import BucketBatchSampler, summarize
 
     if not opts.output:
         raise ProfilerError("plan writes its batches to a file: pass -o FILE.npz")
-    for target in (opts.output, emit_order):
-        if target:
-            check_writable(target)
+    guard({"-o": opts.output, "--emit-order": emit_order}, path)
     params = opts.params()
     if LengthHistogram.is_saved(path):
         raise ProfilerError(f"{path}: a saved histogram has no per-sample lengths; plan "

@@ -10,7 +10,7 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import emit
+from gpu_profiler.cli.output import emit, guard
 
 
 @o.scan_options_except("output_format", "width")
@@ -34,10 +34,7 @@ def report(
     offline and fetches nothing. Of a DatasetDict, policies, suggestions and orders are of
     the train split unless --split names another.
     """
-    from gpu_profiler.render.output import check_writable
-
-    if opts.output:
-        check_writable(opts.output)
+    guard({"-o": opts.output}, path)
     write_report(path, opts, command=command_line(ctx), buckets=buckets, seed=seed,
                  drop_last=drop_last)
 

@@ -8,7 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import enforce, gates, show
+from gpu_profiler.cli.output import enforce, gates, guard, show
 
 
 @o.scan_options
@@ -61,15 +61,14 @@ def schedule(
     )
     from gpu_profiler.render import analysis as r
     from gpu_profiler.render import plots
-    from gpu_profiler.render.output import check_writable
 
     conditions = gates("schedule", fail_if)
     params = opts.params()
     orders = parse_orders(order or ("random", "stride"))
     emits = [_emit_target(e, orders) for e in emit_order or ()]
-    for target in (opts.output, *(f for _, f in emits)):
-        if target:
-            check_writable(target)
+    guard({"-o": opts.output, "--plot": plot,
+           **{f"--emit-order {e}": f for e, (_, f) in zip(emit_order or (), emits, strict=True)}},
+          path)
     if plot:
         plots.check_plot(plot)
     hist, split = a.load_histogram(path, opts)

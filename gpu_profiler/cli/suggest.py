@@ -8,7 +8,7 @@ import typer
 
 from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
-from gpu_profiler.cli.output import show
+from gpu_profiler.cli.output import guard, show
 
 
 @o.scan_options
@@ -39,11 +39,9 @@ def suggest(
     from gpu_profiler.analysis.bounds import suggest_bounds
     from gpu_profiler.render import analysis as r
     from gpu_profiler.render import plots
-    from gpu_profiler.render.output import check_writable
 
     params = opts.params()
-    if opts.output:
-        check_writable(opts.output)
+    guard({"-o": opts.output, "--plot": plot}, path)
     if plot:
         plots.check_plot(plot)
     hist, split = a.load_histogram(path, opts)

@@ -26,7 +26,7 @@ from gpu_profiler.readers.base import (
 )
 
 __all__ = ["FORMATS", "LengthSpec", "Part", "Reading", "ShardFormat", "SourceOptions",
-           "given_options", "open_source", "resolve_spec"]
+           "given_options", "glob_also_matches", "named_paths", "open_source", "resolve_spec"]
 
 #: Every shard format, in the order files are sniffed: one line each.
 FORMATS: dict[str, ShardFormat] = {f.name: f for f in (
@@ -74,8 +74,10 @@ def open_source(source: Any, fmt: str | None = None, split: str | None = None,
     """Resolve a source into ``{split_name: [parts]}``; unsplit sources use the name ``""``.
 
     Args:
-        source: a path (file, directory, glob, Megatron-LM prefix or glob of prefixes), or
-            an in-memory object (numpy array, pyarrow Array/ChunkedArray/Table/RecordBatch,
+        source: a path (file, directory, glob, Megatron-LM prefix or glob of prefixes;
+            a path that exists, or a prefix whose ``.idx`` does, is read literally, its
+            glob characters too: only one that names nothing is a glob), or an in-memory
+            object (numpy array, pyarrow Array/ChunkedArray/Table/RecordBatch,
             ``datasets.Dataset``/``DatasetDict``).
         fmt: force a format (one of :data:`FORMAT_NAMES`) instead of detecting it.
         split: keep only this split of a DatasetDict.
@@ -102,16 +104,13 @@ def open_source(source: Any, fmt: str | None = None, split: str | None = None,
 
 def _path_splits(source: str, fmt: str | None, given: Collection[str]
                  ) -> dict[str, list[Part]]:
-    if any(ch in source for ch in "*?["):
-        paths = _once(glob.glob(source, recursive=True), fmt is None) or _expanded(source)
-        if not paths:
-            raise ProfilerError(f"{source}: the pattern matches no file")
-        return {"": _unique([_file_part(*found, fmt, given) for found in paths])}
     path = Path(source)
     if not path.exists():
-        named = _expanded(source)
+        named = _named(source, fmt is None)
         if named:
             return {"": _unique([_file_part(*found, fmt, given) for found in named])}
+        if _magic(source):
+            raise ProfilerError(f"{source}: the pattern matches no file")
         raise ProfilerError(f"{path}: no such file or directory")
     if path.is_file():
         return {"": [_file_part(path, path.stat().st_size, None, fmt, given)]}
@@ -134,9 +133,54 @@ def _path_splits(source: str, fmt: str | None, given: Collection[str]
     return {"": _unique([_file_part(*found, fmt, given) for found in listed])}
 
 
-def _expanded(source: str) -> list[tuple[str, int, bytes | None]]:
+def _magic(source: str) -> bool:
+    """Whether ``source`` has glob characters (it is a glob only where it names nothing)."""
+    return any(ch in source for ch in "*?[")
+
+
+def _named(source: str, heads: bool = True) -> list[tuple[str, int, bytes | None]]:
+    """The files a PATH that names no file or directory stands for: a Megatron-LM prefix
+    read literally (``x[1]`` names ``x[1].idx``); else, when it has glob characters, the
+    files the glob matches, or the prefixes it matches."""
+    literal = _expanded(glob.escape(source), heads)
+    if literal or not _magic(source):
+        return literal
+    return _once(glob.glob(source, recursive=True), heads) or _expanded(source, heads)
+
+
+def named_paths(source: str | Path) -> list[str]:
+    """Every file or directory a PATH names, none of them read: itself when it exists
+    (a name is never a glob then), else `_named` 's files; a Megatron-LM ``.idx`` or
+    ``.bin`` with its companion. What no output of a command may replace."""
+    s = os.fspath(source)
+    found = [s] if os.path.exists(s) else [p for p, _, _ in _named(s, heads=False)]
+    stems = [(stem, ext) for stem, ext in map(os.path.splitext, found) if ext in (".idx", ".bin")]
+    return found + [f"{stem}{'.bin' if ext == '.idx' else '.idx'}" for stem, ext in stems]
+
+
+def glob_also_matches(source: str | Path) -> list[str]:
+    """The files a PATH would also stand for as a glob when it names files itself (it
+    exists, or is a Megatron-LM prefix) and is read literally: empty unless both readings
+    could apply and differ (the caller then says which was used)."""
+    s = os.fspath(source)
+    if not _magic(s):
+        return []
+    mine = [s] if os.path.exists(s) else [p for p, _, _ in _expanded(glob.escape(s), False)]
+    if not mine:
+        return []
+    own = {_identity(p) for p in mine}
+    other = _once(glob.glob(s, recursive=True), False) or _expanded(s, False)
+    return [p for p, _, _ in other if _identity(p) not in own]
+
+
+def _identity(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _expanded(source: str, heads: bool = True) -> list[tuple[str, int, bytes | None]]:
     """The files a path or glob that names none stands for (Megatron-LM prefixes)."""
-    return _once(p for f in FORMATS.values() if f.expand for p in f.expand(source))
+    return _once((p for f in FORMATS.values() if f.expand for p in f.expand(source)), heads)
 
 
 def _unique(parts: list[Part]) -> list[Part]:

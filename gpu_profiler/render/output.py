@@ -2,13 +2,17 @@
 not be: a regular file (or a new one) is written to a temp file beside it and renamed over
 it; a symlink's target is written the same way, the link kept; a FIFO or a character device
 (``/dev/stdout``, a pipe) is written in place, since a stream cannot be replaced, and never
-turned into a regular file. New files get the umask's mode; a replaced file keeps its own."""
+turned into a regular file; ``-`` is stdout. New files get the umask's mode; a replaced file
+keeps its own. `check_outputs` refuses, before any work, an output that would replace one of
+the command's inputs or another of its outputs."""
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from gpu_profiler.errors import ProfilerError
@@ -29,8 +33,66 @@ def _stream(p: Path) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
+def check_outputs(outputs: Mapping[str, str | Path | None],
+                  inputs: Iterable[str | Path] = ()) -> None:
+    """Fail early (before a long scan) when an output (``{option: path}``; None: not asked
+    for) cannot be written, names the same file as another output (a new file: by its
+    resolved path, so ``./x`` is ``x``), or is one of the files the command reads (by
+    device and inode: through symlinks and hard links; every file under an input directory,
+    every file an input glob matches, a Megatron-LM prefix's ``.idx`` and ``.bin``, see
+    `gpu_profiler.readers.named_paths`). Streams (``-``, a FIFO, a character device) replace
+    nothing and never collide."""
+    named = {o: os.fspath(p) for o, p in outputs.items() if p is not None and p != "-"}
+    seen: dict[object, str] = {}
+    existing: dict[tuple[int, int], str] = {}
+    for option, p in named.items():
+        try:
+            st = os.stat(p)
+        except (OSError, ValueError):
+            st = None
+        if st is not None and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+            continue
+        key: object = (st.st_dev, st.st_ino) if st else os.path.realpath(p)
+        if key in seen:
+            raise ProfilerError(f"{p}: {option} and {seen[key]} name the same file; give each "
+                                "output its own")
+        seen[key] = option
+        if st is not None and stat.S_ISREG(st.st_mode):
+            existing[(st.st_dev, st.st_ino)] = option  # (a new file replaces nothing)
+    if existing:
+        for given, path, identity in _input_files(inputs):
+            if identity in existing:
+                option = existing[identity]
+                of = "" if path == given else f" (of {given})"
+                raise ProfilerError(f"{named[option]}: {option} would replace the input "
+                                    f"{path}{of}; write it elsewhere")
+    for p in named.values():
+        check_writable(p)
+
+
+def _input_files(inputs: Iterable[str | Path]) -> Iterator[tuple[str, str, tuple[int, int]]]:
+    """``(input, file, (device, inode))`` for every file each input names (a directory's:
+    every file under it, walked as the readers walk it)."""
+    from gpu_profiler.readers import named_paths
+
+    for source in inputs:
+        given = os.fspath(source)
+        for path in named_paths(given):
+            walk = os.walk(path) if os.path.isdir(path) else [("", [], [path])]
+            for top, _, names in walk:
+                for name in names:
+                    f = os.path.join(top, name)
+                    try:
+                        st = os.stat(f)
+                    except (OSError, ValueError):
+                        continue
+                    yield given, f, (st.st_dev, st.st_ino)
+
+
 def check_writable(path: str | Path) -> Path:
     """Fail early (before a long scan) when ``path`` cannot be written."""
+    if path == "-":
+        return Path("-")
     p = _target(path)
     if p.is_dir():
         raise ProfilerError(f"{path}: is a directory, not an output file")
@@ -53,6 +115,11 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Write ``data`` to ``path`` (see the module docstring)."""
     p = check_writable(path)
     raw = data.encode() if isinstance(data, str) else data
+    if path == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.flush()
+        return
     if _stream(p):
         try:
             with open(p, "wb") as f:

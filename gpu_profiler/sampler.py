@@ -418,7 +418,7 @@ class BucketBatchSampler:
     @property
     def resume_step(self) -> int:
         """The step of the current epoch the next iteration starts at (0, or where
-        `load_state_dict` resumed)."""
+        `load_state_dict` resumed; the epoch's steps for a state saved at its end)."""
         return 0 if self._done else self._resume
 
     def set_epoch(self, epoch: int) -> None:
@@ -463,10 +463,11 @@ class BucketBatchSampler:
         return plan
 
     def __len__(self) -> int:
-        """The batches the next iteration yields: this rank's (or every rank's, with
-        ``rank=None``), from `resume_step` to the epoch's end."""
-        steps = self.plan().steps if self._done else self.plan().steps - self._resume
-        return steps * (self.world_size if self.rank is None else 1)
+        """The epoch's batches: this rank's (or every rank's, with ``rank=None``), from
+        its first step, also in a resumed epoch (`resume_step` says where that starts):
+        Lightning and HF Trainer count their own progress through an epoch and end it
+        after ``len()`` batches."""
+        return self.plan().steps * (self.world_size if self.rank is None else 1)
 
     def __iter__(self) -> Iterator[list[int]]:
         if self._done:  # the last iteration ended this epoch: this one is the next epoch
@@ -481,6 +482,7 @@ class BucketBatchSampler:
                     self._cursor = step + 1
                     self._done = self._cursor == plan.steps
                 yield plan.batch(step * world + r).tolist()
+        self._done = True  # also an iteration resumed at its epoch's end, which yields none
 
     def _check_driver(self, frame: Any) -> None:
         """Look at what iterates the sampler (the few frames above): refuse to be dealt
@@ -535,7 +537,7 @@ class BucketBatchSampler:
         sampler has handed out this epoch (right without workers, and under torchdata's
         ``StatefulDataLoader``, which asks as it fetches). A plain DataLoader's workers
         fetch ahead of training: there pass the steps the loop has trained this epoch (it
-        is an error not to). At an epoch's end, the state is the next epoch's start."""
+        is an error not to)."""
         if next_step is None:
             if self._ahead and 0 < self._cursor < self.plan().steps:
                 raise ProfilerError(
@@ -550,17 +552,19 @@ class BucketBatchSampler:
                 0 <= step <= self.plan().steps:
             raise ProfilerError(f"next_step must be an integer in 0..{self.plan().steps}, "
                                 f"got {step!r}")
-        epoch, worlds = self.epoch, self._worlds
-        if step == self.plan().steps:
-            epoch, step, worlds = epoch + 1, 0, ()
         return {"schema": SCHEMA, "fingerprint": self.fingerprint(), "plan": self._identity(),
-                "epoch": epoch, "next_step": step, "world_size": self.world_size,
-                "earlier_worlds": [list(w) for w in worlds]}
+                "epoch": self.epoch, "next_step": step, "epoch_steps": self.plan().steps,
+                "world_size": self.world_size,
+                "earlier_worlds": [list(w) for w in self._worlds]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at the exact next step (nothing is replayed). A state made at another
-        world size re-plans the rest of its epoch over the samples not yet trained (each
-        exactly once); one made from other lengths or parameters is refused, naming them."""
+        """Resume at the exact next step (nothing is replayed). A state saved at an epoch's
+        end resumes there (the next iteration yields nothing, as a restored iterator of
+        torch's samplers does), unless the loop has already named a later epoch (torchdata
+        restores the state after the loop's ``set_epoch``: Lightning after an epoch-end
+        checkpoint). A state made at another world size re-plans the rest of its epoch
+        over the samples not yet trained (each exactly once); one made from other lengths
+        or parameters is refused, naming them."""
         if not isinstance(state, dict) or state.get("schema") != SCHEMA:
             raise ProfilerError(f"not a BucketBatchSampler state (no schema {SCHEMA!r}; "
                                 "states of older versions cannot be resumed)")
@@ -578,25 +582,31 @@ class BucketBatchSampler:
                                 "resume")
         epoch: Any = state.get("epoch")
         step: Any = state.get("next_step")
+        steps: Any = state.get("epoch_steps")
         world: Any = state.get("world_size")
         earlier: Any = state.get("earlier_worlds")
-        if not (_count(epoch) and _count(step) and _count(world) and world > 0
+        if not (_count(epoch) and _count(step) and _count(steps) and step <= steps
+                and _count(world) and world > 0
                 and isinstance(earlier, list) and len(earlier) <= 64
                 and all(isinstance(w, list) and len(w) == 2 and _count(w[0]) and w[0] > 0
                         and _count(w[1]) for w in earlier)):
-            raise ProfilerError(f"bad sampler state: epoch {epoch!r}, next_step {step!r}, "
-                                f"world_size {world!r}, earlier_worlds {earlier!r}")
-        worlds = tuple((int(w), int(s)) for w, s in earlier)
+            raise ProfilerError(f"bad sampler state: epoch {epoch!r}, next_step {step!r} of "
+                                f"{steps!r}, world_size {world!r}, earlier_worlds {earlier!r}")
+        ended = step == steps
+        if ended and epoch < self.epoch:
+            return  # the loop is past that epoch already: its next one starts whole
         self._start_epoch(epoch)
+        if ended:
+            self._resume = self._cursor = self.plan().steps  # at whatever world size
+            return
+        worlds = tuple((int(w), int(s)) for w, s in earlier)
         if world != self.world_size and step:
             worlds, step = (*worlds, (world, step)), 0
         self._worlds = worlds
-        steps = self.plan().steps
-        if step > steps:
-            raise ProfilerError(f"bad sampler state: next_step {step} of an epoch of {steps} "
-                                "steps")
+        if step > self.plan().steps:
+            raise ProfilerError(f"bad sampler state: next_step {step} of an epoch of "
+                                f"{self.plan().steps} steps")
         self._resume = self._cursor = step
-        self._done = step == steps and steps > 0
 
 
 def _refuse_outside(x: np.ndarray, p: BucketParams) -> None:

@@ -236,34 +236,49 @@ def test_rank_none_yields_every_ranks_batches_in_the_order_a_shard_deals_them():
     assert s.sampler is s and s.batch_size is None and s.drop_last is False
 
 
-def test_a_peek_keeps_the_resume_point_and_len_counts_what_is_left():
+def test_a_peek_keeps_the_resume_point_and_len_counts_the_whole_epoch():
     x = sft_lengths(3000, seed=9)
     whole = gp.BucketBatchSampler(x, seed=1)
     whole.set_epoch(2)
     expected = list(whole)
     s = gp.BucketBatchSampler(x, seed=1)
     s.load_state_dict({**whole.state_dict(next_step=0), "epoch": 2, "next_step": 40})
-    assert s.resume_step == 40 and s.epoch == 2 and len(s) == len(expected) - 40
+    # len() stays the epoch's: Lightning and HF Trainer end an epoch after len() batches
+    assert s.resume_step == 40 and s.epoch == 2 and len(s) == len(expected)
     assert next(iter(s)) == expected[40]  # a peek ...
     s.set_epoch(2)  # ... and the loop naming the epoch it resumes
     assert list(s) == expected[40:]  # ... start where the state said
     assert s.resume_step == 0 and len(s) == len(expected)  # the next pass: epoch 3, whole
 
 
-def test_the_state_at_an_epochs_end_is_the_next_epochs_start():
+def test_a_state_saved_at_an_epochs_end():
     x = sft_lengths(2000, seed=10)
     s = gp.BucketBatchSampler(x, seed=4)
     list(s)
     state = s.state_dict()
-    assert (state["epoch"], state["next_step"]) == (1, 0)
-    fresh = gp.BucketBatchSampler(x, seed=4)
-    fresh.set_epoch(1)  # torchdata loads its state after the loop's set_epoch
-    fresh.load_state_dict(state)
-    one = gp.BucketBatchSampler(x, seed=4)
-    one.set_epoch(1)
-    assert list(fresh) == list(one)
+    assert (state["epoch"], state["next_step"]) == (0, state["epoch_steps"])
+
+    def epoch(e):
+        one = gp.BucketBatchSampler(x, seed=4)
+        one.set_epoch(e)
+        return list(one)
+
+    # a loop that resumes inside the epoch it checkpointed at its last step: that epoch
+    # yields nothing more (a checkpoint interval that divides the epoch), the next is whole
+    inside = gp.BucketBatchSampler(x, seed=4)
+    inside.set_epoch(0)
+    inside.load_state_dict(state)
+    assert inside.resume_step == len(inside) and list(inside) == []
+    inside.set_epoch(1)
+    assert list(inside) == epoch(1)
+    # Lightning after an epoch-end checkpoint: the loop names the next epoch before
+    # torchdata restores the state, which then changes nothing
+    after = gp.BucketBatchSampler(x, seed=4)
+    after.set_epoch(1)
+    after.load_state_dict(state)
+    assert after.resume_step == 0 and list(after) == epoch(1)
     again = gp.BucketBatchSampler(x, seed=4)  # no set_epoch at all: epochs advance alone
-    assert list(again) != list(again) and again.epoch == 1
+    assert list(again) == epoch(0) and list(again) == epoch(1) and again.epoch == 1
 
 
 def test_refused_states_name_what_differs():

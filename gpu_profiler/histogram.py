@@ -26,6 +26,15 @@ _SAVED = re.compile(rb'\s*\{\s*"schema"\s*:\s*"gpu-profiler/histogram/v1"'
 #: keeps bounded memory, its lengths above this summarized as above-cap statistics.
 MAX_AUTO_CAP = 1 << 24
 
+#: Largest cap of a histogram read from a file (saved, merge part, cache entry): bins past it
+#: are folded into the above-cap statistics when saved (`LengthHistogram.to_dict`), so a
+#: file never claims more than 128 MiB of counts.
+MAX_CAP = MAX_AUTO_CAP
+#: Largest saved histogram file: every bin of `MAX_CAP` written as ``[length, count], ``
+#: (at most 33 bytes), and room for a provenance. A larger file is refused unread.
+MAX_SAVED_BYTES = 40 * (MAX_CAP + 1) + (1 << 20)
+INT64_MAX = (1 << 63) - 1
+
 
 #: The percentiles every report shows, by their JSON key (``"p99.9"``: the 99.9th).
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
@@ -222,7 +231,12 @@ class LengthHistogram:
 
     # ---------------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; counts are stored sparsely as ``[[length, count], ...]``."""
+        """A JSON-ready dict; counts are stored sparsely as ``[[length, count], ...]``.
+        Bins past `MAX_CAP` (a cap given above it) are folded into the above-cap
+        statistics first (their count, sum, shortest and longest stay exact): what
+        `from_dict` reads back."""
+        if self.cap > MAX_CAP:
+            return self.with_cap(MAX_CAP).to_dict()
         nz = np.flatnonzero(self.counts)
         return {
             "schema": SCHEMA,
@@ -238,14 +252,8 @@ class LengthHistogram:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LengthHistogram:
-        """Inverse of :meth:`to_dict`."""
-        if d.get("schema", SCHEMA) != SCHEMA:
-            raise ValueError(f"schema {d['schema']!r}, not {SCHEMA!r}")
-        counts = np.zeros(int(d["cap"]) + 1, dtype=np.int64)
-        pairs = np.array(d["counts"], dtype=np.int64).reshape(-1, 2)  # [[length, count]...]
-        counts[pairs[:, 0]] = pairs[:, 1]
-        return cls(counts, d["above_count"], d["above_tokens"], d["above_min"], d["above_max"],
-                   d["null_count"], d["invalid_count"])
+        """Inverse of :meth:`to_dict`, checked as hostile input (`validated`)."""
+        return validated(d)
 
     def to_json(self, provenance: dict[str, Any] | None = None) -> str:
         """The saved form: :meth:`to_dict` as one JSON line. ``provenance`` says which
@@ -279,11 +287,147 @@ class LengthHistogram:
 
     @classmethod
     def load(cls, path: str | Path) -> LengthHistogram:
-        """Read a histogram written by :meth:`save`."""
-        try:
-            return cls.from_dict(json.loads(Path(path).read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ProfilerError(f"{path}: not a gpu-profiler histogram ({exc})") from None
+        """Read a histogram written by :meth:`save` (`read_saved`)."""
+        return read_saved(path)[0]
+
+
+def read_saved(path: str | Path) -> tuple[LengthHistogram, dict[str, Any]]:
+    """The histogram saved at ``path`` and the JSON object it was read from (its
+    ``provenance`` is there). The file is hostile input: larger than `MAX_SAVED_BYTES`,
+    not a regular file (a FIFO is not waited on), not strict JSON (`strict_json`), or
+    fields that `validated` refuses are one `ProfilerError`."""
+    try:
+        d = strict_json(read_regular(path, MAX_SAVED_BYTES))
+        return validated(d), d
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ProfilerError(f"{path}: not a gpu-profiler histogram ({why})") from None
+
+
+def read_regular(path: str | Path, limit: int, follow: bool = True) -> bytes:
+    """The bytes of the regular file at ``path``, opened without blocking (a FIFO or a
+    device is refused, never waited on) and, unless ``follow``, without following a
+    symbolic link (`OSError` ELOOP); a file of more than ``limit`` bytes is refused unread
+    (`ValueError`)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > limit:
+            raise ValueError(f"{st.st_size:,} bytes, more than the {limit:,} it could take")
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(st.st_size + 1)  # +1: a file grown since it was measured
+        if len(data) > limit:
+            raise ValueError(f"more than the {limit:,} bytes it could take")
+        return data
+    finally:
+        os.close(fd)
+
+
+def strict_json(text: bytes | str) -> Any:
+    """``json.loads`` for files this project wrote: numbers other than integers (``1.0``,
+    ``1e400``, ``Infinity``, ``NaN``), a key given twice and nesting deeper than the
+    interpreter's recursion limit are a `ValueError` (the integer fields stay exact)."""
+    def refuse(token: str) -> Any:
+        raise ValueError(f"{token[:20]!r} is not an integer")
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            raise ValueError("a key given twice")
+        return d
+
+    try:
+        return json.loads(text, parse_float=refuse, parse_constant=refuse,
+                          object_pairs_hook=unique)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _integer(d: dict[str, Any], name: str, lo: int, hi: int | None) -> int:
+    """The integer ``d[name]``, in ``lo..hi`` (no bool, float or string)."""
+    if name not in d:
+        raise ValueError(f"no {name!r}")
+    v = d[name]
+    if type(v) is not int or v < lo or (hi is not None and v > hi):
+        raise ValueError(f"{name} must be an integer from {lo:,}" +
+                         (f" to {hi:,}" if hi is not None else "") + f", got {str(v)[:40]}")
+    return v
+
+
+def validated(d: Any, counts: np.ndarray | None = None, max_cap: int = MAX_CAP
+              ) -> LengthHistogram:
+    """The histogram of the fields ``d`` (`LengthHistogram.to_dict`'s; ``counts``, when
+    given, are its dense bins instead of ``d["counts"]``: a cache entry's), checked as
+    hostile input, its cap before anything is allocated: a cap in ``0..max_cap``, bins
+    at lengths ``0..cap`` given once each, integer counts from 0 whose total (with nulls
+    and invalid) and binned token sum fit int64; above-cap statistics all -1/0 when
+    ``above_count`` is 0, else ``cap < above_min <= above_max`` and ``above_tokens``
+    within ``above_count`` times those (it may pass int64: `gpu_profiler.engine.exact`).
+    Anything else is a `ValueError` that says what."""
+    if not isinstance(d, dict):
+        raise ValueError("not a JSON object")
+    unknown = set(d) - {"schema", "cap", "counts", "provenance", *SCALARS}
+    if unknown:
+        raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
+    if d.get("schema", SCHEMA) != SCHEMA:
+        raise ValueError(f"schema {str(d['schema'])[:40]!r}, not {SCHEMA!r}")
+    cap = _integer(d, "cap", 0, max_cap)
+    s = {n: _integer(d, n, -1 if n in ("above_min", "above_max") else 0,
+                     None if n == "above_tokens" else INT64_MAX) for n in SCALARS}
+    n, lo, hi = s["above_count"], s["above_min"], s["above_max"]
+    if not n and (lo, hi, s["above_tokens"]) != (-1, -1, 0):
+        raise ValueError("above_min, above_max and above_tokens must be -1, -1 and 0 when "
+                         "above_count is 0")
+    if n and not cap < lo <= hi:
+        raise ValueError(f"above_min ({lo:,}) and above_max ({hi:,}) must lie past the cap "
+                         f"({cap:,}), in order")
+    if n and not n * lo <= s["above_tokens"] <= n * hi:
+        raise ValueError(f"above_tokens ({s['above_tokens']:,}) must lie between "
+                         "above_count x above_min and above_count x above_max")
+    if counts is None:
+        counts = _sparse(d.get("counts"), cap)
+    elif counts.dtype != np.int64 or counts.shape != (cap + 1,):
+        raise ValueError(f"{counts.size:,} counts for the cap {cap:,}")
+    if counts.size and int(counts.min()) < 0:
+        raise ValueError(f"a negative count ({int(counts.min()):,})")
+    lengths = np.arange(cap + 1, dtype=np.int64)
+    total = _exact(counts) + n + s["null_count"] + s["invalid_count"]
+    if total > INT64_MAX or _exact(counts, lengths) > INT64_MAX:
+        raise ValueError("counts or their token sum past int64")
+    return LengthHistogram(counts, **s)
+
+
+def _sparse(pairs: Any, cap: int) -> np.ndarray:
+    """The dense bins ``0..cap`` of ``[[length, count], ...]`` (lengths increasing)."""
+    if not isinstance(pairs, list) or len(pairs) > cap + 1:
+        raise ValueError(f"counts must be a list of at most cap + 1 ({cap + 1:,}) pairs")
+    if not all(type(p) is list and len(p) == 2 and type(p[0]) is int and type(p[1]) is int
+               for p in pairs):
+        raise ValueError("counts must be [length, count] pairs of integers")
+    try:
+        arr = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    except OverflowError:
+        raise ValueError("a length or count past int64") from None
+    at = arr[:, 0]
+    if at.size and (at[0] < 0 or at[-1] > cap or bool((np.diff(at) <= 0).any())):
+        raise ValueError(f"counts' lengths must increase within 0..cap ({cap:,})")
+    counts = np.zeros(cap + 1, dtype=np.int64)
+    counts[at] = arr[:, 1]
+    return counts
+
+
+def _exact(counts: np.ndarray, weights: np.ndarray | None = None) -> int:
+    """``counts.sum()`` (or ``counts @ weights``) as an exact int: in int64 when a float
+    estimate shows it cannot wrap, else in Python ints."""
+    c = counts if weights is None else counts.astype(np.float64) * weights
+    if float(np.sum(c, dtype=np.float64)) < 2.0 ** 62:
+        return int(counts.sum()) if weights is None else int(counts @ weights)
+    nz = np.flatnonzero(counts)
+    big = counts[nz].astype(object)
+    return int(big.sum()) if weights is None else int(big @ weights[nz].astype(object))
 
 
 def merge(hists: Iterable[LengthHistogram]) -> LengthHistogram:

@@ -43,7 +43,8 @@ def scan(source: Any, *, column: str | None = None, offsets_of: str | None = Non
     items = [(name, p) for name, ps in planned.splits.items() for p in ps]
     provenance = None
     if slice_of is not None:
-        provenance = slices.provenance(items, reading.spec.describe(), cap, *slice_of)
+        provenance = slices.provenance(items, reading.spec.describe(), cap, *slice_of,
+                                       source=reading.source)
         items = slices.select(items, *slice_of)
     job = Job(reading, planned.backend.name, backend_options, cap, planned.like,
               None if cache_dir is None else str(cache_dir), skip_bad_shards)

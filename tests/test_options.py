@@ -86,3 +86,10 @@ def test_bucket_defaults_have_one_source():
                     params[name].default == default, (fn, name)
     cli = ScanOptions()
     assert cli.params() == BucketParams()
+
+
+def test_an_eot_of_zero_is_an_option_given():
+    from gpu_profiler.readers.base import SourceOptions
+
+    assert SourceOptions(eot=0).given() == ["eot"]
+    assert SourceOptions(eot=None, trust_statistics=False).given() == []

@@ -71,7 +71,7 @@ class SourceOptions:
     def given(self) -> list[str]:
         """The names of the options given."""
         return [n for n in ("unit", "eot", "eot_position", "token_dtype", "trust_statistics")
-                if getattr(self, n) not in (None, False)]
+                if getattr(self, n) is not None and getattr(self, n) is not False]  # eot 0
 
 
 @dataclass(frozen=True)

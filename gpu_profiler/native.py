@@ -197,8 +197,10 @@ def _build(path: Path, failed: Path) -> None:
         aot.build(path, EXPORTS)
     except aot.BuildError as exc:
         failed.write_text(f"{exc}\n")
-    said = "failed; the kernels run through numba's JIT" if failed.exists() else "built"
-    print(f"gpu-profiler: native CPU kernels {said} in {time.perf_counter() - began:.0f} s",
+    took = f"{time.perf_counter() - began:.0f} s"
+    print("gpu-profiler: " + (f"the native CPU kernels' build failed after {took}; they run "
+                              "through numba's JIT" if failed.exists() else
+                              f"native CPU kernels built in {took}"),
           file=sys.stderr, flush=True)
 
 

@@ -22,11 +22,11 @@ def guard(outputs: dict[str, str | None], *inputs: str | None) -> None:
     """Before any scan: refuse an output that would replace an input or another output
     (`gpu_profiler.render.output.check_outputs`: one line, exit 2), then say on stderr how
     each PATH whose name exists and whose glob would match other files is read (as itself)."""
-    from gpu_profiler.readers import glob_also_matches
+    from gpu_profiler.readers import glob_also_matches, named_paths
     from gpu_profiler.render.output import check_outputs
 
     given = [p for p in inputs if p]
-    check_outputs(outputs, given)
+    check_outputs(outputs, given, named_paths)
     for path in given:
         others = glob_also_matches(path)
         if others:

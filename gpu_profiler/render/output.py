@@ -12,7 +12,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from gpu_profiler.errors import ProfilerError
@@ -34,13 +34,15 @@ def _stream(p: Path) -> bool:
 
 
 def check_outputs(outputs: Mapping[str, str | Path | None],
-                  inputs: Iterable[str | Path] = ()) -> None:
+                  inputs: Iterable[str | Path] = (),
+                  expand: Callable[[str], Iterable[str]] = lambda path: [path]) -> None:
     """Fail early (before a long scan) when an output (``{option: path}``; None: not asked
     for) cannot be written, names the same file as another output (a new file: by its
     resolved path, so ``./x`` is ``x``), or is one of the files the command reads (by
     device and inode: through symlinks and hard links; every file under an input directory,
-    every file an input glob matches, a Megatron-LM prefix's ``.idx`` and ``.bin``, see
-    `gpu_profiler.readers.named_paths`). Streams (``-``, a FIFO, a character device) replace
+    every file an input glob matches, a Megatron-LM prefix's ``.idx`` and ``.bin``: the
+    paths ``expand`` gives for an input, `gpu_profiler.readers.named_paths` from the CLI,
+    which renderers do not import). Streams (``-``, a FIFO, a character device) replace
     nothing and never collide."""
     named = {o: os.fspath(p) for o, p in outputs.items() if p is not None and p != "-"}
     seen: dict[object, str] = {}
@@ -60,7 +62,7 @@ def check_outputs(outputs: Mapping[str, str | Path | None],
         if st is not None and stat.S_ISREG(st.st_mode):
             existing[(st.st_dev, st.st_ino)] = option  # (a new file replaces nothing)
     if existing:
-        for given, path, identity in _input_files(inputs):
+        for given, path, identity in _input_files(inputs, expand):
             if identity in existing:
                 option = existing[identity]
                 of = "" if path == given else f" (of {given})"
@@ -70,14 +72,13 @@ def check_outputs(outputs: Mapping[str, str | Path | None],
         check_writable(p)
 
 
-def _input_files(inputs: Iterable[str | Path]) -> Iterator[tuple[str, str, tuple[int, int]]]:
+def _input_files(inputs: Iterable[str | Path], expand: Callable[[str], Iterable[str]]
+                 ) -> Iterator[tuple[str, str, tuple[int, int]]]:
     """``(input, file, (device, inode))`` for every file each input names (a directory's:
-    every file under it, walked as the readers walk it)."""
-    from gpu_profiler.readers import named_paths
-
+    every file under it)."""
     for source in inputs:
         given = os.fspath(source)
-        for path in named_paths(given):
+        for path in expand(given):
             walk = os.walk(path) if os.path.isdir(path) else [("", [], [path])]
             for top, _, names in walk:
                 for name in names:

@@ -45,6 +45,9 @@ BATCH_BYTES = 16 << 20
 READ_BUFFER = 4 << 20
 #: Decoded batches waiting for the consumer, per worker.
 QUEUE_PER_WORKER = 1
+#: Most rows a file's footer may claim in all (2**53: no file holds near that many; a
+#: larger count is a corrupt footer, refused before anything is read).
+MAX_ROWS = 1 << 53
 
 _ERRORS = (pa.ArrowException, OSError, ValueError, EOFError)
 _DONE = object()
@@ -187,6 +190,7 @@ def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
     pf = _open(path, footer)
     md = pf.metadata
     try:
+        row_counts(path, md)
         runs: list[Run | None] = [None] * md.num_row_groups
         if trust_statistics and not spec.offsets:
             from gpu_profiler.readers import parquet_stats
@@ -226,12 +230,42 @@ def ordered_chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
     """Chunks in row order, row group by row group, every one decoded (statistics give
     counts, not the order of the rows)."""
     pf = _open(path)
-    for i in range(pf.metadata.num_row_groups):
+    try:
+        counts = row_counts(path, pf.metadata)
+    except _ERRORS as exc:
+        raise _corrupt(path, exc) from None
+    for i, want in enumerate(counts):
         try:
             table = pf.read_row_group(i, columns=[spec.name])
+            _check_rows(table.num_rows, want)
         except _ERRORS as exc:
             raise _corrupt(path, exc, [i]) from None
         yield from arrays_to_chunks(table.column(0).chunks, spec)
+
+
+def row_counts(path: Path, md: pq.FileMetaData) -> list[int]:
+    """Every row group's row count, as the footer says, checked: none negative, and at
+    most `MAX_ROWS` in all (a footer may claim any count; pyarrow indexes past its lists
+    on a negative one)."""
+    counts = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+    bad = next((i for i, n in enumerate(counts) if n < 0), None)
+    if bad is not None:
+        raise ProfilerError(f"{path}: corrupt Parquet footer: row group {bad} claims "
+                            f"{counts[bad]:,} rows")
+    if sum(counts) > MAX_ROWS:
+        raise ProfilerError(f"{path}: corrupt Parquet footer: its row groups claim "
+                            f"{sum(counts):,} rows in all (at most {MAX_ROWS:,} are taken "
+                            "for real)")
+    return counts
+
+
+def _check_rows(got: int, want: int) -> None:
+    """Raise unless the rows decoded are as many as the footer says (pyarrow decodes none
+    of a column chunk whose value count is negative, and says nothing); the caller names
+    the row groups."""
+    if got != want:
+        raise ValueError(f"{'over ' if got > want else ''}{got:,} rows decoded, the footer "
+                         f"says {want:,}")
 
 
 def _leaf_index(md: pq.FileMetaData, spec: LengthSpec) -> int:
@@ -296,15 +330,21 @@ def _decoded(pf: pq.ParquetFile, spec: LengthSpec, group: list[int],
     """The chunks of some row groups, decoded in this thread, ``rows`` at a time (read
     whole when they fit: a batch reader costs more to set up than a small file to read)."""
     md = pf.metadata
-    if sum(md.row_group(i).num_rows for i in group) <= rows:
+    want = sum(md.row_group(i).num_rows for i in group)
+    if want <= rows:
         columns = pf.read_row_groups(group, columns=[spec.name], use_threads=False).column(0)
         arrays: Iterable[pa.Array] = columns.chunks
     else:
         arrays = (rb.column(0) for rb in pf.iter_batches(
             batch_size=rows, row_groups=group, columns=[spec.name], use_threads=False))
+    got = 0
     for column in arrays:
+        got += len(column)
+        if got > want:
+            break
         if len(column):
             yield array_to_chunk(column, spec)
+    _check_rows(got, want)
 
 
 def _worker(path: Path, md: pq.FileMetaData, spec: LengthSpec, jobs: queue.SimpleQueue,

@@ -16,6 +16,8 @@ Megatron-LM ``.idx`` of the same prefix is that dataset's (`gpu_profiler.readers
 
 from __future__ import annotations
 
+import ast
+import math
 import os
 import struct
 from collections.abc import Iterator
@@ -35,6 +37,13 @@ LLMC_MAGIC = 20240520
 LLMC_HEADER = 256 * 4
 LLMC_VERSIONS = {1: "uint16", 2: "uint32"}
 NPY_MAGIC = b"\x93NUMPY"
+NPY_VERSIONS = ((1, 0), (2, 0), (3, 0))
+#: Longest .npy header read (numpy writes ~128 bytes and reads at most 10,000 by default).
+NPY_MAX_HEADER = 1 << 16
+#: Most dimensions of a .npy shape (numpy's own limit).
+NPY_MAX_DIMS = 64
+#: The .npy dtypes (their descr, without a little-endian mark) of token ids.
+_NPY_DTYPES = {"u2": "uint16", "u4": "uint32", "i4": "int32"}
 #: Token bytes per chunk (read at call time: tests shrink it).
 CHUNK_BYTES = 8 << 20
 #: Token dtypes the kernels take; int32 ids (``.npy``) are read as uint32, the same bits.
@@ -91,33 +100,83 @@ def _llmc(path: Path, head: bytes, size: int, token_dtype: str | None) -> Layout
 
 
 def _npy(path: Path, f: BinaryIO, size: int, token_dtype: str | None) -> Layout:
-    fmt = np.lib.format
-    try:
-        version = fmt.read_magic(f)
-        read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(
-            version)
-        if read is None:
-            raise ValueError(f"format version {version[0]}.{version[1]} is not supported")
-        shape, fortran, dtype = read(f)
-        offset = f.tell()
-    except (ValueError, SyntaxError, TypeError, OverflowError, EOFError) as exc:
-        raise ProfilerError(f"{path}: corrupt .npy header: {first_line(exc)}") from None
-    big = dtype.byteorder == ">" or (dtype.byteorder == "=" and not np.little_endian)
-    name = dtype.name
-    if name not in _KERNEL_DTYPES or big:
+    shape, fortran, descr, offset = _npy_header(path, f, size)
+    order, code = (descr[0], descr[1:]) if descr[:1] in ("<", ">", "=", "|") else ("", descr)
+    little = order == "<" or (order in ("=", "") and np.little_endian)
+    name = _NPY_DTYPES.get(code) if little else None
+    if name is None:
         raise ProfilerError(f"{path}: token ids must be little-endian uint16, uint32 or "
-                            f"int32; the .npy holds {dtype.str}")
+                            f"int32; the .npy holds {_said(descr)}")
     if fortran and len(shape) > 1:
-        raise ProfilerError(f"{path}: a Fortran-order {shape} array is no token stream (save "
-                            "it in C order)")
+        raise ProfilerError(f"{path}: a Fortran-order {_said(shape)} array is no token "
+                            "stream (save it in C order)")
     if token_dtype is not None and _KERNEL_DTYPES[name] != token_dtype:
         _agree(path, "its .npy header", name, token_dtype)
-    tokens = int(np.prod(shape, dtype=object)) if shape else 1
-    need = offset + tokens * dtype.itemsize
+    tokens = math.prod(shape)
+    need = offset + tokens * np.dtype(name).itemsize
     if size != need:
-        raise ProfilerError(f"{path}: its .npy header says shape {shape} of {name} "
-                            f"({need:,} bytes with the header), the file has {size:,}")
+        said = f"{need:,} bytes" if need < 1 << 63 else "over 2**63 bytes"
+        raise ProfilerError(f"{path}: its .npy header says shape {_said(shape)} of {name} "
+                            f"({said} with the header), the file has {size:,}")
     return Layout(".npy", name, offset, tokens)
+
+
+def _npy_header(path: Path, f: BinaryIO, size: int) -> tuple[tuple[int, ...], bool, str, int]:
+    """``(shape, fortran_order, descr, offset of the data)`` of the .npy file ``f`` (of
+    ``size`` bytes), parsed here rather than by numpy, whose reader trusts the header
+    length (reading 4 GiB for a length of 2**32 - 1) and lets its tokenizer's errors out.
+    The header is read only once its length is known to fit the file and `NPY_MAX_HEADER`;
+    it must be a Python literal of exactly numpy's three keys, the shape a tuple of at most
+    `NPY_MAX_DIMS` non-negative integers, the descr a string."""
+    def corrupt(what: str) -> ProfilerError:
+        return ProfilerError(f"{path}: corrupt .npy header: {what}")
+
+    f.seek(0)
+    prefix = f.read(12)
+    if len(prefix) < 10:
+        raise corrupt(f"the file ends at byte {len(prefix)}, inside the header")
+    version = (prefix[6], prefix[7])
+    if version not in NPY_VERSIONS:
+        raise corrupt(f"format version {version[0]}.{version[1]} at offset 6 (known: 1.0, "
+                      "2.0, 3.0)")
+    wide = version != (1, 0)
+    if wide and len(prefix) < 12:
+        raise corrupt(f"the file ends at byte {len(prefix)}, inside the header")
+    length = struct.unpack_from("<I" if wide else "<H", prefix, 8)[0]
+    offset = (12 if wide else 10) + length
+    if length > NPY_MAX_HEADER or offset > size:
+        raise corrupt(f"header length {length:,} at offset 8 " + (
+            f"runs past the end of the {size:,}-byte file" if offset > size else
+            f"(numpy writes about 128 bytes; at most {NPY_MAX_HEADER:,} are read)"))
+    f.seek(offset - length)
+    raw = f.read(length)
+    if len(raw) != length:
+        raise corrupt(f"the file ends at byte {offset - length + len(raw)}, inside the "
+                      "header")
+    try:
+        text = raw.decode("utf-8" if version == (3, 0) else "latin-1")
+        header = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise corrupt(f"not a Python literal ({type(exc).__name__}: {first_line(exc)})"
+                      [:200]) from None
+    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
+        raise corrupt("not a dict of exactly 'descr', 'fortran_order' and 'shape'")
+    shape, fortran, descr = header["shape"], header["fortran_order"], header["descr"]
+    if not (isinstance(shape, tuple) and len(shape) <= NPY_MAX_DIMS
+            and all(type(n) is int and 0 <= n < 1 << 63 for n in shape)):
+        raise corrupt(f"shape {_said(shape)} is not a tuple of at most {NPY_MAX_DIMS} "
+                      "integers from 0 to 2**63 - 1")
+    if type(fortran) is not bool:
+        raise corrupt(f"fortran_order {_said(fortran)} is not True or False")
+    if not isinstance(descr, str):
+        raise corrupt(f"descr {_said(descr)} is not a dtype string (a structured array?)")
+    return shape, fortran, descr, offset
+
+
+def _said(value: object) -> str:
+    """A header value as a message shows it: its repr, cut short."""
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _agree(path: Path, where: str, dtype: str, token_dtype: str | None) -> None:

@@ -10,6 +10,17 @@ Every scan must end in numbers or in one line naming the file, never a signal, a
 exception that is not `ProfilerError`, the memory limit or the time limit; numbers must
 equal pyarrow's wherever pyarrow reads the file, and the two IPC readers must agree: the
 same numbers, or both an error.
+
+The formats added since (`test_every_other_format_ends_in_numbers_or_one_line`) are fuzzed
+the same way, a seeded, bounded number of mutants each (~1,100 cases, ~10-20 s): token
+streams (.npy, its header rewritten as well as its bytes: shapes, dtypes, lengths,
+versions, broken literals; llm.c's header; nanoGPT's raw .bin), Megatron-LM indexes (both
+units), JSON Lines plain and zstd (lines broken, blank runs inserted, the compressed
+stream itself cut and changed), and Parquet footers with integers made negative. Their
+numbers must equal a reading by the format's specification (tests/fuzz_child.py: numpy's
+loader, llm.c's and Megatron-LM's checks, Python's json, pyarrow), and for the formats
+whose reference is their own loader, numbers where it refuses the file are wrong too. The
+bombs among them, run through the CLI itself, are in tests/test_bombs.py.
 """
 
 from __future__ import annotations
@@ -233,3 +244,286 @@ def test_hostile_files_end_in_numbers_or_one_line(tmp_path):
 
 def _short(outcome: dict) -> str:
     return "numbers" if "ok" in outcome else str(outcome)[:160]
+
+
+# ------------------------------------------------------------------------ the other formats
+EOT = 7
+#: Mutants per base file of each of the other formats (seeded: the same files every run).
+OTHER_MUTANTS = 24
+
+
+def _ids(rng: np.random.Generator, n: int, top: int) -> np.ndarray:
+    x = rng.integers(0, top, n)
+    x[rng.random(n) < 0.08] = EOT
+    return x
+
+
+def _npy_file(header: bytes, version: tuple[int, int], body: bytes) -> bytes:
+    size = struct.pack("<H" if version == (1, 0) else "<I", len(header))
+    return b"\x93NUMPY" + bytes(version) + size + header + body
+
+
+#: Rewrites of a .npy header's text (N: its token count), each where its first part occurs.
+NPY_EDITS = [
+    ("(N,)", "(-N,)"), ("(N,)", "(N, -1)"), ("(N,)", "(-1, -N)"), ("(N,)", "(2**32,)"),
+    ("(N,)", "(1e99,)"), ("(N,)", "()"), ("(N,)", "(True,)"), ("(N,)", "(N"), ("(N,)", "[N]"),
+    ("(N,)", "(99999999999999999999999,)"), ("(N,)", "(NL,)"), ("(N,)", "(N, 1)"),
+    ("(N,)", "(1, N)"), ("(N,)", "(" + "1, " * 70 + "N)"), ("(N,)", "(0,)"),
+    ("(N,)", "(" * 300 + "N" + ")" * 300), ("(N,)", "(N//2,)"),
+    ("(N,)", "(" + "9" * 5000 + ",)"), ("(N,)", "(" + "9" * 4000 + ", " + "9" * 4000 + ")"),
+    ("'D'", "'<u8'"), ("'D'", "'>u2'"), ("'D'", "'<f4'"), ("'D'", "'|O'"),
+    ("'D'", "[('a', '<u2')]"), ("'D'", "'xx'"), ("'D'", "b'<u2'"), ("'D'", "'u2'"),
+    ("'D'", "'=u2'"), ("'D'", "'<i4'"), ("'D'", "'<u4'"), ("'D'", "'(9999999999,)u1'"),
+    ("'D'", "None"), ("False", "True"), ("False", "1"), ("False", "None"),
+    ("'shape'", "'sh\"pe'"), ("{'descr'", "{'''descr"), ("{", "{'x': 1, "), ("{", ""),
+    ("}", ""), ("'descr': 'D', ", ""), ("'descr'", "'descr': 'D', 'descr'"), (", }", "#}"),
+    ("{", " {"), ("{", "\x00{"), ("}", "} + 1"), ("'", '"'), ("(N,)", "(N,\n)"),
+    ("'", "\\"), ("}", "}}"), ("{", "{{"), ("'shape'", "'shape\u00e9'"),
+]
+
+
+def _npy_mutants(rng: np.random.Generator, array: np.ndarray, n: int) -> list[bytes]:
+    """Header-aimed: the header's text rewritten (its length field then made right, or
+    left as it was), the length field set to crafted values, the version changed, the
+    header's bytes flipped or cut; and the generic mutants of the whole file."""
+    version = {"<u2": (1, 0), "<u4": (2, 0), "<i4": (3, 0)}[array.dtype.str]
+    wide = version != (1, 0)
+    text = "{'descr': 'D', 'fortran_order': False, 'shape': (N,), }"
+    body = array.tobytes()
+
+    def encode(t: str) -> bytes:
+        t = t.replace("'D'", f"'{array.dtype.str}'").replace("N", str(array.size))
+        return t.encode("utf-8" if version == (3, 0) else "latin-1", errors="replace")
+
+    good = encode(text)
+    header = good + b" " * ((64 - (12 + len(good) + 1) % 64) % 64) + b"\n"
+    data = _npy_file(header, version, body)
+    out = []
+    for _ in range(n):
+        what, into = NPY_EDITS[int(rng.integers(0, len(NPY_EDITS)))]
+        raw = encode(text.replace(what, into, 1)) + b"\n"
+        if rng.random() < 0.3:  # the length field as it was: the text runs on, or short
+            raw = (raw + b" " * len(header))[:len(header)]
+            out.append(data[:12 if wide else 10] + raw + body)
+        else:
+            out.append(_npy_file(raw, version, body))
+    for word in (0, 1, len(header) - 1, len(header) + 1, 0xFFFF, 0xFFFFFFFF, 1 << 31,
+                 len(data)):
+        if not wide and word > 0xFFFF:
+            continue
+        b = bytearray(data)
+        b[8:12 if wide else 10] = struct.pack("<I" if wide else "<H", word)
+        out.append(bytes(b))
+    for v in ((1, 0), (2, 0), (3, 0), (0, 0), (9, 9), (1, 1)):
+        out.append(data[:6] + bytes(v) + data[8:])
+    for _ in range(n // 2):
+        b = bytearray(data)
+        i = int(rng.integers(0, 12 + len(header)))
+        b[i] ^= int(rng.integers(1, 256))
+        out.append(bytes(b))
+    out += [data[:int(k)] for k in rng.integers(0, 12 + len(header), 4)]
+    return out + _mutants(rng, data, n // 2)
+
+
+def _llmc_mutants(rng: np.random.Generator, ids: np.ndarray, version: int,
+                  n: int) -> list[bytes]:
+    header = np.zeros(256, np.int32)
+    header[:3] = 20240520, version, ids.size
+    body = ids.astype(np.uint16 if version == 1 else np.uint32).tobytes()
+    data = header.tobytes() + body
+    out = []
+    for at in (4, 8):
+        for word in (-1, 0, 1, 2, 3, ids.size - 1, ids.size + 1, -ids.size, (1 << 31) - 1,
+                     1 << 30):
+            b = bytearray(data)
+            b[at:at + 4] = struct.pack("<i", word)
+            out.append(bytes(b))
+    out += [data[:k] for k in (4, 8, 12, 1023, 1024, 1025, len(data) - 1)]
+    out.append(data + b"\0\0")
+    return out + _mutants(rng, data, n // 2)
+
+
+def _megatron(sizes: list[int], docs: list[int], modes: bool) -> bytes:
+    head = b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(sizes), len(docs))
+    pointers = np.concatenate([[0], np.cumsum(sizes)[:-1]]) * 2
+    tail = np.array([s % 3 for s in sizes], np.int8).tobytes() if modes else b""
+    return (head + np.array(sizes, "<i4").tobytes() + pointers.astype("<i8").tobytes()
+            + np.array(docs, "<i8").tobytes() + tail)
+
+
+def _megatron_mutants(rng: np.random.Generator, data: bytes, sequences: int,
+                      n: int) -> list[bytes]:
+    """Header fields crafted (version, dtype code, counts), document index entries and
+    sizes crafted, bytes appended; and the generic mutants."""
+    out = []
+    for at, fmt, words in ((9, "<Q", (0, 2, 1 << 63)), (17, "<B", (0, 9, 255)),
+                           (18, "<Q", (0, sequences - 1, sequences + 1, (1 << 64) - 1,
+                                       1 << 61)),
+                           (26, "<Q", (0, 1, 2, (1 << 64) - 1, 1 << 60))):
+        for word in words:
+            b = bytearray(data)
+            b[at:at + struct.calcsize(fmt)] = struct.pack(fmt, word)
+            out.append(bytes(b))
+    docs_at = 34 + 12 * sequences
+    for _ in range(n // 2):
+        b = bytearray(data)
+        if rng.random() < 0.5:
+            i = docs_at + 8 * int(rng.integers(0, (len(b) - docs_at) // 8))
+            word = [-1, 0, sequences, sequences + 1, 1 << 62, 3][int(rng.integers(0, 6))]
+            b[i:i + 8] = struct.pack("<q", word)
+        else:
+            i = 34 + 4 * int(rng.integers(0, sequences))
+            word = [-1, 0, (1 << 31) - 1, -(1 << 31), 1 << 30][int(rng.integers(0, 5))]
+            b[i:i + 4] = struct.pack("<i", word)
+        out.append(bytes(b))
+    out += [data + b"\0" * k for k in (1, sequences, 8)]
+    return out + _mutants(rng, data, n)
+
+
+def _jsonl_text(rng: np.random.Generator, lines: int) -> bytes:
+    """Objects with the length an int, null or absent, blank and whitespace lines, LF and
+    CRLF, sometimes a byte order mark first."""
+    out = [b"\xef\xbb\xbf" if rng.random() < 0.3 else b""]
+    for _ in range(lines):
+        r = rng.random()
+        if r < 0.1:
+            out.append([b"", b"  ", b"\t", b"\r", b" \r"][int(rng.integers(0, 5))] + b"\n")
+            continue
+        value = "null" if r < 0.15 else str(int(rng.integers(0, 3000)))
+        field = f'"length": {value}, ' if r > 0.2 else ""
+        end = b"\r\n" if rng.random() < 0.2 else b"\n"
+        text = "x" * int(rng.integers(0, 99))
+        out.append(("{" + field + f'"text": "{text}"' + "}").encode() + end)
+    return b"".join(out)
+
+
+JSONL_PIECES = [b"{", b"}", b'"', b"\n", b" ", b"\r", b"\t", b"\\", b"\x00", b"\xff", b",",
+                b":", b"[", b"0", b"-", b"null", b"1.5", b"99999999999999999999", b"true",
+                b'"length": 1, "length": 2', b"\xef\xbb\xbf", b"\n" * 5000, b" " * 5000,
+                b"\r\n" * 3000, b"{}", b'{"length": -5}', b'{"length": 5}{"length": 6}',
+                b"\n" * (3 << 20)]
+
+
+def _jsonl_mutants(rng: np.random.Generator, data: bytes, n: int) -> list[bytes]:
+    """Pieces inserted or written over, bytes deleted; and the generic mutants."""
+    out = []
+    for _ in range(n):
+        b = bytearray(data)
+        i = int(rng.integers(0, len(b) + 1))
+        piece = JSONL_PIECES[int(rng.integers(0, len(JSONL_PIECES)))]
+        r = rng.random()
+        if r < 0.5:
+            b[i:i] = piece
+        elif r < 0.8:
+            b[i:i + len(piece)] = piece
+        else:
+            del b[i:i + int(rng.integers(1, 40))]
+        out.append(bytes(b))
+    return out + _mutants(rng, data, n // 2)
+
+
+def _zstd(data: bytes) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(sink, "zstd") as f:
+        f.write(data)
+    return sink.getvalue().to_pybytes()
+
+
+def _footer_mutants(rng: np.random.Generator, data: bytes, n: int) -> list[bytes]:
+    """A Parquet file's footer with integers made negative (the zigzag sign, bit 0 of a
+    varint's first byte, flipped: after every byte that may be an i32/i64 field header,
+    and ``n`` more at random)."""
+    (length,) = struct.unpack_from("<i", data, len(data) - 8)
+    start = len(data) - 8 - length
+    picks = {i + 1 for i in range(start, len(data) - 9) if data[i] & 0x0F in (5, 6)}
+    picks |= set(rng.integers(start, len(data) - 8, n).tolist())
+    out = []
+    for i in sorted(picks):
+        b = bytearray(data)
+        b[i] ^= 1
+        out.append(bytes(b))
+    return out
+
+
+def _other_corpus(tmp: Path) -> list[dict]:
+    """Every mutant of the other formats, as cases (the backends taking turns)."""
+    rng = np.random.default_rng(SEED + 1)
+    files: list[tuple[bytes, str, str, dict]] = []  # (data, kind, suffix, options)
+    for dtype, top in ((np.uint16, 300), (np.uint32, 70_000), (np.int32, 300)):
+        files += [(m, "npy", ".npy", {"eot": EOT}) for m in
+                  _npy_mutants(rng, _ids(rng, 150, top).astype(dtype), OTHER_MUTANTS)]
+    for version in (1, 2):
+        files += [(m, "llmc", ".bin", {"eot": EOT, "eot_position": "start"}) for m in
+                  _llmc_mutants(rng, _ids(rng, 150, 300), version, OTHER_MUTANTS)]
+    raw = _ids(rng, 150, 300).astype(np.uint16).tobytes()
+    files += [(m, "nanogpt", ".bin", {"eot": EOT}) for m in _mutants(rng, raw, 12)
+              if m[:4] != struct.pack("<i", 20240520) and not m.startswith(b"\x93NUMPY")]
+    for modes in (False, True):
+        sizes = rng.integers(1, 500, 40).tolist()
+        docs = [0, *sorted(rng.choice(np.arange(1, 40), 9, replace=False).tolist()), 40]
+        for m in _megatron_mutants(rng, _megatron(sizes, docs, modes), 40, OTHER_MUTANTS):
+            files += [(m, "megatron", ".idx", {}),
+                      (m, "megatron", ".idx", {"unit": "document"})]
+    for _ in range(2):
+        text = _jsonl_text(rng, 80)
+        plain = _jsonl_mutants(rng, text, 2 * OTHER_MUTANTS)
+        files += [(m, "jsonl", ".jsonl", {}) for m in plain]
+        zipped = [_zstd(m) for m in plain[:OTHER_MUTANTS]]
+        zipped += _mutants(rng, _zstd(text), OTHER_MUTANTS)  # the stream itself broken
+        zipped += [_zstd(text) + _zstd(text), _zstd(b"\n" * (64 << 20) + text)]
+        files += [(m, "jsonl", ".jsonl.zst", {}) for m in zipped]
+    t = _table(rng, 240, None)
+    for m in _footer_mutants(rng, _parquet(tmp / "footer", t, "snappy"), OTHER_MUTANTS):
+        files += [(m, "parquet", ".parquet", {}), (m, "parquet", ".parquet", {"trust": True})]
+    cases = []
+    for k, (data, kind, suffix, options) in enumerate(files):
+        path = tmp / f"o{k}{suffix}"
+        path.write_bytes(data)
+        trust = options.pop("trust", False)
+        cases.append({"path": str(path), "kind": kind,
+                      "column": "length" if kind in ("jsonl", "parquet") else None,
+                      "offsets_of": None, "backend": ("numpy", "numba")[k % 2],
+                      "reader": None, "io": "auto", "options": options, "trust": trust})
+    return cases
+
+
+#: Formats whose reference is their specification's own loader: numbers read where it
+#: refuses the file are wrong (a negative .npy shape was counted). JSON Lines is not among
+#: them: Python's json refuses what pyarrow's parser takes (control characters in strings).
+STRICT = {"npy", "llmc", "nanogpt", "megatron"}
+
+
+def test_every_other_format_ends_in_numbers_or_one_line(tmp_path):
+    """.npy, llm.c and nanoGPT token streams, Megatron-LM indexes (both units), JSON Lines
+    plain and zstd: every mutant gives the reference's numbers (where the reference reads
+    it) or one line naming the file; never another exception, a signal, the memory or the
+    time limit."""
+    from gpu_profiler import native
+
+    native.library()
+    cases = _other_corpus(tmp_path)
+    manifest = tmp_path / "cases.json"
+    manifest.write_text(json.dumps(cases))
+    done, refs, died = _run(manifest, len(cases))
+    problems = [f"{cases[i]}: {why}" for i, why in died.items()]
+    for i, case in enumerate(cases):
+        got = done.get(i)
+        if got is None:
+            continue
+        if "bug" in got:
+            problems.append(f"{case}: {got['bug']}")
+        elif "error" in got:
+            line = got["error"]
+            if "\n" in line or case["path"] not in line:
+                problems.append(f"{case}: error line {line!r}")
+        elif "ok" in refs.get(i, {}) and refs[i]["ok"] != got["ok"] and not case["trust"]:
+            problems.append(f"{case}: numbers differ from the reference's")
+        elif "ok" not in refs.get(i, {}) and case["kind"] in STRICT:
+            problems.append(f"{case}: numbers where the reference refuses the file "
+                            f"({refs.get(i)})")
+    assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems[:30])
+    # the mutants reach both outcomes in every format, and read numbers are checked
+    for kind in ("npy", "llmc", "nanogpt", "megatron", "jsonl", "parquet"):
+        mine = [i for i, c in enumerate(cases) if c["kind"] == kind]
+        assert {"ok" if "ok" in done[i] else "error" for i in mine} == {"ok", "error"}, kind
+        assert any("ok" in done[i] and "ok" in refs.get(i, {}) for i in mine), kind

@@ -1,13 +1,14 @@
 # Two commands do all set-up on a fresh machine (Python 3.11 + pip):
 #   make demo   -> venv, install, profile the embedded demo corpus, write its HTML report
-#   make test   -> venv, install with test extras, ruff, mypy, run the suite
+#   make test   -> venv, install with test extras, ruff, mypy, the suite but its slow groups
+#   make test-slow -> the slow groups (CUDA simulator, ptxas, fuzzers, bombs)
 #   make test-integration -> also the integration extra (torch CPU, accelerate, transformers,
 #                  lightning, torchdata), then the sampler under each real training stack
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: demo test test-integration bench clean
+.PHONY: demo test test-slow test-integration bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +32,11 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check gpu_profiler kernels tests bench
 	$(BIN)/mypy gpu_profiler kernels
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow and not cudasim and not integration"
+
+# the slow groups: CUDA kernels under numba's simulator, ptxas, the fuzzers and bombs
+test-slow: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -m "slow or cudasim"
 
 test-integration: $(VENV)/.installed-integration
 	$(BIN)/python -m pytest -q -m integration tests/integration

@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.slow  # each bomb a CLI child under limits: make test-slow
+
 #: Seconds a bomb may take (each takes ~0.5-1 s here after the CLI's start).
 SECONDS = 60
 #: Resident memory a bomb may add to the warmed-up CLI's.

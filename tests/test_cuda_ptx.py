@@ -24,6 +24,8 @@ import pytest
 
 from gpu_profiler.kernels import cuda as k
 
+pytestmark = pytest.mark.slow  # ptxas on every kernel: make test-slow
+
 #: Per-target limits from the CUDA programming guide (compute capability tables). The
 #: backend itself queries these from the device at run time; here they are test data.
 TARGETS = {

@@ -37,6 +37,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.slow  # thousands of mutants in limited children: make test-slow
 
 CHILD = Path(__file__).with_name("fuzz_child.py")
 CASE_SECONDS = 20  # per case: far above any real one (the slowest, a bomb, takes ~1 s)

@@ -356,6 +356,7 @@ def test_truncated_anywhere(tmp_path, kind, compression, bounded):
     assert errors > 0
 
 
+@pytest.mark.slow  # every metadata byte flipped, both kernels: make test-slow
 @pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("compression", [None, "lz4"])
 def test_flipped_metadata_bytes(tmp_path, kind, compression, kernels, bounded):

@@ -15,6 +15,7 @@ global step ``G``, writes ``ready-<tag>`` and waits to be killed.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -53,6 +54,38 @@ def bucket_of(lengths: np.ndarray) -> np.ndarray:
     clipped = np.minimum(lengths, SAMPLER_KW["max_seq_len"])
     return np.searchsorted(np.asarray(SAMPLER_KW["bounds"]), clipped, side="right") - 1
 
+
+
+# ------------------------------------------------------------------ worker scripts
+class Index:
+    """The dataset every worker trains on: sample i is its index (a map-style dataset for
+    torch's DataLoader, which needs only ``__len__`` and ``__getitem__``)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def worker_args(*extra: tuple[str, dict[str, Any]]) -> argparse.Namespace:
+    """A worker's command line: where to record, the job's tag and epochs, the loader's
+    workers, the checkpoint interval, when to wait to be killed, what to resume from;
+    ``extra``: ``(flag, add_argument keywords)`` of its own."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tag", required=True)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--ckpt-every", type=int, default=10)
+    ap.add_argument("--kill-after", type=int)
+    ap.add_argument("--resume")
+    for flag, kw in extra:
+        ap.add_argument(flag, **kw)
+    return ap.parse_args()
 
 # ------------------------------------------------------------------ worker side
 class Recorder:

@@ -9,42 +9,22 @@ torch.distributed.run, which is what accelerate's own multi-process launcher run
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
-from harness import SAMPLER_KW, Killer, Recorder, corpus, quiet_env
+from harness import SAMPLER_KW, Index, Killer, Recorder, corpus, quiet_env, worker_args
 
 quiet_env()
 
 import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
 
 import gpu_profiler as gp  # noqa: E402
 
 
-class Index(Dataset):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> int:
-        return i
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tag", required=True)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--ckpt-every", type=int, default=10)
-    ap.add_argument("--kill-after", type=int)
-    ap.add_argument("--resume")
-    a = ap.parse_args()
+    a = worker_args()
     acc = Accelerator(cpu=True)
     rank, world = acc.process_index, acc.num_processes
     assert world == int(os.environ["WORLD_SIZE"]) > 1, (world, os.environ.get("WORLD_SIZE"))

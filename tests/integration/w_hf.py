@@ -7,11 +7,10 @@ with the Trainer's global step. Checkpoints every ``--ckpt-every`` steps (``save
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Any
 
-from harness import SAMPLER_KW, Killer, Recorder, quiet_env
+from harness import SAMPLER_KW, Killer, Recorder, quiet_env, worker_args
 
 quiet_env()
 
@@ -57,16 +56,7 @@ class Steps(TrainerCallback):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tag", required=True)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--ckpt-every", type=int, default=10)
-    ap.add_argument("--kill-after", type=int)
-    ap.add_argument("--resume")
-    a = ap.parse_args()
+    a = worker_args(("--data", dict(required=True)))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     rec, killer = Recorder(a.out, a.tag, rank), Killer(a.out, a.tag, a.kill_after, rank)
     ds = datasets.load_from_disk(a.data)

@@ -12,28 +12,25 @@ import argparse
 import os
 from typing import Any
 
-from harness import SAMPLER_KW, Killer, Recorder, corpus, mark_checkpoint, quiet_env
+from harness import (
+    SAMPLER_KW,
+    Index,
+    Killer,
+    Recorder,
+    corpus,
+    mark_checkpoint,
+    quiet_env,
+    worker_args,
+)
 
 quiet_env()
 
 import lightning as L  # noqa: E402
 import torch  # noqa: E402
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
-from torch.utils.data import Dataset  # noqa: E402
 from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
 
 import gpu_profiler as gp  # noqa: E402
-
-
-class Index(Dataset):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> int:
-        return i
 
 
 class Model(L.LightningModule):
@@ -87,15 +84,7 @@ class Kill(Callback):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tag", required=True)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--ckpt-every", type=int, default=10)
-    ap.add_argument("--kill-after", type=int)
-    ap.add_argument("--resume")
-    a = ap.parse_args()
+    a = worker_args()
     rank = int(os.environ.get("LOCAL_RANK", 0))  # Lightning sets it in the process it starts
     killer = Killer(a.out, a.tag, a.kill_after, rank)
     torch.manual_seed(0)

@@ -7,31 +7,18 @@ epoch's loop has ended. ``--resume`` loads one in a new process; ``--peek`` take
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Any
 
-from harness import SAMPLER_KW, Killer, Recorder, corpus, quiet_env
+from harness import SAMPLER_KW, Index, Killer, Recorder, corpus, quiet_env, worker_args
 
 quiet_env()
 
 import torch  # noqa: E402
-from torch.utils.data import Dataset  # noqa: E402
 from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
 
 import gpu_profiler as gp  # noqa: E402
 from gpu_profiler.sampler import SCHEMA  # noqa: E402
-
-
-class Index(Dataset):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> int:
-        return i
 
 
 def sampler_states(obj: Any) -> list[dict[str, Any]]:
@@ -46,17 +33,8 @@ def sampler_states(obj: Any) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tag", required=True)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--ckpt-every", type=int, default=10)
-    ap.add_argument("--ckpt-epoch-end", action="store_true")
-    ap.add_argument("--kill-after", type=int)
-    ap.add_argument("--resume")
-    ap.add_argument("--peek", action="store_true")
-    a = ap.parse_args()
+    a = worker_args(("--ckpt-epoch-end", dict(action="store_true")),
+                    ("--peek", dict(action="store_true")))
     torch.manual_seed(0)
     rec, killer = Recorder(a.out, a.tag, 0), Killer(a.out, a.tag, a.kill_after, 0)
     lengths = corpus()

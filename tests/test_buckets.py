@@ -95,3 +95,11 @@ def test_histogram_with_too_small_cap_is_refused():
 def test_bad_params(kw, msg):
     with pytest.raises(ProfilerError, match=msg):
         BucketParams(**kw)
+
+
+def test_a_column_of_implausible_lengths_says_so_with_its_range():
+    stamps = np.array([1_600_000_000, 1_650_000_000, 1_700_000_000], np.int64)
+    said = gp.profile(stamps).table.warnings
+    assert any("lengths range from 1,600,000,000 to 1,700,000,000" in w and "--column" in w
+               for w in said), said
+    assert not any("plausible" in w for w in gp.profile(np.array([5, 70_000])).table.warnings)

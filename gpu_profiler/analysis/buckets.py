@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
 from gpu_profiler.params import BucketParams
 
 #: A bucket producing more than this share of batches makes a banded loss curve likely
@@ -145,6 +145,11 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
         warnings=tuple(_warnings(p, buckets, unbucketed, h)))
 
 
+#: Longer than any context trained on (2**24 tokens): a column past it holds something
+#: else (timestamps, byte offsets, ids), which the bucket table says rather than bins.
+PLAUSIBLE = MAX_AUTO_CAP
+
+
 def _warnings(p: BucketParams, buckets: tuple[BucketRow, ...], unbucketed: int,
               h: LengthHistogram) -> list[str]:
     if not h.total:
@@ -165,6 +170,10 @@ def _warnings(p: BucketParams, buckets: tuple[BucketRow, ...], unbucketed: int,
                    f"{p.bounds[-1]}) after clipping to {p.max_seq_len} and would never be "
                    f"trained{fix} (BucketBatchSampler and plan refuse them unless told "
                    "drop_outside / --drop-outside)")
+    if h.max is not None and h.max > PLAUSIBLE:
+        out.append(f"lengths range from {h.min:,} to {h.max:,}: past {PLAUSIBLE:,} tokens no "
+                   "training sample is a plausible length; is the column a token count "
+                   "(--column, --offsets-of)?")
     if h.null_count or h.invalid_count:
         out.append(f"{h.null_count} null and {h.invalid_count} negative lengths were "
                    "counted and left out of every bucket")

@@ -26,7 +26,7 @@ mismatch). Then diagnostic runs (not timed against the target): per-kernel wall 
 CPU time (wrapping ``native._Native.__call__``), epochs 1 and 2 in the same process (a
 training process's later epochs: the sampler drops the previous epoch's plan before it plans
 the next, so their peak is checked against the target too), and the pile size
-(``sampler.PILE``) swept.
+(``piles.PILE``) swept.
 Writes bench/results/plan.md and plan.json.
 """
 
@@ -58,8 +58,8 @@ CASES = {"fixed, world_size 1": ("fixed", 1), "sorted, world_size 1": ("sorted",
          "fixed, world_size 8": ("fixed", 8)}
 BASELINE = "numpy baseline (searchsorted + stable argsort + permutation per bucket)"
 #: Files the measured code lives in: the md says whether they differ from the commit.
-CODE = ("gpu_profiler/sampler.py", "kernels/plan.py", "gpu_profiler/native.py",
-        "gpu_profiler/analysis/interleave.py")
+CODE = ("gpu_profiler/sampler.py", "gpu_profiler/piles.py", "kernels/plan.py",
+        "gpu_profiler/native.py", "gpu_profiler/analysis/interleave.py")
 
 
 # --------------------------------------------------------------------------- child side
@@ -103,7 +103,7 @@ def child(spec: dict) -> dict:
     import numpy as np
 
     import gpu_profiler
-    from gpu_profiler import native, sampler
+    from gpu_profiler import native, piles
     from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams
 
     out: dict[str, Any] = {"kind": spec["kind"], "native_ready": native.ready()}
@@ -114,7 +114,7 @@ def child(spec: dict) -> dict:
     if spec["kind"] == "baseline":
         return out | baseline(x, np) | {"above_8192_pct": above(x, np)}
     if spec.get("pile"):
-        sampler.PILE = spec["pile"]
+        piles.PILE = spec["pile"]
     if spec.get("no_hugepages"):  # numpy advises huge pages for large arrays by default
         np._core.multiarray._set_madvise_hugepage(False)  # type: ignore[attr-defined]
     calls: list[tuple[str, dict]] = []
@@ -526,7 +526,7 @@ def markdown(r: dict) -> str:
         lines += [breakdown_row(name if e == 0 else "", e, ep)
                   for e, ep in enumerate(d["epochs"])]
     if r["piles"]:
-        lines += ["", "## Pile size (`sampler.PILE`; fixed, world_size 1, one process each)",
+        lines += ["", "## Pile size (`piles.PILE`; fixed, world_size 1, one process each)",
                   "", "The counting sort scatters into piles of at most PILE samples, each "
                   "then shuffled: small piles shuffle in cache, but the scatter writes to "
                   "more places.", "", HEAD.format("PILE"), RULE]

@@ -37,9 +37,8 @@ import numpy as np
 from numba import njit
 
 from gpu_profiler.params import BucketParams
+from gpu_profiler.piles import shuffled_groups
 
-#: Samples per shuffled pile, as `gpu_profiler.sampler.PILE` (a core's L2 of int64).
-PILE = 1 << 17
 #: Mixed into the key for the shuffle of the rows (the samples' shuffle takes the key).
 _ROWS_KEY = 0x9ACC
 
@@ -99,7 +98,7 @@ def pack_epoch(x: np.ndarray, params: BucketParams, key: int, drop_last: bool) -
     lo, hi = min(p.bounds[0], cap + 1), min(p.bounds[-1], cap + 1)
     by_length = np.full(cap + 2, -1, np.int64)  # one group per clipped length inside
     by_length[lo:hi] = np.arange(max(hi - lo, 0))
-    samples, sizes, counts = _shuffled_groups(x, cap, by_length, max(hi - lo, 0), key)
+    samples, sizes, counts = shuffled_groups(x, cap, by_length, max(hi - lo, 0), key)
 
     present = np.flatnonzero(sizes)[::-1]  # longest first
     values = (lo + present).astype(np.int64)
@@ -121,7 +120,7 @@ def pack_epoch(x: np.ndarray, params: BucketParams, key: int, drop_last: bool) -
     k = len(p.bounds) - 1
     by_bucket = np.full(cap + 2, -1, np.int64)
     by_bucket[lo:hi] = np.searchsorted(edges, np.arange(lo, hi), side="right") - 1
-    order, per_rows, _ = _shuffled_groups(first[:rows], cap, by_bucket, k, key ^ _ROWS_KEY)
+    order, per_rows, _ = shuffled_groups(first[:rows], cap, by_bucket, k, key ^ _ROWS_KEY)
     per_batch = min(p.token_budget // cap, p.max_batch_size) or 1
     kept, batch_first, batch_last = [], [], []
     per_bucket = np.zeros(k, np.int64)
@@ -150,36 +149,6 @@ def pack_epoch(x: np.ndarray, params: BucketParams, key: int, drop_last: bool) -
         end=row_offsets[np.concatenate(batch_last)], per_bucket=per_bucket,
         row_offsets=row_offsets, rows=rows, rows_per_batch=per_batch, tokens=tokens,
         efficiency=tokens / (rows * cap) if rows else 0.0, dropped=int(x.size - layout.size))
-
-
-def _shuffled_groups(x: np.ndarray, cap: int, group: np.ndarray, groups: int, key: int
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The indices ``i`` of ``x`` grouped by ``group[min(x[i], cap)]`` (``group[cap + 1]``
-    for negatives; -1: in no group), groups in order, each a uniform random permutation
-    (random piles, each shuffled: `gpu_profiler.kernels.plan.pile_sort`). Returns the
-    indices, each group's size, and the counts of each clipped length."""
-    from gpu_profiler import native
-
-    kind = "int32" if x.dtype == np.int32 else "int64"
-    counts = np.zeros(cap + 2, np.int64)
-    native.kernel(f"clip_counts_{kind}")(x, cap, counts)
-    inside = group >= 0
-    sizes = np.zeros(groups, np.int64)
-    np.add.at(sizes, group[inside], counts[inside])
-    piles = np.maximum(1, -(-sizes // PILE))
-    first_pile = np.concatenate(([0], np.cumsum(piles)[:-1])).astype(np.int64)
-    first = np.where(inside, first_pile[np.maximum(group, 0)] if groups else -1, -1)
-    per = np.where(inside, piles[np.maximum(group, 0)] if groups else 1, 1)
-    first, per = first.astype(np.int64), per.astype(np.int64)
-    cursor = np.zeros(int(piles.sum()), np.int64)
-    pile_sort = native.kernel(f"pile_sort_{kind}")
-    pile_sort(x, cap, first, per, key, cursor, np.zeros(0, np.int64), 0)
-    bounds = np.concatenate(([0], np.cumsum(cursor))).astype(np.int64)
-    out = np.empty(int(bounds[-1]), np.int64)
-    cursor = bounds[:-1].copy()
-    pile_sort(x, cap, first, per, key, cursor, out, 1)
-    native.kernel("shuffle_segments")(out, bounds, key)
-    return out, sizes, counts
 
 
 # ---------------------------------------------------------------- the packing kernel

@@ -45,12 +45,10 @@ from gpu_profiler.analysis.interleave import early_buckets, interleave, longest_
 from gpu_profiler.analysis.policies import batch_size_for
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
+from gpu_profiler.piles import shuffled_groups
 
 SCHEMA = "gpu-profiler/sampler/v2"
 POLICIES = ("fixed", "sorted", "packed")
-#: Samples per shuffled pile: 1 MiB of int64, a core's L2 here, small enough to shuffle in
-#: cache with few enough piles to scatter into (bench/results/plan.md sweeps it).
-PILE = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -129,9 +127,6 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
         return _lay_out(packed.layout, packed.start, packed.end, packed.per_bucket,
                         p.world_size, drop_last, max_run, align_ranks, packed.dropped,
                         packed.row_offsets)
-    kind = "int32" if x.dtype == np.int32 else "int64"
-    counts = np.zeros(cap + 2, np.int64)
-    native.kernel(f"clip_counts_{kind}")(x, cap, counts)
     # Groups of samples shuffled together: a bucket (fixed) or one clipped length (sorted).
     lo, hi = min(p.bounds[0], cap + 1), min(p.bounds[-1], cap + 1)
     group = np.full(cap + 2, -1, np.int64)
@@ -140,21 +135,8 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
         group[lo:hi] = np.searchsorted(edges, np.arange(lo, hi), side="right") - 1
     else:
         group[lo:hi] = np.arange(lo, hi)
-    inside = group >= 0
-    sizes = np.bincount(group[inside], weights=counts[inside],
-                        minlength=int(group.max()) + 1 if inside.any() else 0).astype(np.int64)
-    piles = np.maximum(1, -(-sizes // PILE))
-    first_pile = np.concatenate(([0], np.cumsum(piles)[:-1]))
-    first = np.where(inside, first_pile[np.maximum(group, 0)], -1).astype(np.int64)
-    per = np.where(inside, piles[np.maximum(group, 0)], 1).astype(np.int64)
-    cursor = np.zeros(int(piles.sum()), np.int64)
-    pile_sort = native.kernel(f"pile_sort_{kind}")
-    pile_sort(x, cap, first, per, key, cursor, np.zeros(0, np.int64), 0)
-    bounds = np.concatenate(([0], np.cumsum(cursor))).astype(np.int64)
-    layout = np.empty(int(bounds[-1]), np.int64)
-    cursor = bounds[:-1].copy()
-    pile_sort(x, cap, first, per, key, cursor, layout, 1)
-    native.kernel("shuffle_segments")(layout, bounds, key)
+    groups = int(group.max()) + 1
+    layout, _, counts = shuffled_groups(x, cap, group, groups, key)
 
     # Each bucket's batches as (start, end) in the layout, then shuffled within the bucket.
     clipped = counts[:cap + 1]

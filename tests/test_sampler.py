@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpu_profiler as gp
-from gpu_profiler import ProfilerError
+from gpu_profiler import ProfilerError, piles
 from gpu_profiler import sampler as sampler_module
 from gpu_profiler.analysis.interleave import interleave
 from gpu_profiler.analysis.policies import evaluate_policy
@@ -97,7 +97,7 @@ lengths_arrays = st.lists(st.integers(0, 9000), min_size=1, max_size=400).map(np
 def test_every_index_once_across_ranks_and_equal_batches_per_rank(x, world, policy, align,
                                                                   drop_last, pile):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sampler_module, "PILE", pile)
+        mp.setattr(piles, "PILE", pile)
         try:
             ranks = every_batch(x, world, policy=policy, align_ranks=align,
                                 drop_last=drop_last, bounds=[0, 300, 1500, 8193])
@@ -186,7 +186,7 @@ def test_shuffle_is_uniform():
     # one bucket of 4 samples split over several piles: all 24 orders, about equally often
     x = np.full(4, 10)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sampler_module, "PILE", 2)
+        mp.setattr(piles, "PILE", 2)
         seen = {}
         for e in range(2400):
             s = gp.BucketBatchSampler(x)

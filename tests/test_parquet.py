@@ -360,3 +360,50 @@ def test_a_footer_that_aborts_pyarrow_is_one_line(tmp_path, capsys):
     good = tmp_path / "good.parquet"  # and the next file gets a fresh worker
     pq.write_table(pa.table({"length": np.full(600, 7, np.int32)}), good, row_group_size=300)
     assert histogram(good, cap=10, backend="numpy", trust_statistics=True).counts[7] == 600
+
+
+# ------------------------------------------------------------- a shard replaced mid-scan
+@pytest.mark.parametrize("how", ["whole", "range", "worker"])
+def test_a_shard_replaced_after_its_footer_was_read_is_named(tmp_path, monkeypatch, how):
+    """The footer a scan read (for the schema check, or to cut row-group ranges) and the
+    pages it then reads come from one version of the file: a shard replaced in between
+    (an upstream job's atomic rewrite) is one line naming it, never decoded as old footer
+    over new pages (which pyarrow calls corrupt, or reads short)."""
+    path = tmp_path / "s.parquet"
+    x = np.arange(4000, dtype=np.int32) % 977
+    pq.write_table(pa.table({"length": x}), path, row_group_size=500)
+    part = parquet.ParquetPart(path)
+    part.schema()  # the footer is read and kept
+    if how == "range":
+        part = parquet.row_group_ranges(part, 1)[3]
+    if how == "worker":  # the calling thread opens the kept version; a worker the new one
+        monkeypatch.setattr(arrow, "CHUNK_ROWS", 500)
+        real = parquet._open
+        seen = []
+
+        def replace_after_first(*args, **kwargs):
+            opened = real(*args, **kwargs)
+            if not seen:
+                seen.append(1)
+                _replace(path, x)
+            return opened
+        monkeypatch.setattr(parquet, "_open", replace_after_first)
+    else:
+        _replace(path, x)
+    reading = _reading()
+    with pytest.raises(ProfilerError, match=r"s\.parquet: changed while the scan ran"):
+        list(part.chunks(reading))
+    fresh = parquet.ParquetPart(path)  # the new version, listed anew, reads whole
+    assert sum(c.samples for c in fresh.chunks(reading)) == x.size // 2
+
+
+def _replace(path: Path, x: np.ndarray) -> None:
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(pa.table({"length": x[: x.size // 2]}), tmp, row_group_size=300)
+    tmp.replace(path)
+
+
+def _reading():
+    from gpu_profiler.readers.base import Reading, SourceOptions
+
+    return Reading(spec=LengthSpec("length"), source=SourceOptions())

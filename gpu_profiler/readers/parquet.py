@@ -10,7 +10,9 @@ pyarrow for a column chunk's metadata (its accessor aborts the process on some m
 footers instead of raising).
 
 Files are read with positioned reads through a bounded buffer, never memory-mapped (mapped
-pages would count toward the resident set)."""
+pages would count toward the resident set). A footer is kept with the version of the file
+it was read from (`Version`): every later open of the file checks it, so a shard replaced
+or rewritten while the scan runs is named, never read as old footer over new pages."""
 
 from __future__ import annotations
 
@@ -62,12 +64,38 @@ def _corrupt(path: Path, exc: BaseException, groups: list[int] | None = None) ->
                          f"{first_line(exc)}")
 
 
-def _open(path: Path, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
+#: Which version of a file a footer came from: its inode, size and mtime (no device
+#: number, which differs between the machines of a cluster sharing one file system).
+Version = tuple[int, int, int]
+#: A file's footer and the version it was read from.
+Footer = tuple[pq.FileMetaData, Version]
+
+
+def _open(path: Path, footer: Footer | None = None, version: Version | None = None
+          ) -> tuple[pq.ParquetFile, Version]:
+    """The file opened once (its footer, where not given, and its pages are read through
+    this one descriptor) and its version, which must be ``footer``'s or ``version``."""
     try:
-        return pq.ParquetFile(str(path), metadata=metadata, memory_map=False,
-                              buffer_size=READ_BUFFER)
+        f = pa.OSFile(str(path))
+        st = os.fstat(f.fileno())
+        now = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if now != (footer[1] if footer is not None else version or now):
+            raise ProfilerError(f"{path}: changed while the scan ran (replaced or rewritten "
+                                "after its footer was read); rerun once it is complete")
+        md = footer[0] if footer is not None else None
+        return pq.ParquetFile(f, metadata=md, buffer_size=READ_BUFFER), now
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None
+
+
+def _footer(part: ParquetPart) -> Footer:
+    """The part's footer and version, read once per part (kept where a cached_property
+    keeps its value) until the part is read."""
+    footer = part.__dict__.get("_footer")
+    if footer is None:
+        pf, version = _open(part.path)
+        footer = part.__dict__["_footer"] = (pf.metadata, version)
+    return footer
 
 
 @dataclass(frozen=True)
@@ -94,11 +122,8 @@ class ParquetPart(FileShard):
                     or reading.spec.offsets)
 
     def schema(self) -> pa.Schema:
-        md = self.__dict__.get("_footer")  # (kept where a cached_property keeps its value)
-        if md is None:
-            md = self.__dict__["_footer"] = _open(self.path).metadata
         try:
-            return md.schema.to_arrow_schema()
+            return _footer(self)[0].schema.to_arrow_schema()
         except _ERRORS as exc:
             raise _corrupt(self.path, exc) from None
 
@@ -122,6 +147,7 @@ class RowGroups(ParquetPart):
     first: int = 0
     stop: int = 0
     size: int = 0
+    version: Version | None = None  # of the file the ranges were cut from
 
     together = None  # type: ignore[assignment]  # a share of a large shard: read alone
 
@@ -143,7 +169,7 @@ class RowGroups(ParquetPart):
                                 "any order")
         return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
                       inline=reading.inline, footer=self.__dict__.pop("_footer", None),
-                      groups=range(self.first, self.stop))
+                      version=self.version, groups=range(self.first, self.stop))
 
 
 def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
@@ -152,8 +178,7 @@ def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
     A row group's share of the file's bytes is judged by its ``total_byte_size``, never
     asking for a column chunk's metadata (see the module)."""
     try:
-        md = part.__dict__.get("_footer")
-        md = _open(part.path).metadata if md is None else md
+        md, version = _footer(part)
         whole = [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
     except (ProfilerError, *_ERRORS):
         return [part]
@@ -168,7 +193,7 @@ def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
     if len(cuts) == 1:
         return [part]
     cuts.append(len(sizes))
-    return [RowGroups(part.path, first=a, stop=b, size=sum(sizes[a:b]))
+    return [RowGroups(part.path, first=a, stop=b, size=sum(sizes[a:b]), version=version)
             for a, b in itertools.pairwise(cuts)]
 
 
@@ -178,16 +203,16 @@ FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
 
 
 def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
-           inline: bool = False, footer: pq.FileMetaData | None = None,
-           groups: range | None = None) -> Iterator[Chunk | Run]:
+           inline: bool = False, footer: Footer | None = None,
+           version: Version | None = None, groups: range | None = None) -> Iterator[Chunk | Run]:
     """Chunks of the length column (and, trusting statistics, `Run` s for row groups
     counted from them), of every row group or of ``groups``, decoded in the calling thread
-    if ``inline`` or there is one batch to decode; ``footer``: the file's metadata, if
-    already read.
+    if ``inline`` or there is one batch to decode; ``footer``: the file's metadata and
+    version, if already read; ``version``: the version the caller expects.
 
     The file is opened on the first ``next()``; order follows completion, not row groups.
     """
-    pf = _open(path, footer)
+    pf, version = _open(path, footer, version)
     md = pf.metadata
     try:
         row_counts(path, md)
@@ -223,13 +248,13 @@ def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
         except _ERRORS as exc:
             raise _corrupt(path, exc, group) from None
     elif todo:
-        yield from _decode_parallel(path, md, spec, todo)
+        yield from _decode_parallel(path, (md, version), spec, todo)
 
 
 def ordered_chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
     """Chunks in row order, row group by row group, every one decoded (statistics give
     counts, not the order of the rows)."""
-    pf = _open(path)
+    pf, _ = _open(path)
     try:
         counts = row_counts(path, pf.metadata)
     except _ERRORS as exc:
@@ -291,7 +316,7 @@ def _threads(jobs: int) -> int:
     return max(1, min(THREADS or os.cpu_count() or 1, jobs))
 
 
-def _decode_parallel(path: Path, md: pq.FileMetaData, spec: LengthSpec,
+def _decode_parallel(path: Path, footer: Footer, spec: LengthSpec,
                      todo: list[tuple[list[int], int]]) -> Iterator[Chunk]:
     """Decode runs of row groups on worker threads; at most ``QUEUE_PER_WORKER`` finished
     batches per worker wait for the consumer (plus one being decoded by each worker)."""
@@ -301,7 +326,7 @@ def _decode_parallel(path: Path, md: pq.FileMetaData, spec: LengthSpec,
         jobs.put(job)
     out: queue.Queue = queue.Queue(maxsize=QUEUE_PER_WORKER * nworkers)
     stop = threading.Event()
-    workers = [threading.Thread(target=_worker, args=(path, md, spec, jobs, out, stop),
+    workers = [threading.Thread(target=_worker, args=(path, footer, spec, jobs, out, stop),
                                 name=f"gpu-profiler-parquet-{k}", daemon=True)
                for k in range(nworkers)]
     for w in workers:
@@ -347,11 +372,11 @@ def _decoded(pf: pq.ParquetFile, spec: LengthSpec, group: list[int],
     _check_rows(got, want)
 
 
-def _worker(path: Path, md: pq.FileMetaData, spec: LengthSpec, jobs: queue.SimpleQueue,
+def _worker(path: Path, footer: Footer, spec: LengthSpec, jobs: queue.SimpleQueue,
             out: queue.Queue, stop: threading.Event) -> None:
     group = None
     try:
-        pf = pq.ParquetFile(str(path), metadata=md, memory_map=False, buffer_size=READ_BUFFER)
+        pf, _ = _open(path, footer)
         while not stop.is_set():
             try:
                 group, rows = jobs.get_nowait()

@@ -1,14 +1,15 @@
 # Two commands do all set-up on a fresh machine (Python 3.11 + pip):
 #   make demo   -> venv, install, profile the embedded demo corpus, write its HTML report
 #   make test   -> venv, install with test extras, ruff, mypy, the suite but its slow groups
-#   make test-slow -> the slow groups (CUDA simulator, ptxas, fuzzers, bombs)
+#   make test-slow -> the slow groups (CUDA simulator, ptxas, fuzzers, bombs, and the HTML
+#                  report in a real headless Chromium, which it installs with apt)
 #   make test-integration -> also the integration extra (torch CPU, accelerate, transformers,
 #                  lightning, torchdata), then the sampler under each real training stack
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: demo test test-slow test-integration bench clean
+.PHONY: demo test test-slow test-integration bench clean chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,11 +33,21 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check gpu_profiler kernels tests bench
 	$(BIN)/mypy gpu_profiler kernels
-	$(BIN)/python -m pytest -q -m "not slow and not cudasim and not integration"
+	$(BIN)/python -m pytest -q -m "not slow and not cudasim and not browser and not integration"
 
-# the slow groups: CUDA kernels under numba's simulator, ptxas, the fuzzers and bombs
-test-slow: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -m "slow or cudasim"
+# the slow groups: CUDA kernels under numba's simulator, ptxas, the fuzzers and bombs, and
+# the HTML report in a real browser
+test-slow: $(VENV)/.installed-test chromium
+	$(BIN)/python -m pytest -q -m "slow or cudasim or browser"
+
+# Debian's Chromium, for the browser group (as root, else through sudo -n)
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo "sudo -n" ); \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 || { \
+	    $$SUDO apt-get update -q >/dev/null && \
+	    $$SUDO apt-get install -y -q --no-install-recommends chromium >/dev/null; }; }
 
 test-integration: $(VENV)/.installed-integration
 	$(BIN)/python -m pytest -q -m integration tests/integration

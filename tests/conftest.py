@@ -169,40 +169,24 @@ def run_on_a_terminal(cmd: list[str], env: dict[str, str] | None = None,
     return p.wait(timeout=timeout), out, err
 
 
-def _install_chromium() -> str:
-    """Install Debian's ``chromium`` (as root, else through ``sudo -n``); '' when done,
-    else why not. An install that fails on stale package lists is retried after an
-    ``apt-get update``."""
-    import shutil
-
-    prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    if prefix and not shutil.which("sudo"):
-        return "not root and no sudo"
-    if not shutil.which("apt-get"):
-        return "no apt-get (not a Debian system)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [*prefix, "apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
-    for step in (install, [*prefix, "apt-get", "update", "-q"], install):
-        done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=1200)
-        if done.returncode == 0 and step is install:
-            return ""
-    return f"apt-get install chromium failed: {(done.stderr or done.stdout).strip()[-300:]}"
-
-
 @pytest.fixture(scope="session")
 def chromium() -> str:
-    """The path of a headless-capable Chromium, installed when absent. Where it cannot be
-    installed the test is skipped with the reason, except in CI (``CI`` set), where it
-    fails: the report must be checked in a real browser there."""
+    """The path of a headless-capable Chromium (`make test-slow` installs Debian's). Without
+    one the test is skipped, except in CI (``CI`` set), where it fails: the report must be
+    checked in a real browser there."""
     import shutil
 
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if not found:
-        why = _install_chromium()
-        found = shutil.which("chromium")
-        if not found:
-            why = f"chromium cannot be installed: {why or 'not on PATH after install'}"
-            if os.environ.get("CI"):
-                pytest.fail(why)
-            pytest.skip(why)
+        why = "no chromium on PATH (make chromium installs Debian's)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
     return found
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that drives Chromium is in the ``browser`` group (`make test-slow`)."""
+    for item in items:
+        if "chromium" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)

@@ -362,11 +362,12 @@ PEER_PYARROW_PQ = """
 
 WARM_PROCESS = """
     import json, sys
-    from gpu_profiler import engine
+    from gpu_profiler import driver
     from gpu_profiler.analysis.buckets import clipped_counts
+    from gpu_profiler.request import Execution, Source
     path, cap = sys.argv[1], int(sys.argv[2])
-    engine.scan(path, cap=cap)  # imports, loads the kernels, warms the allocator
-    s = engine.scan(path, cap=cap)
+    driver.scan(Source(path), Execution(cap=cap))  # imports, loads the kernels, warms
+    s = driver.scan(Source(path), Execution(cap=cap))
     print(json.dumps({"seconds": s.seconds, "counts": clipped_counts(s.total, cap).tolist()}))
 """
 

@@ -57,6 +57,9 @@ _EXPORTS = {
     "LengthHistogram": "gpu_profiler.histogram",
     "merge": "gpu_profiler.histogram",
     "BucketParams": "gpu_profiler.params",
+    "Source": "gpu_profiler.request",
+    "Execution": "gpu_profiler.request",
+    "Sharding": "gpu_profiler.request",
     "lengths": "gpu_profiler.lengths",
     "BucketBatchSampler": "gpu_profiler.sampler",
     "load_plan": "gpu_profiler.plan_file",
@@ -77,6 +80,7 @@ if _TYPE_CHECKING:
     from gpu_profiler.lengths import lengths
     from gpu_profiler.params import BucketParams
     from gpu_profiler.plan_file import load_plan
+    from gpu_profiler.request import Execution, Sharding, Source
     from gpu_profiler.sampler import BucketBatchSampler
 
 
@@ -114,6 +118,9 @@ __all__ = [
     "BucketParams",
     "CpuOptions",
     "CudaOptions",
+    "Execution",
+    "Sharding",
+    "Source",
     "BucketRow",
     "BucketTable",
     "LengthHistogram",

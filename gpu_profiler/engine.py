@@ -1,8 +1,9 @@
-"""The scan, planned once (`prepare`), then executed: source -> parts -> one reading plan
-(`plan`: readers, backend, parts at once or one after another) -> schemas checked (in
-parallel) -> one histogram per task of parts (`gpu_profiler.execute`) -> their sum per
-split. A sharded scan (`gpu_profiler.sharded`) plans the same way and executes its own
-tasks (`gpu_profiler.tasks`) on the same seam."""
+"""The scan, planned once (`plan`), then executed: source -> its splits and parts, listed
+once -> one reading plan (`_reading`: readers, backend, parts at once or one after
+another) -> schemas checked (in parallel) -> one histogram per task of parts
+(`gpu_profiler.execute`) -> their sum per split. `run_local` executes a plan in this
+process; the driver (`gpu_profiler.driver`) chooses it or the per-shard tasks
+(`gpu_profiler.tasks`) on the same seam."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from gpu_profiler.readers import (
     resolve_spec,
 )
 from gpu_profiler.readers.base import same_schema
+from gpu_profiler.request import DEFAULT, Execution, Source
 
 #: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
 #: native kernels), not a GPU. Until those kernels are built on this machine (5-15 s, once;
@@ -45,7 +47,7 @@ PARTS_PER_WORKER = 2
 
 @dataclass(frozen=True)
 class ShardReport:
-    """What a sharded scan (`gpu_profiler.sharded`) says besides its histograms.
+    """What a per-shard scan (`gpu_profiler.driver`) says besides its histograms.
 
     Attributes:
         cache: with a cache directory, ``{"reused": R, "scanned": S, "rejected": [...]}``
@@ -78,10 +80,12 @@ class Scan:
 
 @dataclass(frozen=True)
 class Planned:
-    """A source opened and its scan planned, before any part is read: its splits, the
-    backend, the reading plan (None when there are no parts) and the first part's label and
-    schema, which every other part must have."""
+    """A source listed once and its scan planned, before any part is read: its splits, the
+    backend, the reading plan (None when there are no parts) and the first part's label
+    and schema, which every other part must have."""
 
+    source: Source
+    execution: Execution
     splits: dict[str, list[Part]]
     backend: Backend
     reading: Reading | None
@@ -93,40 +97,67 @@ class Planned:
         """Every part of every split, in order."""
         return [p for ps in self.splits.values() for p in ps]
 
-    def empty(self, cap: int | None, column: str | None, offsets_of: str | None) -> Scan:
+    def empty(self) -> Scan:
         """The scan of a source with no parts (e.g. an empty HF dataset): zeros."""
-        spec = LengthSpec(offsets_of or column or "length", offsets=bool(offsets_of))
-        empty = LengthHistogram.empty(cap or 0)
+        src = self.source
+        spec = LengthSpec(src.offsets_of or src.column or "length",
+                          offsets=bool(src.offsets_of))
+        empty = LengthHistogram.empty(self.execution.cap or 0)
         return Scan({name: empty for name in self.splits}, spec, self.backend.name,
                     time.perf_counter() - self.started)
 
+    def analysed_split(self) -> str | None:
+        """The split an analysis covers (``suggest``, ``schedule``, ``plan``, ``profile
+        --policy``): the source's ``split`` when given, else ``train`` when it has one, else
+        its only split; None for an unsplit source. Several splits and none named ``train``
+        is a `ProfilerError`: merging them would analyse batches no training run makes."""
+        if self.source.split is not None:
+            return self.source.split
+        names = [name for name in self.splits if name]
+        if "train" in names or len(names) < 2:
+            return "train" if "train" in names else next(iter(names), None)
+        raise ProfilerError(f"{self.source.label}: splits {', '.join(map(repr, names))} and "
+                            "none is 'train': choose the one to analyse with --split (split= "
+                            "in Python)")
 
-def prepare(source: Any, *, column: str | None = None, offsets_of: str | None = None,
-            format: str | None = None, split: str | None = None, backend: str = "auto",
-            cap: int | None = None, backend_options: Any = None,
-            source_options: SourceOptions | None = None, skip_bad: bool = False) -> Planned:
-    """Open ``source`` and plan its scan once (see :func:`scan`); ``skip_bad``: the plan
-    follows the first shard that can be read, not the first one."""
+    def only(self, split: str | None) -> Planned:
+        """This plan narrowed to one split (``None``: itself), without listing again."""
+        if split is None or list(self.splits) == [split]:
+            return self
+        if split not in self.splits:
+            raise ProfilerError(f"{self.source.label}: no split {split!r} (it has "
+                                f"{', '.join(map(repr, self.splits))})")
+        return _planned(replace(self.source, split=split), self.execution,
+                        {split: self.splits[split]}, self.started)
+
+
+def plan(source: Source, execution: Execution = DEFAULT, skip_bad: bool = False
+         ) -> Planned:
+    """List ``source`` once and plan its scan; ``skip_bad``: the plan follows the first
+    shard that can be read, not the first one."""
     t0 = time.perf_counter()
-    if cap is not None and (isinstance(cap, bool) or cap < 0):
-        raise ProfilerError(f"cap must be a non-negative integer, got {cap!r}")
-    # A named backend is checked before the input is touched; auto is resolved after.
-    engine = None if backend == "auto" else get_backend(backend, backend_options)
-    source_options = source_options or SourceOptions()
-    splits = open_source(source, format, split,
-                         given_options(column, offsets_of, source_options))
+    if execution.backend != "auto":  # a named backend is checked before the input is touched
+        get_backend(execution.backend, execution.backend_options)
+    splits = open_source(source.data, source.format, source.split,
+                         given_options(source.column, source.offsets_of, source.options))
+    return _planned(source, execution, splits, t0, skip_bad)
+
+
+def _planned(source: Source, execution: Execution, splits: dict[str, list[Part]],
+             started: float, skip_bad: bool = False) -> Planned:
+    """The plan of ``splits`` (already listed)."""
+    backend, options = execution.backend, execution.backend_options
     parts = [p for ps in splits.values() for p in ps]
-    small = backend in ("auto", "numpy") and not backend_options and _small(parts)
+    small = backend in ("auto", "numpy") and not options and _small(parts)
     light = small and (backend == "numpy" or not native.ready())
-    if engine is None:
-        engine = get_backend("numpy" if light else "numba" if small else "auto",
-                             backend_options)
+    engine = get_backend(backend if backend != "auto" else
+                         "numpy" if light else "numba" if small else "auto", options)
     if not parts:
-        return Planned(splits, engine, None, ("", None), t0)
+        return Planned(source, execution, splits, engine, None, ("", None), started)
     label, first = _reference(parts, skip_bad)
-    reading = plan(parts, resolve_spec(first, column, offsets_of, label), engine,
-                   light, source_options)
-    return Planned(splits, engine, reading, (label, first), t0)
+    reading = _reading(parts, resolve_spec(first, source.column, source.offsets_of, label),
+                       engine, light, source.options)
+    return Planned(source, execution, splits, engine, reading, (label, first), started)
 
 
 #: What reading a bad shard raises (a sharded scan may skip it: `gpu_profiler.tasks`).
@@ -145,22 +176,16 @@ def _reference(parts: list[Part], skip_bad: bool) -> tuple[str, Any]:
     return candidates[-1].label, candidates[-1].schema()
 
 
-def scan(source: Any, *, column: str | None = None, offsets_of: str | None = None,
-         format: str | None = None, split: str | None = None, backend: str = "auto",
-         cap: int | None = None, progress: bool = False,
-         backend_options: Any = None, source_options: SourceOptions | None = None) -> Scan:
-    """Histogram every split of ``source``. See :func:`gpu_profiler.histogram` for arguments;
-    ``source_options`` holds the options of the formats that take them."""
-    planned = prepare(source, column=column, offsets_of=offsets_of, format=format,
-                      split=split, backend=backend, cap=cap, backend_options=backend_options,
-                      source_options=source_options)
-    reading = planned.reading
+def run_local(planned: Planned) -> Scan:
+    """Histogram every split of a plan in this process, every part at once (the local
+    strategy of `gpu_profiler.driver`)."""
+    reading, cap = planned.reading, planned.execution.cap
     if reading is None:  # e.g. an empty HF dataset (no shards): zeros, not an error
-        return planned.empty(cap, column, offsets_of)
-    _check_schemas([p for p in planned.parts if not execute.reads_together(p, reading)],
-                   planned.like)
+        return planned.empty()
+    check_schemas([p for p in planned.parts if not execute.reads_together(p, reading)],
+                  planned.like)
     hists = {}
-    with ScanProgress(len(planned.parts), progress) as bar:
+    with ScanProgress(len(planned.parts), planned.execution.progress) as bar:
         for name, ps in planned.splits.items():
             total = Sum(cap or 0)
             for _, h in execute.histograms(ps, reading, planned.backend, cap, bar,
@@ -189,8 +214,8 @@ def exact(hist: LengthHistogram, parts: list[Part], spec: LengthSpec) -> LengthH
     return replace(hist, above_tokens=n * lo + (hist.above_tokens - n * lo) % (1 << 64))
 
 
-def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool,
-         source: SourceOptions | None = None) -> Reading:
+def _reading(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool,
+             source: SourceOptions) -> Reading:
     """How this scan reads every part, decided once: the readers that start fastest for a
     light scan, segmented chunks for a backend that takes them, Parquet decoded on the GPU
     for cuda (with cudf), an IPC reader forced by ``$GPU_PROFILER_IPC_READER``, the
@@ -209,7 +234,7 @@ def plan(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool,
     return Reading(spec, light=light, segmented=backend.segmented, counted=backend.counted,
                    gpu_parquet=gpu_parquet,
                    ipc_reader=ipc.forced_reader(), inline=_many(parts, backend),
-                   source=source or SourceOptions())
+                   source=source)
 
 
 def _many(parts: list[Part], backend: Backend) -> bool:
@@ -227,7 +252,7 @@ def _small(parts: list[Part]) -> bool:
     return sum(p.nbytes for p in parts) <= LIGHT_BYTES
 
 
-def _check_schemas(parts: list[Part], like: tuple[str, Any]) -> None:
+def check_schemas(parts: list[Part], like: tuple[str, Any]) -> None:
     """Every part's schema is ``like`` 's (the first part's label and schema), read in
     parallel: a footer or schema message each, before any part is read (the parts read
     together are checked as they are read: see `execute.reads_together`)."""

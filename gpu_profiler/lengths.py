@@ -7,45 +7,48 @@ from typing import Any
 
 import numpy as np
 
+from gpu_profiler import engine
 from gpu_profiler.chunk import Chunk
+from gpu_profiler.engine import Planned
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import (
-    Reading,
-    SourceOptions,
-    given_options,
-    open_source,
-    resolve_spec,
-)
+from gpu_profiler.readers import Reading
+from gpu_profiler.request import Execution, gather
 from gpu_profiler.runs import Run
 
 #: What a null length reads as: like any negative length, it fits no bucket.
 NULL = -1
 
 
-def lengths(source: Any, *, column: str | None = None, offsets_of: str | None = None,
-            format: str | None = None, split: str | None = None, unit: str | None = None,
-            eot: int | None = None, eot_position: str | None = None,
-            token_dtype: str | None = None) -> np.ndarray:
+def lengths(source: Any, **options: Any) -> np.ndarray:
     """The length of every sample of ``source`` as int64, in row order (row ``i`` of the
     dataset is entry ``i``); null lengths read as :data:`NULL`.
 
-    ``source`` and the options are those of :func:`gpu_profiler.histogram`; a source with
-    several splits needs ``split`` (row indices are per split). Read with the project's
-    readers (the selective IPC reader for HF dirs and IPC files; Parquet row groups in
-    order), never through Python lists; a Megatron-LM dataset's sequences (or documents)
-    and a token stream's documents in the order they are stored.
+    ``source`` is a `Source` or its ``data``, the options its fields (as in
+    :func:`gpu_profiler.histogram`); a source with several splits needs ``split`` (row
+    indices are per split). Read with the project's readers (the selective IPC reader for
+    HF dirs and IPC files; Parquet row groups in order), never through Python lists, after
+    the same schema checks as a scan; a Megatron-LM dataset's sequences (or documents) and
+    a token stream's documents in the order they are stored.
     """
-    options = SourceOptions(unit, eot, eot_position, token_dtype)
-    splits = open_source(source, format, split, given_options(column, offsets_of, options))
-    if len(splits) > 1:
-        names = ", ".join(repr(s) for s in splits)
+    src, _, _ = gather(source, options, takes=())
+    return of_plan(engine.plan(src, ROW_ORDER))
+
+
+#: How a per-sample read plans: the backend is never asked to count anything.
+ROW_ORDER = Execution(backend="numpy")
+
+
+def of_plan(planned: Planned) -> np.ndarray:
+    """Every sample's length of a plan of one split (see :func:`lengths`)."""
+    if len(planned.splits) > 1:
+        names = ", ".join(repr(s) for s in planned.splits)
         raise ProfilerError(f"the source has splits {names}: pass split= (row indices are "
                             "per split)")
-    parts = next(iter(splits.values()), [])
-    if not parts:
+    if planned.reading is None:
         return np.zeros(0, np.int64)
-    reading = Reading(resolve_spec(parts[0].schema(), column, offsets_of, parts[0].label),
-                      ordered=True, source=options)
+    parts = planned.parts
+    engine.check_schemas(parts, planned.like)
+    reading = Reading(planned.reading.spec, ordered=True, source=planned.reading.source)
     out = [lengths_of(_no_run(c, p.label)) for p in parts for c in p.chunks(reading)]
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 

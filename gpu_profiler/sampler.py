@@ -302,11 +302,10 @@ class BucketBatchSampler:
 
     Args:
         lengths: per-sample lengths (numpy, pyarrow, a torch tensor, a cupy array or a
-            Python sequence of integers), or any source :func:`gpu_profiler.histogram`
-            takes, read with :func:`gpu_profiler.lengths` (``column``, ``offsets_of``,
-            ``split``, ``format``, and for Megatron-LM datasets and token streams ``unit``,
-            ``eot``, ``eot_position``, ``token_dtype``; given with lengths in memory, they
-            are an error).
+            Python sequence of integers), or a `Source` (or any source
+            :func:`gpu_profiler.histogram` takes) to read them from with
+            :func:`gpu_profiler.lengths`; ``**source`` are then its `Source` fields
+            (``column``, ``split``, ``eot``, ...: an error with lengths in memory).
         bounds, max_seq_len, token_budget, max_batch_size: the bucket table's parameters.
         policy: ``fixed`` (the bucket table's batch size per bucket), ``sorted`` (filled
             under the token budget) or ``packed`` (rows of samples packed up to
@@ -337,10 +336,7 @@ class BucketBatchSampler:
                  order: str = "stride", seed: int = 0, rank: int | None = None,
                  world_size: int = 1, drop_last: bool = False, max_run: int | None = None,
                  align_ranks: bool = True, drop_outside: bool = False,
-                 column: str | None = None, offsets_of: str | None = None,
-                 split: str | None = None, format: str | None = None, unit: str | None = None,
-                 eot: int | None = None, eot_position: str | None = None,
-                 token_dtype: str | None = None) -> None:
+                 **source: Any) -> None:
         self.params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget,
                                    max_batch_size, world_size=world_size)
         if policy not in POLICIES:
@@ -352,11 +348,8 @@ class BucketBatchSampler:
             raise ProfilerError(f"rank must be None or in 0..{world_size - 1}, got {rank!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ProfilerError(f"seed must be an integer, got {seed!r}")
-        source: dict[str, Any] = {
-            "column": column, "offsets_of": offsets_of, "split": split, "format": format,
-            "unit": unit, "eot": eot, "eot_position": eot_position, "token_dtype": token_dtype}
         if _in_memory(lengths):
-            given = [name for name, value in source.items() if value is not None]
+            given = [name for name, value in source.items() if value not in (None, False)]
             if given:
                 raise ProfilerError(f"{', '.join(given)}: options of a source to read; the "
                                     "lengths were given in memory")

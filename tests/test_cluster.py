@@ -65,9 +65,9 @@ def test_cluster_histogram_equals_single_process(client, corpora, name, kwargs):
 
 def test_one_large_shard_is_cut_into_row_group_tasks_and_cached(client, corpora, tmp_path):
     from gpu_profiler.cluster import groups
-    from gpu_profiler.engine import prepare
+    from gpu_profiler.engine import plan
 
-    planned = prepare(str(corpora / "one.parquet"), cap=8192)
+    planned = plan(gp.Source(str(corpora / "one.parquet")), gp.Execution(cap=8192))
     tasks = groups([("", p) for p in planned.parts], 2, planned.reading)
     ranges = [p.span for _, ps in tasks for p in ps]
     assert len(tasks) >= 4 and ranges[0][1] == 0 and ranges[-1][2] == 40
@@ -133,9 +133,9 @@ def huge(tmp_path_factory):
 
 def _tasks(path, **kwargs):
     from gpu_profiler.cluster import groups
-    from gpu_profiler.engine import prepare
+    from gpu_profiler.engine import plan
 
-    planned = prepare(str(path), cap=8192, **kwargs)
+    planned = plan(gp.Source(str(path), **kwargs), gp.Execution(cap=8192))
     return [p for _, ps in groups([("", p) for p in planned.parts], 2, planned.reading)
             for p in ps]
 

@@ -35,9 +35,9 @@ def load_histogram(path: str, opts: o.ScanOptions,
     """The exact histogram to analyse and the split it is of: read back when ``path`` is
     a saved histogram (JSON; no splits), else scanned (capped at ``--max-seq-len``, or
     binning every length when ``whole``): the ``--split``, else the ``train`` split, else
-    the only one (see `gpu_profiler.api.analysed_split`)."""
-    from gpu_profiler.api import analysed_split, histogram
+    the only one (see `gpu_profiler.engine.Planned.analysed_split`), the source listed
+    once."""
+    from gpu_profiler.api import analysed_histogram
 
-    split = analysed_split(path, opts.format, opts.split)
-    cap = None if whole else opts.max_seq_len
-    return histogram(path, cap=cap, **{**opts.scan(), "split": split}), split
+    return analysed_histogram(opts.source(path),
+                              opts.execution(None if whole else opts.max_seq_len))

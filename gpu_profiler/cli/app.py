@@ -79,6 +79,7 @@ def profile(
 ) -> None:
     """Scan PATH once and print the per-bucket batch table."""
     from gpu_profiler.api import profile as run_profile
+    from gpu_profiler.request import Sharding
 
     conditions = gates("profile", fail_if)
     guard({"-o": opts.output, "--save-hist": save_hist, "--plot": plot}, path)
@@ -87,9 +88,9 @@ def profile(
 
         plots.check_plot(plot)
     with sharding.client(workers, dask, opts) as client:
-        result = run_profile(path, **opts.bucketing(), **opts.scan(), policies=policy or (),
-                             drop_last=drop_last, client=client, cache_dir=cache_dir,
-                             part=part, skip_bad_shards=skip_bad_shards)
+        result = run_profile(opts.source(path), **opts.bucketing(), policies=policy or (),
+                             drop_last=drop_last, execution=opts.execution(),
+                             sharding=Sharding(client, cache_dir, part, skip_bad_shards))
     if save_hist:
         result.histogram.save(save_hist, result.report.provenance)
     if plot:

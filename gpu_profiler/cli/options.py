@@ -162,17 +162,19 @@ class ScanOptions:
     output: Output = None
     width: Width = None
 
-    def scan(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`gpu_profiler.histogram` / ``profile`` for the source."""
-        return {**self.scan_source(), "trust_statistics": self.trust_statistics,
-                "backend": self.backend, "progress": not self.quiet,
-                "backend_options": gpu_options(self.backend, self.device, self.devices)}
+    def source(self, path: str) -> Any:
+        """The `Source` these options read at ``path``."""
+        from gpu_profiler.request import Source
 
-    def scan_source(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`gpu_profiler.lengths` (what to read, and how)."""
-        return {"column": self.column, "offsets_of": self.offsets_of, "format": self.format,
-                "split": self.split, "unit": self.unit, "eot": self.eot,
-                "eot_position": self.eot_position, "token_dtype": self.token_dtype}
+        return Source(path, self.column, self.offsets_of, self.format, self.split, self.unit,
+                      self.eot, self.eot_position, self.token_dtype, self.trust_statistics)
+
+    def execution(self, cap: int | None = None) -> Any:
+        """The `Execution` of these options, binning up to ``cap``."""
+        from gpu_profiler.request import Execution
+
+        return Execution(self.backend, gpu_options(self.backend, self.device, self.devices),
+                         cap, not self.quiet)
 
     def bucketing(self) -> dict[str, Any]:
         """Keyword arguments of ``profile`` for the buckets and batches."""

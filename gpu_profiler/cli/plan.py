@@ -51,11 +51,11 @@ def plan(
     Batches s*W .. s*W+W-1 make step s, one per rank (W = --world-size). A DatasetDict's
     train split is planned unless --split names another (as suggest and schedule do).
     """
+    from gpu_profiler import engine
     from gpu_profiler.analysis.schedule import write_order
-    from gpu_profiler.api import analysed_split
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.histogram import LengthHistogram
-    from gpu_profiler.lengths import lengths
+    from gpu_profiler.lengths import ROW_ORDER, of_plan
     from gpu_profiler.plan_file import save_plan
     from gpu_profiler.render import plan as r
     from gpu_profiler.sampler import BucketBatchSampler, summarize
@@ -67,8 +67,9 @@ def plan(
     if LengthHistogram.is_saved(path):
         raise ProfilerError(f"{path}: a saved histogram has no per-sample lengths; plan "
                             "reads the corpus itself")
-    split = analysed_split(path, opts.format, opts.split)
-    x = lengths(path, **{**opts.scan_source(), "split": split})
+    planned = engine.plan(opts.source(path), ROW_ORDER)  # listed once
+    split = planned.analysed_split()
+    x = of_plan(planned.only(split))
     sampler = BucketBatchSampler(x, bounds=params.bounds, max_seq_len=params.max_seq_len,
                                  token_budget=params.token_budget,
                                  max_batch_size=params.max_batch_size, policy=policy,

@@ -60,11 +60,10 @@ def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int |
         raise ProfilerError(f"--buckets must be a positive integer, got {buckets}")
     k = buckets or len(params.bounds) - 1
     plots.require_matplotlib("report")
-    result = profile(path, **opts.bucketing(), **opts.scan(), policies="all",
-                     drop_last=drop_last)
+    result = profile(opts.source(path), **opts.bucketing(), execution=opts.execution(),
+                     policies="all", drop_last=drop_last)
     split = result.policies[0].split
-    # A split source's own histogram is the split's, scanned again (profile keeps the total).
-    hist = a.load_histogram(path, opts)[0] if result.splits else result.histogram
+    hist = result.split_histograms[split] if split else result.histogram
     suggestion, no_suggestion = None, ""
     try:
         proposed = suggest_bounds(hist, k, params, drop_last=drop_last)

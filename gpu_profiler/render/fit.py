@@ -4,7 +4,8 @@
 there is one, else (piped, or written to a file) as wide as ``--width`` or, by default,
 as the widest table needs. A table wider than its console is printed stacked: each row's
 first cell, then every other column's header and value, wrapped between pairs, so every
-number and header stays whole at any width.
+number and header stays whole at any width. No line ends in spaces: rich pads every line
+of a table (title and caption too) to the table's width, and `Stripped` takes that off.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -26,7 +28,9 @@ class _FittingConsole(Console):
     """A console that stacks the tables too wide for it."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:  # noqa: A003 (rich's name)
-        super().print(*(fit(o, self) for o in objects), **kwargs)
+        texts = {k: kwargs[k] for k in ("markup", "highlight", "emoji") if k in kwargs}
+        super().print(*(fit(self.render_str(o, **texts) if isinstance(o, str) else o, self)
+                        for o in objects), **kwargs)
 
 
 def console(width: int | None = None, file: IO[str] | None = None,
@@ -39,13 +43,39 @@ def console(width: int | None = None, file: IO[str] | None = None,
 
 
 def fit(obj: Any, console: Console) -> Any:
-    """``obj`` itself, or a stacked rendering when it is a table wider than ``console``."""
-    if not isinstance(obj, Table):
-        return obj
-    unbounded = console.options.update_width(NATURAL)  # measure what it needs, uncapped
-    if Measurement.get(console, unbounded, obj).maximum <= console.width:
-        return obj
-    return stacked(obj, console.width)
+    """``obj`` with its lines ending in no spaces: a table as it is, or stacked when it is
+    wider than ``console``."""
+    if isinstance(obj, Table):
+        unbounded = console.options.update_width(NATURAL)  # measure what it needs, uncapped
+        if Measurement.get(console, unbounded, obj).maximum > console.width:
+            obj = stacked(obj, console.width)
+    return Stripped(obj)
+
+
+class Stripped:
+    """A renderable whose lines end at their last visible character: the spaces rich pads
+    a table's lines with (to the table's width) are dropped, so piped output and
+    ``-o`` files carry no trailing spaces."""
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in console.render_lines(self.renderable, options, pad=False):
+            yield from _rstrip(line)
+            yield Segment.line()
+
+
+def _rstrip(line: list[Segment]) -> list[Segment]:
+    """``line`` without the spaces it ends in."""
+    out = list(line)
+    while out and not out[-1].control:
+        last = out.pop()
+        text = last.text.rstrip(" ")
+        if text:
+            out.append(Segment(text, last.style, last.control))
+            break
+    return out
 
 
 def stacked(table: Table, width: int) -> Text:

@@ -1,0 +1,53 @@
+"""What the commands print reads the same everywhere (issue 27, item 8): piped tables end
+their lines without padding, ``plan`` prints the plain tables every other command prints
+and says its longest run counts steps, Markdown averages carry thousands separators, and
+the HTML report labels a mean batch size as a mean and an expected padding as expected."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import run_cli
+
+from gpu_profiler.backends import get_backend
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.demo import demo_lengths
+
+#: The box-drawing characters of rich's boxed tables (every other command draws none but
+#: the rule under the header).
+BOX = re.compile("[│┃┏┓┗┛┌┐└┘├┤┡┩╇┼┬┴━]")
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """The demo corpus' histogram, saved: long averages (thousands of tokens)."""
+    path = tmp_path_factory.mktemp("render") / "demo.json"
+    x = demo_lengths()
+    get_backend("numpy").histogram_chunk(Chunk(x), int(x.max())).save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The demo lengths as a JSON Lines file (plan reads per-sample lengths)."""
+    path = tmp_path_factory.mktemp("render") / "demo.jsonl"
+    path.write_text("".join(f'{{"length": {n}}}\n' for n in demo_lengths(4000)))
+    return path
+
+
+@pytest.mark.parametrize("cmd", [
+    ["profile", "--policy", "all"], ["suggest", "--buckets", "4"], ["schedule"],
+    ["compare", "--bounds-b", "0,1000,2000,4000,8193"]])
+def test_piped_tables_have_no_trailing_spaces(saved, tmp_path, capsys, cmd):
+    rc, out, err = run_cli([cmd[0], saved, "-q", *cmd[1:]], capsys)
+    assert rc == 0, err
+    assert out.count("\n") > 10
+    assert [line for line in out.splitlines() if line != line.rstrip()] == []
+    target = tmp_path / "out.txt"  # the same table written with -o
+    rc, _, err = run_cli([cmd[0], saved, "-q", *cmd[1:], "-o", target], capsys)
+    assert rc == 0, err
+    assert [line for line in target.read_text().splitlines() if line != line.rstrip()] == []
+    for width in ("80", "200"):  # a table stacked or not, at a given width
+        rc, out, _ = run_cli([cmd[0], saved, "-q", *cmd[1:], "--width", width], capsys)
+        assert rc == 0 and [w for w in out.splitlines() if w != w.rstrip()] == []

@@ -51,3 +51,32 @@ def test_piped_tables_have_no_trailing_spaces(saved, tmp_path, capsys, cmd):
     for width in ("80", "200"):  # a table stacked or not, at a given width
         rc, out, _ = run_cli([cmd[0], saved, "-q", *cmd[1:], "--width", width], capsys)
         assert rc == 0 and [w for w in out.splitlines() if w != w.rstrip()] == []
+
+
+def test_plan_prints_plain_tables_like_the_other_commands(corpus, tmp_path, capsys):
+    rc, out, err = run_cli(["plan", corpus, "-q", "-o", tmp_path / "p.npz",
+                            "--world-size", "2"], capsys)
+    assert rc == 0, err
+    assert not BOX.search(out), out
+    rc, prof, _ = run_cli(["profile", corpus, "-q"], capsys)
+    assert rc == 0 and not BOX.search(prof)  # the style plan now shares
+    assert [line for line in out.splitlines() if line != line.rstrip()] == []
+    assert "epoch plan" in out and "batches per bucket" in out
+
+
+def test_plan_says_its_longest_run_counts_steps(corpus, tmp_path, capsys):
+    import json
+
+    rc, js, err = run_cli(["plan", corpus, "-q", "-o", tmp_path / "p.npz", "-f", "json",
+                           "--world-size", "2"], capsys)
+    assert rc == 0, err
+    d = json.loads(js)
+    rc, out, _ = run_cli(["plan", corpus, "-q", "-o", tmp_path / "p.npz",
+                          "--world-size", "2"], capsys)
+    assert rc == 0
+    line = next(w for w in out.splitlines() if "longest same-bucket run" in w)
+    assert re.search(rf"longest same-bucket run \(steps\)\s+{d['longest_run']} steps "
+                     rf"\(least possible: {d['min_run']}\)", line), line
+    rc, md, _ = run_cli(["plan", corpus, "-q", "-o", tmp_path / "p.npz", "-f", "markdown"],
+                        capsys)
+    assert rc == 0 and "| longest same-bucket run (steps) |" in md

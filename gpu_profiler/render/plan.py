@@ -16,7 +16,8 @@ def _lines(s: Any) -> list[tuple[str, str]]:
             ("seed / epoch", f"{s.seed} / {s.epoch}"), ("ranks", str(p.world_size)),
             ("samples", f"{s.samples:,}"), ("batches", f"{s.batches:,}"),
             ("steps (one batch per rank)", f"{s.steps:,}"),
-            ("longest same-bucket run", f"{s.longest_run} (least possible: {s.min_run})"),
+            ("longest same-bucket run (steps)",
+             f"{s.longest_run:,} steps (least possible: {s.min_run:,})"),
             ("padding", f"{s.padding_pct:.2f}% ({s.padded_tokens - s.tokens:,} of "
                         f"{s.padded_tokens:,} computed tokens)"),
             ("dropped samples", f"{s.dropped_samples:,}"),
@@ -26,15 +27,19 @@ def _lines(s: Any) -> list[tuple[str, str]]:
 
 
 def print_plan(s: Any, console: Any) -> None:
-    from rich.table import Table
+    """The plan's summary, then its batches per bucket, in the plain tables every other
+    command prints (`gpu_profiler.render.analysis._table`)."""
+    from gpu_profiler.render.analysis import _table
 
-    view = Table(title="epoch plan", show_header=False)
+    view = _table("epoch plan", ("", ""),
+                  caption="longest same-bucket run: the most steps in a row in which one "
+                          "rank's batches are all of one bucket")
+    view.show_header = False
+    view.columns[1].justify = "left"
     for k, v in _lines(s):
         view.add_row(k, v)
     console.print(view)
-    per = Table(title="batches per bucket")
-    for col in ("bucket", "batches"):
-        per.add_column(col, justify="right")
+    per = _table("batches per bucket", ("bucket", "batches"))
     p = s.params
     for i, (lo, hi, n) in enumerate(zip(p.bounds[:-1], p.bounds[1:], s.bucket_batches,
                                         strict=True)):

@@ -21,7 +21,8 @@ class Source:
     Attributes:
         data: a path (HF save_to_disk dir, Parquet/IPC/JSONL file, Megatron-LM ``.idx``
             or prefix, token stream ``.bin``/``.npy``, directory or glob of shards, a
-            histogram saved with ``--save-hist``) or an in-memory numpy array, pyarrow
+            histogram saved with ``--save-hist``), a list of paths (read together, each
+            file once), or an in-memory numpy array, pyarrow
             Array/Table, ``datasets.Dataset`` or `LengthHistogram`.
         column: the integer length column (default: ``length``, else the only integer
             column).
@@ -63,6 +64,9 @@ class Source:
     def label(self) -> str:
         """How the source is named in results and errors."""
         data = self.data
+        if isinstance(data, (list, tuple)) and data and all(
+                isinstance(d, str) or hasattr(d, "__fspath__") for d in data):
+            return ", ".join(map(str, data))
         return str(data) if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") \
             else f"<{type(data).__name__}>"
 

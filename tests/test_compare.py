@@ -121,3 +121,24 @@ def test_two_corpora_and_two_bucketings(saved, capsys):
                       ("csv", "bucket,lo_a,hi_a")):
         rc, out, _ = run_cli(["compare", *saved, "-f", fmt], capsys)
         assert rc == 0 and mark in out
+
+
+def test_corpora_whose_length_columns_differ(tmp_path, capsys):
+    """An HF dir's input_ids offsets against a JSONL file's length field (compare took one
+    set of source options for both)."""
+    datasets = pytest.importorskip("datasets")
+    rng = np.random.default_rng(8)
+    n = rng.integers(1, 400, 300)
+    datasets.Dataset.from_dict({"input_ids": [[7] * int(k) for k in n]}).save_to_disk(
+        str(tmp_path / "hf"))
+    (tmp_path / "b.jsonl").write_text("".join(f'{{"length": {int(k)}, "t": "x"}}\n' for k in n))
+    args = ["compare", tmp_path / "hf", tmp_path / "b.jsonl", "--offsets-of", "input_ids",
+            "-q", "-f", "json"]
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and "--offsets-of does not apply" in err  # B read with A's options
+    code, out, err = run_cli([*args, "--column-b", "length"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["ks"] == 0 and d["total_samples_shift"] == 0 and d["b"]["total_samples"] == n.size
+    code, _, err = run_cli(["compare", tmp_path / "hf", "--column-b", "x", "-q"], capsys)
+    assert code == 2 and "name it" in err

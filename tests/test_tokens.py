@@ -221,5 +221,7 @@ def test_a_megatron_data_file_is_never_a_token_stream(tmp_path, capsys):
     assert "the data file of the Megatron-LM indexed dataset" in err
     from gpu_profiler.readers import open_source
 
-    parts = open_source(str(tmp_path))[""]
+    with pytest.raises(gp.ProfilerError, match="2 Megatron-LM indexed dataset.*1 token stream"):
+        open_source(str(tmp_path))  # a walk of the two formats: one of them, or name them
+    parts = open_source([f"{prefix}.bin", f"{prefix}.idx", str(tmp_path / "stream.bin")])[""]
     assert sorted(p.label for p in parts) == [f"{prefix}.idx", str(tmp_path / "stream.bin")]

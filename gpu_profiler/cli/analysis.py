@@ -30,14 +30,14 @@ Plot = Annotated[str | None, typer.Option(
     "(needs matplotlib: pip install 'gpu-profiler[plot]').", show_default=False)]
 
 
-def load_histogram(path: str, opts: o.ScanOptions,
+def load_histogram(paths: str | list[str], opts: o.ScanOptions,
                    whole: bool = False) -> tuple[Any, str | None]:
-    """The exact histogram to analyse and the split it is of: read back when ``path`` is
+    """The exact histogram to analyse and the split it is of: read back when ``paths`` is
     a saved histogram (JSON; no splits), else scanned (capped at ``--max-seq-len``, or
     binning every length when ``whole``): the ``--split``, else the ``train`` split, else
     the only one (see `gpu_profiler.engine.Planned.analysed_split`), the source listed
     once."""
     from gpu_profiler.api import analysed_histogram
 
-    return analysed_histogram(opts.source(path),
+    return analysed_histogram(opts.source(paths),
                               opts.execution(None if whole else opts.max_seq_len))

@@ -60,7 +60,7 @@ def render(result: Any, fmt: o.OutputFormat, output: str | None,
 @app.command()
 @o.scan_options
 def profile(
-    path: o.Path_,
+    paths: o.Paths_,
     save_hist: Annotated[str | None, typer.Option(
         "--save-hist", metavar="FILE",
         help="Also save the exact histogram (JSON) for later re-analysis.",
@@ -82,13 +82,13 @@ def profile(
     from gpu_profiler.request import Sharding
 
     conditions = gates("profile", fail_if)
-    guard({"-o": opts.output, "--save-hist": save_hist, "--plot": plot}, path)
+    guard({"-o": opts.output, "--save-hist": save_hist, "--plot": plot}, *paths)
     if plot:
         from gpu_profiler.render import plots
 
         plots.check_plot(plot)
     with sharding.client(workers, dask, opts) as client:
-        result = run_profile(opts.source(path), **opts.bucketing(), policies=policy or (),
+        result = run_profile(opts.source(paths), **opts.bucketing(), policies=policy or (),
                              drop_last=drop_last, execution=opts.execution(),
                              sharding=Sharding(client, cache_dir, part, skip_bad_shards))
     if save_hist:
@@ -132,7 +132,7 @@ def demo(
         typer.echo(f"demo corpus: {path}", err=True)
     render(run_profile(path, backend=backend), output_format, None)
     if report:
-        write_report(str(path), o.ScanOptions(backend=backend, quiet=True, output=report),
+        write_report([str(path)], o.ScanOptions(backend=backend, quiet=True, output=report),
                      command=command_line(ctx))
         typer.echo(f"demo report: {report}", err=True)
 

@@ -16,6 +16,18 @@ Other = Annotated[str | None, typer.Argument(
 BoundsB = Annotated[str | None, typer.Option(
     "--bounds-b", metavar="EDGES", help="Bucket edges for OTHER (default: --bounds).",
     show_default=False)]
+ColumnB = Annotated[str | None, typer.Option(
+    "--column-b", metavar="COLUMN", help="OTHER's integer length column (default: PATH's "
+    "length source).", show_default=False)]
+OffsetsOfB = Annotated[str | None, typer.Option(
+    "--offsets-of-b", metavar="COLUMN", help="OTHER's lengths from this list column's "
+    "offsets (default: PATH's length source).", show_default=False)]
+FormatB = Annotated[str | None, typer.Option(
+    "--format-b", metavar="FORMAT", help="Force OTHER's input format (default: --format).",
+    show_default=False)]
+SplitB = Annotated[str | None, typer.Option(
+    "--split-b", metavar="NAME", help="OTHER's split (default: --split, else train or the "
+    "only one).", show_default=False)]
 
 
 @o.scan_options
@@ -23,6 +35,10 @@ def compare(
     path: o.Path_,
     other: Other = None,
     bounds_b: BoundsB = None,
+    column_b: ColumnB = None,
+    offsets_of_b: OffsetsOfB = None,
+    format_b: FormatB = None,
+    split_b: SplitB = None,
     drop_last: a.DropLast = False,
     plot: a.Plot = None,
     fail_if: o.FailIf = None,
@@ -32,12 +48,15 @@ def compare(
     """Compare OTHER (B) with PATH (A): per-bucket deltas, percentile shifts, and the
     distances between their lengths (ks, tv, w1).
 
-    Both are read with the same source options; of a DatasetDict, the train split is
-    compared unless --split names another. Every delta is B - A.
+    OTHER is read with PATH's source options unless a -b option names its own (e.g. an HF
+    dir's --offsets-of input_ids against a JSONL file's --column-b length); of a
+    DatasetDict, the train split is compared unless --split (--split-b) names another.
+    Every delta is B - A.
     """
     from dataclasses import replace
 
     from gpu_profiler.analysis.compare import compare as run_compare
+    from gpu_profiler.errors import ProfilerError
     from gpu_profiler.params import parse_bounds
     from gpu_profiler.render import compare as r
     from gpu_profiler.render import plots
@@ -49,8 +68,14 @@ def compare(
     guard({"-o": opts.output, "--plot": plot}, path, other)
     if plot:
         plots.check_plot(plot)
+    opts_b = replace(opts, format=format_b or opts.format, split=split_b or opts.split)
+    if column_b or offsets_of_b:
+        opts_b = replace(opts_b, column=column_b, offsets_of=offsets_of_b)
+    if other is None and opts_b != opts:
+        raise ProfilerError("--column-b, --offsets-of-b, --format-b and --split-b read OTHER: "
+                            "name it")
     hist_a, _ = a.load_histogram(path, opts, whole=True)
-    hist_b = hist_a if other is None else a.load_histogram(other, opts, whole=True)[0]
+    hist_b = hist_a if other is None else a.load_histogram(other, opts_b, whole=True)[0]
     result = run_compare(hist_a, hist_b, params_a, params_b, source_a=path,
                          source_b=path if other is None else other, drop_last=drop_last)
     if plot:

@@ -27,6 +27,17 @@ Path_ = Annotated[str, typer.Argument(
     help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC/JSONL file, "
          "Megatron-LM .idx or prefix, token stream .bin/.npy, a directory or glob of shards.",
     show_default=False)]
+Paths_ = Annotated[list[str], typer.Argument(
+    metavar="PATH",
+    help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC/JSONL file, "
+         "Megatron-LM .idx or prefix, token stream .bin/.npy, a directory or glob of shards; "
+         "several PATHs are read together (each file once).",
+    show_default=False)]
+
+
+def one(paths: list[str]) -> str:
+    """How several PATHs are named in titles and messages."""
+    return paths[0] if len(paths) == 1 else f"{paths[0]} (and {len(paths) - 1} more)"
 Column = Annotated[str | None, typer.Option(
     "--column", "-c", metavar="COLUMN",
     help="Integer length column (default: 'length', else the only integer "
@@ -162,10 +173,11 @@ class ScanOptions:
     output: Output = None
     width: Width = None
 
-    def source(self, path: str) -> Any:
-        """The `Source` these options read at ``path``."""
+    def source(self, paths: str | list[str]) -> Any:
+        """The `Source` these options read at ``paths`` (one PATH, or several together)."""
         from gpu_profiler.request import Source
 
+        path = paths if isinstance(paths, str) else paths[0] if len(paths) == 1 else paths
         return Source(path, self.column, self.offsets_of, self.format, self.split, self.unit,
                       self.eot, self.eot_position, self.token_dtype, self.trust_statistics)
 

@@ -14,7 +14,7 @@ from gpu_profiler.cli.output import guard, show
 
 @o.scan_options
 def plan(
-    path: o.Path_,
+    paths: o.Paths_,
     policy: Annotated[str, typer.Option(
         "--policy", metavar="[fixed|sorted|packed]",
         help="fixed (the bucket table's batch size per bucket), sorted (filled under the "
@@ -62,12 +62,13 @@ def plan(
 
     if not opts.output:
         raise ProfilerError("plan writes its batches to a file: pass -o FILE.npz")
-    guard({"-o": opts.output, "--emit-order": emit_order}, path)
+    guard({"-o": opts.output, "--emit-order": emit_order}, *paths)
     params = opts.params()
-    if LengthHistogram.is_saved(path):
-        raise ProfilerError(f"{path}: a saved histogram has no per-sample lengths; plan "
+    saved = next((p for p in paths if LengthHistogram.is_saved(p)), None)
+    if saved:
+        raise ProfilerError(f"{saved}: a saved histogram has no per-sample lengths; plan "
                             "reads the corpus itself")
-    planned = engine.plan(opts.source(path), ROW_ORDER)  # listed once
+    planned = engine.plan(opts.source(paths), ROW_ORDER)  # listed once
     split = planned.analysed_split()
     x = of_plan(planned.only(split))
     sampler = BucketBatchSampler(x, bounds=params.bounds, max_seq_len=params.max_seq_len,

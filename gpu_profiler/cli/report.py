@@ -16,7 +16,7 @@ from gpu_profiler.cli.output import emit, guard
 @o.scan_options_except("output_format", "width")
 def report(
     ctx: typer.Context,
-    path: o.Path_,
+    paths: o.Paths_,
     buckets: Annotated[int | None, typer.Option(
         "--buckets", "-k", metavar="N", help="Buckets the bounds suggestions are for "
         "(default: as many as --bounds has).", show_default=False)] = None,
@@ -34,14 +34,14 @@ def report(
     offline and fetches nothing. Of a DatasetDict, policies, suggestions and orders are of
     the train split unless --split names another.
     """
-    guard({"-o": opts.output}, path)
-    write_report(path, opts, command=command_line(ctx), buckets=buckets, seed=seed,
+    guard({"-o": opts.output}, *paths)
+    write_report(paths, opts, command=command_line(ctx), buckets=buckets, seed=seed,
                  drop_last=drop_last)
 
 
-def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int | None = None,
+def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets: int | None = None,
                  seed: int = 0, drop_last: bool = False) -> None:
-    """Run every analysis on ``path`` and write the page to ``opts.output`` (stdout when
+    """Run every analysis on ``paths`` and write the page to ``opts.output`` (stdout when
     None); ``command`` is the command line the page says made it."""
     from dataclasses import replace
 
@@ -60,7 +60,7 @@ def write_report(path: str, opts: o.ScanOptions, *, command: str, buckets: int |
         raise ProfilerError(f"--buckets must be a positive integer, got {buckets}")
     k = buckets or len(params.bounds) - 1
     plots.require_matplotlib("report")
-    result = profile(opts.source(path), **opts.bucketing(), execution=opts.execution(),
+    result = profile(opts.source(paths), **opts.bucketing(), execution=opts.execution(),
                      policies="all", drop_last=drop_last)
     split = result.policies[0].split
     hist = result.split_histograms[split] if split else result.histogram
@@ -112,7 +112,8 @@ def command_line(ctx: Any) -> str:
         value = ctx.params.get(p.name)
         value = getattr(value, "value", value)  # an Enum choice
         if p.param_type_name == "argument":
-            words.append(str(value))
+            words += [str(v) for v in value] if isinstance(value, (list, tuple)) else \
+                [str(value)]
         elif getattr(p, "is_flag", False):
             words += [p.opts[0]] if value else []
         elif value is not None:

@@ -13,7 +13,7 @@ from gpu_profiler.cli.output import enforce, gates, guard, show
 
 @o.scan_options
 def schedule(
-    path: o.Path_,
+    paths: o.Paths_,
     order: Annotated[list[str] | None, typer.Option(
         "--order", metavar="[random|uniform-bucket|sequential|stride|all]",
         help="random, uniform-bucket, sequential, stride, or all (repeat or "
@@ -68,10 +68,10 @@ def schedule(
     emits = [_emit_target(e, orders) for e in emit_order or ()]
     guard({"-o": opts.output, "--plot": plot,
            **{f"--emit-order {e}": f for e, (_, f) in zip(emit_order or (), emits, strict=True)}},
-          path)
+          *paths)
     if plot:
         plots.check_plot(plot)
-    hist, split = a.load_histogram(path, opts)
+    hist, split = a.load_histogram(paths, opts)
     result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
                                trials=trials, log_window=log_window, seed=seed,
                                max_run=max_run)
@@ -80,7 +80,7 @@ def schedule(
         write_order(target, batch_order(result.batches, name, seed=seed, max_run=max_run))
     if plot:
         plots.save_figure(plots.schedule_figure(result, plots.titled(
-            path, "batch order over the epoch", split)), plot)
+            o.one(paths), "batch order over the epoch", split)), plot)
     show(result, opts.output_format, opts.output, r.print_schedule, r.schedule_markdown,
          r.schedule_csv, opts.width)
     enforce(conditions, result)

@@ -13,7 +13,7 @@ from gpu_profiler.cli.output import guard, show
 
 @o.scan_options
 def suggest(
-    path: o.Path_,
+    paths: o.Paths_,
     buckets: Annotated[int, typer.Option(
         "--buckets", "-k", metavar="N",
         help="Number of buckets to propose.")],
@@ -41,15 +41,15 @@ def suggest(
     from gpu_profiler.render import plots
 
     params = opts.params()
-    guard({"-o": opts.output, "--plot": plot}, path)
+    guard({"-o": opts.output, "--plot": plot}, *paths)
     if plot:
         plots.check_plot(plot)
-    hist, split = a.load_histogram(path, opts)
+    hist, split = a.load_histogram(paths, opts)
     result = suggest_bounds(hist, buckets, params, balance=balance, drop_last=drop_last)
     result = attach(replace(result, split=split), advise(
         hist, params, buckets, drop_last=drop_last, suggestion=result))
     if plot:
         plots.save_figure(plots.suggest_figure(hist, result, plots.titled(
-            path, f"bounds for {buckets} buckets", split)), plot)
+            o.one(paths), f"bounds for {buckets} buckets", split)), plot)
     show(result, opts.output_format, opts.output, r.print_suggestion, r.suggestion_markdown,
          r.suggestion_csv, opts.width)

@@ -76,8 +76,9 @@ def open_source(source: Any, fmt: str | None = None, split: str | None = None,
     Args:
         source: a path (file, directory, glob, Megatron-LM prefix or glob of prefixes;
             a path that exists, or a prefix whose ``.idx`` does, is read literally, its
-            glob characters too: only one that names nothing is a glob), or an in-memory
-            object (numpy array, pyarrow Array/ChunkedArray/Table/RecordBatch,
+            glob characters too: only one that names nothing is a glob), a list of them
+            (their shards together, each file once), or an in-memory object (numpy
+            array, pyarrow Array/ChunkedArray/Table/RecordBatch,
             ``datasets.Dataset``/``DatasetDict``).
         fmt: force a format (one of :data:`FORMAT_NAMES`) instead of detecting it.
         split: keep only this split of a DatasetDict.
@@ -86,7 +87,11 @@ def open_source(source: Any, fmt: str | None = None, split: str | None = None,
     """
     if fmt is not None and fmt not in FORMAT_NAMES:
         raise ProfilerError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMAT_NAMES)}")
-    if not isinstance(source, (str, Path)):
+    if isinstance(source, (list, tuple)) and source and all(
+            isinstance(s, (str, Path)) for s in source):
+        with files.collector_paused():
+            splits = _paths_splits([str(s) for s in source], fmt, given)
+    elif not isinstance(source, (str, Path)):
         from gpu_profiler.readers import memory
 
         _refuse(given, COLUMN_OPTIONS, f"{type(source).__name__} (in memory)")
@@ -102,13 +107,46 @@ def open_source(source: Any, fmt: str | None = None, split: str | None = None,
     return splits
 
 
+def _paths_splits(sources: list[str], fmt: str | None, given: Collection[str]
+                  ) -> dict[str, list[Part]]:
+    """The splits of several PATHs together: each shard once (a file named by two PATHs,
+    or found by two walks, counts once), in the order given; a split dataset and an
+    unsplit source cannot be mixed."""
+    listed = [(s, _path_splits(s, fmt, given)) for s in sources]
+    unsplit = [s for s, splits in listed if "" in splits]
+    split = [(s, splits) for s, splits in listed if "" not in splits]
+    if unsplit and split:
+        raise ProfilerError(f"{split[0][0]} has splits ({', '.join(split[0][1])}) and "
+                            f"{unsplit[0]} has none: profile them separately, or name the "
+                            "split's directory itself")
+    out: dict[str, list[Part]] = {}
+    seen: set[tuple[int, int] | str] = set()
+    for _, splits in listed:
+        for name, parts in splits.items():
+            for part in parts:
+                key = _part_identity(part)
+                if key not in seen:
+                    seen.add(key)
+                    out.setdefault(name, []).append(part)
+    return out
+
+
+def _part_identity(part: Part) -> tuple[int, int] | str:
+    """What makes two listed parts one shard: its file (device and inode), else its label."""
+    at = getattr(part, "at", None)
+    try:
+        return _identity(os.fspath(at)) if at is not None else part.label
+    except OSError:
+        return part.label
+
+
 def _path_splits(source: str, fmt: str | None, given: Collection[str]
                  ) -> dict[str, list[Part]]:
     path = Path(source)
     if not path.exists():
         named = _named(source, fmt is None)
         if named:
-            return {"": _unique([_file_part(*found, fmt, given) for found in named])}
+            return {"": _one_format(source, named, fmt, given)}
         if _magic(source):
             raise ProfilerError(f"{source}: the pattern matches no file")
         raise ProfilerError(f"{path}: no such file or directory")
@@ -125,12 +163,34 @@ def _path_splits(source: str, fmt: str | None, given: Collection[str]
     if fmt == "hf":
         raise ProfilerError(f"{path}: not a Hugging Face save_to_disk directory "
                             "(no state.json or dataset_dict.json)")
-    suffixes = tuple(x for f in FORMATS.values() for x in f.suffixes)
+    # --format picks its own family's files out of a walk (Arrow IPC: files and streams)
+    family = [f for f in FORMATS.values() if fmt is None or f.title == FORMATS[fmt].title]
+    suffixes = tuple(x for f in family for x in f.suffixes)
     listed = _once((os.path.join(top, name) for top, _, names in os.walk(path)
                     for name in names if name.endswith(suffixes)), fmt is None)
     if not listed:
         raise ProfilerError(f"{path}: no {_titles()} files in this directory")
-    return {"": _unique([_file_part(*found, fmt, given) for found in listed])}
+    return {"": _one_format(source, listed, fmt, given)}
+
+
+def _one_format(source: str, found: list[tuple[str, int, bytes | None]], fmt: str | None,
+                given: Collection[str]) -> list[Part]:
+    """The parts of the files a directory or glob holds, refused when they are of more than
+    one format: ``x.parquet`` beside ``x.arrow`` is most often one corpus saved twice, and
+    counting both would double it silently. Files named one by one as PATHs are the
+    user's choice, and are read whatever their formats."""
+    if fmt is None:
+        kinds: dict[str, list[str]] = {}
+        for path, _, head in found:
+            kinds.setdefault(sniff(path, head).title, []).append(path)
+        if len(kinds) > 1:
+            said = "; ".join(f"{len(paths):,} {title} (e.g. {paths[0]})"
+                             for title, paths in kinds.items())
+            raise ProfilerError(
+                f"{source}: holds files of several formats: {said}; counting them all could "
+                "count one corpus twice: pick one with --format or a glob of one suffix "
+                "(e.g. 'DIR/**/*.parquet'), or name the files as PATHs")
+    return _unique([_file_part(*f, fmt, given) for f in found])
 
 
 def _magic(source: str) -> bool:

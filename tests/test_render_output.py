@@ -80,3 +80,29 @@ def test_plan_says_its_longest_run_counts_steps(corpus, tmp_path, capsys):
     rc, md, _ = run_cli(["plan", corpus, "-q", "-o", tmp_path / "p.npz", "-f", "markdown"],
                         capsys)
     assert rc == 0 and "| longest same-bucket run (steps) |" in md
+
+
+def test_markdown_averages_have_thousands_separators(saved, capsys):
+    import json
+
+    rc, md, err = run_cli(["profile", saved, "-q", "-f", "markdown"], capsys)
+    assert rc == 0, err
+    rc, js, _ = run_cli(["profile", saved, "-q", "-f", "json"], capsys)
+    d = json.loads(js)
+    rows = [line for line in md.splitlines() if line.startswith("| [")]
+    assert len(rows) == len(d["buckets"])
+    for row, b in zip(rows, d["buckets"], strict=True):
+        assert f"| {b['avg_len']:,.1f} |" in row, row
+    assert any(b["avg_len"] >= 1000 for b in d["buckets"])  # a separator is needed
+
+
+def test_markdown_policy_batch_sizes_read_as_the_table_does(saved, capsys):
+    """A sorted policy's batch size varies within a bucket: Markdown shows its range, as
+    the terminal table does, never a float in ``g`` notation."""
+    rc, md, err = run_cli(["profile", saved, "-q", "--policy", "sorted", "-f", "markdown"],
+                          capsys)
+    assert rc == 0, err
+    sizes = [row.split("|")[2].strip() for row in md.splitlines()
+             if row.startswith("| [") and row.count("|") == 8]
+    assert sizes and all(re.fullmatch(r"\d+(-\d+)?", s) for s in sizes), sizes
+    assert any("-" in s for s in sizes)

@@ -85,7 +85,8 @@ def policies_view(pols: Sequence[PolicyResult], params: Any) -> Any:
                   f"batches per optimizer step: grad_accum {params.grad_accum} x world_size "
                   f"{params.world_size})",
                   ("policy", "batches", "steps", "tokens", "padded tokens", "padding %"),
-                  caption="padded tokens: rows x longest row, summed over batches")
+                  caption="padded tokens: rows x longest row, summed over batches "
+                          "(fixed: expected over random within-bucket batches)")
     for p in pols:
         view.add_row(p.name + (" (drop_last)" if p.drop_last else ""), _n(p.total_batches),
                      _n(p.steps_per_epoch), _n(p.tokens), _n(round(p.padded_tokens, 1)),
@@ -99,11 +100,17 @@ def policy_buckets_view(pol: PolicyResult, caption: bool = True) -> Any:
         "bucket", "bsz", "batches", "samples %", "tokens %", "batches %", "pad %"),
         caption=SHARES_NOTE if caption else None)
     for b in pol.buckets:
-        bsz = (f"{b.min_batch_size}-{b.max_batch_size}" if b.min_batch_size != b.max_batch_size
-               else str(b.batch_size))
-        view.add_row(_bucket(b), bsz, _n(b.batches), f"{b.sample_pct:.1f}", f"{b.token_pct:.1f}",
-                     _pct(b.batch_pct, hot=True), f"{b.padding_pct:.1f}")
+        view.add_row(_bucket(b), _bsz(b), _n(b.batches), f"{b.sample_pct:.1f}",
+                     f"{b.token_pct:.1f}", _pct(b.batch_pct, hot=True), f"{b.padding_pct:.1f}")
     return view
+
+
+def _bsz(b: Any) -> str:
+    """A policy bucket's batch size: its range where it varies (``sorted``: filled under
+    the budget), else the one size."""
+    if b.min_batch_size != b.max_batch_size:
+        return f"{b.min_batch_size:,}-{b.max_batch_size:,}"
+    return _n(b.batch_size)
 
 
 def print_policies(pols: Sequence[PolicyResult], params: Any, console: Any) -> None:
@@ -132,7 +139,7 @@ def policies_markdown(pols: Sequence[PolicyResult]) -> str:
         if p.buckets:
             out += ["", "| bucket | bsz | batches | samples % | tokens % | batches % | pad % |",
                     "|---|--:|--:|--:|--:|--:|--:|"]
-            out += [f"| [{b.lo}, {b.hi}) | {b.batch_size:g} | {_n(b.batches)} | "
+            out += [f"| [{b.lo}, {b.hi}) | {_bsz(b)} | {_n(b.batches)} | "
                     f"{b.sample_pct:.1f} | {b.token_pct:.1f} | {b.batch_pct:.1f} | "
                     f"{b.padding_pct:.1f} |" for b in p.buckets]
     if any(p.buckets for p in pols):

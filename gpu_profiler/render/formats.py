@@ -66,7 +66,7 @@ def to_markdown(result: Any) -> str:
     for split, t in tables:
         for b in t.buckets:
             parts.append(f"| {split} " * named + f"| [{b.lo}, {b.hi}) | {b.samples:,} | "
-                         f"{b.sample_pct:.2f} | {b.tokens:,} | {b.avg_len:.1f} | "
+                         f"{b.sample_pct:.2f} | {b.tokens:,} | {b.avg_len:,.1f} | "
                          f"{b.max_len:,} | {b.est_batch_size} | {b.est_batches:,.2f} | "
                          f"{b.batch_pct:.2f} |")
     parts.append("")

@@ -106,3 +106,42 @@ def test_markdown_policy_batch_sizes_read_as_the_table_does(saved, capsys):
              if row.startswith("| [") and row.count("|") == 8]
     assert sizes and all(re.fullmatch(r"\d+(-\d+)?", s) for s in sizes), sizes
     assert any("-" in s for s in sizes)
+
+
+# ---------------------------------------------------------------- HTML
+def _policies_html(saved):
+    from gpu_profiler import profile
+    from gpu_profiler.render.report import policies
+
+    return policies(profile(str(saved), policies="all").policies)
+
+
+def _header(html: str, ident: str) -> list[str]:
+    table = html[html.index(f'id="{ident}"'):]
+    table = table[:table.index("</table>")]
+    return re.findall(r"<th[^>]*>([^<]*)</th>", table)
+
+
+def _cells(html: str, ident: str, field: str) -> list[str]:
+    table = html[html.index(f'id="{ident}"'):]
+    table = table[:table.index("</table>")]
+    return re.findall(rf'<td data-field="{field}">([^<]*)</td>', table)
+
+
+def test_html_labels_a_sorted_batch_size_as_a_mean(saved):
+    html = _policies_html(saved)
+    sorted_header = _header(html, "policy-sorted")
+    assert "mean batch size" in sorted_header
+    assert "min batch size" in sorted_header and "max batch size" in sorted_header
+    assert "batch size" in _header(html, "policy-fixed")  # one size per bucket: no mean
+    assert "mean batch size" not in _header(html, "policy-fixed")
+
+
+def test_html_says_which_padded_tokens_are_expectations(saved):
+    html = _policies_html(saved)
+    names = _cells(html, "policies", "name")
+    padded = dict(zip(names, _cells(html, "policies", "padded_tokens"), strict=True))
+    kind = dict(zip(names, _cells(html, "policies", "expected"), strict=True))
+    assert kind["fixed"] == "expected" and kind["sorted"] == "exact"
+    for name, cell in padded.items():  # an exact count is an integer
+        assert ("." in cell) == (kind[name] == "expected"), (name, cell)

@@ -86,24 +86,39 @@ def buckets(split: str, t: Any) -> str:
 
 
 def policies(pols: Sequence[Any]) -> str:
-    """Every policy side by side, then each one's buckets."""
+    """Every policy side by side, then each one's buckets. Whether a policy's tokens and
+    padded tokens are counts or expectations over random batches (``fixed``: fractions)
+    is a column of its own; ``sorted``'s batch size is a mean, shown with its range."""
     cols = (("name", "policy"), ("total_batches", "batches"),
             ("steps_per_epoch", "steps/epoch"), ("tokens", "tokens"),
-            ("padded_tokens", "padded tokens"), ("padding_pct", "padding %"))
+            ("padded_tokens", "padded tokens"), ("padding_pct", "padding %"),
+            ("expected", "tokens are"))
     split = pols[0].split if pols else None
-    out = [table("batching policies" + (f" of split {split}" if split else ""), cols,
-                 [[getattr(p, k) for k, _ in cols] for p in pols], "policies")]
-    per = (("index", "bucket"), ("lo", "lo"), ("hi", "hi"), ("samples", "samples"),
-           ("batch_size", "batch size"), ("batches", "batches"),
-           ("sample_pct", "samples %"), ("token_pct", "tokens %"),
-           ("batch_pct", "batches %"), ("padding_pct", "padding %"))
+    out = [table("batching policies" + (f" of split {split}" if split else "")
+                 + ": padded tokens are rows x longest row, summed over batches; expected: "
+                 "over random within-bucket batches, exact: counted", cols,
+                 [[*(getattr(p, k) for k, _ in cols[:-1]),
+                   "expected" if p.expected else "exact"] for p in pols], "policies")]
     for p in pols:
         out.append(f"<p>{escape(p.name)}: {escape(policy_note(p))}</p>")
         if p.buckets:
+            per = _policy_columns(p)
             out.append(table(f"{p.name}: buckets", per,
                              [[getattr(b, k) for k, _ in per] for b in p.buckets],
                              f"policy-{p.name}"))
     return "".join(out)
+
+
+def _policy_columns(p: Any) -> tuple[tuple[str, str], ...]:
+    """A policy's bucket columns: ``sorted`` fills batches up to the budget, so its batch
+    size is a mean (samples / batches) and its range follows it."""
+    size: tuple[tuple[str, str], ...] = (("batch_size", "batch size"),)
+    if p.name == "sorted":
+        size = (("batch_size", "mean batch size"), ("min_batch_size", "min batch size"),
+                ("max_batch_size", "max batch size"))
+    return (("index", "bucket"), ("lo", "lo"), ("hi", "hi"), ("samples", "samples"), *size,
+            ("batches", "batches"), ("sample_pct", "samples %"), ("token_pct", "tokens %"),
+            ("batch_pct", "batches %"), ("padding_pct", "padding %"))
 
 
 def proposals(s: Any) -> str:

@@ -42,7 +42,12 @@ Advised = TypeVar("Advised", BucketTable, ScheduleResult, Suggestion)
 @dataclass(frozen=True)
 class Advice:
     """What to do about bucket ``bucket`` ``[lo, hi)``, which makes ``batch_pct`` percent
-    of the ``total_batches`` batches (``fixed`` policy, current bounds).
+    of the ``total_batches`` batches (``batches`` of them) under the ``fixed`` policy
+    (whole batches, current bounds); the bucket table's estimate (samples / batch size, a
+    float: what ``profile``'s table shows) gives it ``est_batch_pct`` percent of
+    ``est_total_batches``, and the text states both, so it agrees with the table it is
+    printed under (``profile``'s estimate, or ``schedule``'s and ``suggest``'s fixed
+    batches).
 
     Attributes:
         buckets: the bucket count the proposals were asked for.
@@ -63,11 +68,17 @@ class Advice:
     padding_pct: float
     longest_run: int | None
     text: str
+    batches: int = 0
+    est_batch_pct: float = 0.0
+    est_total_batches: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         q = self.proposal
         return {"bucket": self.bucket, "lo": self.lo, "hi": self.hi,
                 "batch_pct": self.batch_pct, "total_batches": self.total_batches,
+                "policy": "fixed", "batches": self.batches,
+                "est_batch_pct": self.est_batch_pct,
+                "est_total_batches": self.est_total_batches,
                 "padding_pct": self.padding_pct, "buckets": self.buckets,
                 "bounds": None if q is None else {
                     "method": q.method, "bounds": list(q.bounds), "buckets": len(q.bounds) - 1,
@@ -106,8 +117,21 @@ def advise(hist: LengthHistogram, params: BucketParams | None = None,
         proposal = _pick([q for q in s.proposals if q.method in ADVISED], top.batch_pct)
     if proposal is None and run is None:
         return None
+    est = estimated(current)
+    est_pct = est[top.index] / sum(est) * 100 if sum(est) else 0.0
     return Advice(top.index, top.lo, top.hi, top.batch_pct, int(current.total_batches), k,
-                  proposal, current.padding_pct, run, _text(current, top, k, proposal, run))
+                  proposal, current.padding_pct, run,
+                  _text(current, top, k, proposal, run, est_pct, sum(est)),
+                  int(top.batches), est_pct, sum(est))
+
+
+def estimated(fixed: PolicyResult) -> list[float]:
+    """Each bucket's batches as the bucket table estimates them (`bucket_table`: every
+    sample of the bucket / its batch size, at least 1), from the ``fixed`` policy, which
+    has the same batch sizes: its batched, dropped (``drop_last``) and over-budget
+    samples."""
+    return [(b.samples + b.dropped_samples + b.unbatchable_samples) / max(b.batch_size, 1)
+            for b in fixed.buckets]
 
 
 def attach(result: Advised, advice: Advice | None) -> Advised:
@@ -129,7 +153,8 @@ def _pick(proposals: list[Proposal], share: float) -> Proposal | None:
     return flat if flat is not None and flat.max_batch_pct < share else None
 
 
-def _text(current: PolicyResult, top: Any, k: int, q: Proposal | None, run: int | None) -> str:
+def _text(current: PolicyResult, top: Any, k: int, q: Proposal | None, run: int | None,
+          est_pct: float, est_total: float) -> str:
     fixes = []
     if q is not None:
         n = len(q.bounds) - 1
@@ -147,6 +172,8 @@ def _text(current: PolicyResult, top: Any, k: int, q: Proposal | None, run: int 
                      f"stride` {runs} (gpu_profiler.BucketBatchSampler and `gpu-profiler plan` "
                      "train in that order)")
     return (f"bucket {top.index} [{top.lo}, {top.hi}) makes {top.batch_pct:.1f}% of the "
-            f"{int(current.total_batches):,} batches (policy fixed; > "
-            f"{DOMINANT_BATCH_PCT:.0f}%): same-bucket batches run back to back and the loss "
-            "curve bands. Fix: " + "; or ".join(fixes))
+            f"batches under the fixed policy ({int(top.batches):,} of "
+            f"{int(current.total_batches):,} whole batches; {est_pct:.1f}% of the "
+            f"{est_total:,.2f} that profile's bucket table estimates as samples / batch "
+            f"size), more than {DOMINANT_BATCH_PCT:.0f}%: same-bucket batches run back to "
+            "back and the loss curve bands. Fix: " + "; or ".join(fixes))

@@ -127,8 +127,9 @@ def shared_warnings(tables: list[tuple[str, BucketTable]]) -> dict[str, list[str
     for same in advised.values():
         if len(same) > 1:
             (first, advice), rest = same[0], same[1:]
-            others = "; ".join(f"{n}: {a.batch_pct:.1f}% of its {a.total_batches:,} batches"
-                               for n, a in rest)
+            others = "; ".join(f"{n}: {a.batch_pct:.1f}% of its {a.total_batches:,} batches "
+                               f"under the fixed policy, {a.est_batch_pct:.1f}% of its "
+                               f"{a.est_total_batches:,.2f} estimated" for n, a in rest)
             out = {(f"{w} (numbers of {first}; {others})" if w == advice.text else w):
                    ([first] + [n for n, _ in rest] if w == advice.text else names)
                    for w, names in out.items()}

@@ -183,7 +183,7 @@ def run_local(planned: Planned) -> Scan:
     if reading is None:  # e.g. an empty HF dataset (no shards): zeros, not an error
         return planned.empty()
     check_schemas([p for p in planned.parts if not execute.reads_together(p, reading)],
-                  planned.like)
+                  planned.like, reading.spec)
     hists = {}
     with ScanProgress(len(planned.parts), planned.execution.progress) as bar:
         for name, ps in planned.splits.items():
@@ -252,14 +252,15 @@ def _small(parts: list[Part]) -> bool:
     return sum(p.nbytes for p in parts) <= LIGHT_BYTES
 
 
-def check_schemas(parts: list[Part], like: tuple[str, Any]) -> None:
-    """Every part's schema is ``like`` 's (the first part's label and schema), read in
-    parallel: a footer or schema message each, before any part is read (the parts read
-    together are checked as they are read: see `execute.reads_together`)."""
+def check_schemas(parts: list[Part], like: tuple[str, Any], spec: LengthSpec) -> None:
+    """Every part holds the length source ``spec`` as ``like`` does (the first part's label
+    and schema: `same_schema`), the schemas read in parallel: a footer or schema message
+    each, before any part is read (the parts read together are checked as they are read:
+    see `execute.reads_together`)."""
     parts = [p for p in parts if p.label != like[0]]
     if not parts:
         return
     with ThreadPoolExecutor(cores(), thread_name_prefix="gpu-profiler-plan") as pool:
         schemas = pool.map(lambda p: p.schema(), parts)
         for part, schema in zip(parts, schemas, strict=True):
-            same_schema(part.label, schema, like)
+            same_schema(part.label, schema, like, spec)

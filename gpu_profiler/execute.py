@@ -201,7 +201,7 @@ def _alone(part: Part, reading: Reading, runs: RunTally, bar: ScanProgress | Non
            like: tuple[str, Any] | None) -> Iterator[Chunk]:
     """One part's chunks, read by its own reader."""
     if like is not None and part.label != like[0]:
-        same_schema(part.label, part.schema(), like)
+        same_schema(part.label, part.schema(), like, reading.spec)
     for chunk in part.chunks(reading):
         if bar is not None:
             bar.update(samples=chunk.samples)

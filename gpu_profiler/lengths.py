@@ -47,7 +47,7 @@ def of_plan(planned: Planned) -> np.ndarray:
     if planned.reading is None:
         return np.zeros(0, np.int64)
     parts = planned.parts
-    engine.check_schemas(parts, planned.like)
+    engine.check_schemas(parts, planned.like, planned.reading.spec)
     reading = Reading(planned.reading.spec, ordered=True, source=planned.reading.source)
     out = [lengths_of(_no_run(c, p.label)) for p in parts for c in p.chunks(reading)]
     return np.concatenate(out) if out else np.zeros(0, np.int64)

@@ -206,8 +206,9 @@ def test_schemas_unlike_the_first_are_left(tmp_path):
     left, values, valid = read_together(paths)
     assert left == [1, 2, 3]
     assert_same_as_pyarrow(paths, left, values, valid)
-    like = ("other.parquet", pa.schema([("length", pa.int32())]))
-    assert read_together(paths, like=like)[0] == [0, 1, 2, 3, 4]  # first unlike the scan's
+    # the scan's first part may differ where it does not matter (an int32 length column)
+    like = ("other.parquet", pa.schema([("length", pa.int32()), ("extra", pa.int8())]))
+    assert read_together(paths, like=like)[0] == [1, 2, 3]
 
 
 def test_what_the_scan_needs_otherwise_leaves_everything(tmp_path):
@@ -293,8 +294,9 @@ def test_histograms_match_the_per_part_path_and_numpy(tmp_path, monkeypatch):
 
 def test_schema_error_as_the_per_part_path(tmp_path, monkeypatch):
     for i in range(4):
-        t = pa.int32() if i == 2 else pa.int64()
-        write(tmp_path / f"{i}.parquet", pa.table({"length": lengths(100, i, t)}))
+        x = lengths(100, i)
+        write(tmp_path / f"{i}.parquet", pa.table({"length": x.cast(pa.float64()) if i == 2
+                                                   else x}))
     errors = []
     for alone in (False, True):
         if alone:

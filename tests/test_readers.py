@@ -138,10 +138,17 @@ def test_column_resolution_errors(tmp_path):
         gp.histogram(np.array([1.5, 2.0]))
 
 
-def test_shards_with_different_schemas(tmp_path):
+def test_shards_whose_length_columns_differ(tmp_path):
+    """Only the length source must agree: a shard whose length column is not an integer
+    stops the scan, named."""
     pq.write_table(pa.table({"length": pa.array([1, 2], pa.int64())}), tmp_path / "a.parquet")
-    pq.write_table(pa.table({"length": pa.array([1, 2], pa.int32())}), tmp_path / "b.parquet")
-    with pytest.raises(ProfilerError, match="b.parquet: schema differs.*length: int32 vs int64"):
+    pq.write_table(pa.table({"length": pa.array([1, 2], pa.float64())}), tmp_path / "b.parquet")
+    with pytest.raises(ProfilerError, match="b.parquet: schema differs .*length source.*"
+                                            "length: double vs int64"):
+        gp.histogram(str(tmp_path))
+    (tmp_path / "b.parquet").unlink()
+    pq.write_table(pa.table({"n": pa.array([1, 2])}), tmp_path / "c.parquet")
+    with pytest.raises(ProfilerError, match="c.parquet: schema differs .*length: missing"):
         gp.histogram(str(tmp_path))
 
 

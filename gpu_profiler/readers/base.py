@@ -17,7 +17,7 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
-from gpu_profiler.readers.arrow import LengthSpec
+from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
 from gpu_profiler.runs import Run
 
 #: How each option that only some sources take is named in messages (the CLI's flags).
@@ -225,12 +225,19 @@ def spelled(path: str) -> str:
     return path
 
 
-def same_schema(label: str, schema: Any, like: tuple[str, Any]) -> None:
-    """A `ProfilerError` unless ``schema`` (of the part ``label``) is ``like`` 's (a label
-    and the schema every part of the scan must have)."""
-    if not schema.equals(like[1], check_metadata=False):
-        raise ProfilerError(f"{label}: schema differs from {like[0]}: "
-                            f"{_schema_diff(schema, like[1])}")
+def same_schema(label: str, schema: Any, like: tuple[str, Any], spec: LengthSpec) -> None:
+    """A `ProfilerError` unless ``schema`` (of the part ``label``) holds the scan's length
+    source as ``like`` 's does (a label and the schema of the scan's first part): the same
+    column, of any integer type (read as int64) or, for ``spec.offsets``, a list. The other
+    columns are never read, and may differ."""
+    if schema.equals(like[1], check_metadata=False):
+        return
+    try:
+        resolve_spec(schema, None if spec.offsets else spec.name,
+                     spec.name if spec.offsets else None, label)
+    except ProfilerError:
+        raise ProfilerError(f"{label}: schema differs from {like[0]} in its length source "
+                            f"({spec.describe()}): {_schema_diff(schema, like[1])}") from None
 
 
 def _schema_diff(a: Any, b: Any) -> str:

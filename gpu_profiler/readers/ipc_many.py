@@ -59,7 +59,7 @@ def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema]
     try:
         schema, framed = _reference(buf, 0, int(sizes[0]))
         if like is not None and parts[first].label != like[0]:
-            same_schema(parts[first].label, schema, like)
+            same_schema(parts[first].label, schema, like, reading.spec)
         col, layout = _column(schema, reading)
     except _Leave:
         return every, iter(())

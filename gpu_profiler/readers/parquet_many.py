@@ -26,6 +26,7 @@ from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.readers import arrow, counted, files
 from gpu_profiler.readers import parquet_format as fmt
+from gpu_profiler.readers.arrow import LengthSpec
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
 
@@ -51,7 +52,7 @@ def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Sch
     spec = reading.spec
     if not parts[0].joins(reading):  # list offsets, statistics, the GPU decoder
         return every, iter(())
-    width = _width(parts[0], spec.name, like)
+    width = _width(parts[0], spec, like)
     if width is None:
         return every, iter(())
     if reading.counted:
@@ -90,7 +91,8 @@ def count(parts: list[ParquetPart], name: bytes, width: int, cap: int | None
     return counted.tally(call, len(parts), cap), info
 
 
-def _width(first: ParquetPart, name: str, like: tuple[str, pa.Schema] | None) -> int | None:
+def _width(first: ParquetPart, spec: LengthSpec, like: tuple[str, pa.Schema] | None
+           ) -> int | None:
     """Bits of the first part's length column, if it is a signed integer and the first
     part has the scan's schema (else None: its own reader then says what is wrong)."""
     try:
@@ -99,10 +101,10 @@ def _width(first: ParquetPart, name: str, like: tuple[str, pa.Schema] | None) ->
         return None
     if like is not None and first.label != like[0]:
         try:
-            same_schema(first.label, schema, like)
+            same_schema(first.label, schema, like, spec)
         except ProfilerError:
             return None
-    index = schema.get_field_index(name)
+    index = schema.get_field_index(spec.name)
     return None if index < 0 else WIDTHS.get(schema.field(index).type)
 
 

@@ -23,6 +23,10 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 
+$(VENV)/.installed-slow: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test,ptx]'
+	touch $@ $(VENV)/.installed-test $(VENV)/.installed
+
 $(VENV)/.installed-integration: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,integration]'
 	touch $@ $(VENV)/.installed-test $(VENV)/.installed
@@ -37,7 +41,7 @@ test: $(VENV)/.installed-test
 
 # the slow groups: CUDA kernels under numba's simulator, ptxas, the fuzzers and bombs, and
 # the HTML report in a real browser
-test-slow: $(VENV)/.installed-test chromium
+test-slow: $(VENV)/.installed-slow chromium
 	$(BIN)/python -m pytest -q -m "slow or cudasim or browser"
 
 # Debian's Chromium, for the browser group (as root, else through sudo -n)

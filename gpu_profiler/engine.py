@@ -155,8 +155,9 @@ def _planned(source: Source, execution: Execution, splits: dict[str, list[Part]]
     if not parts:
         return Planned(source, execution, splits, engine, None, ("", None), started)
     label, first = _reference(parts, skip_bad)
-    reading = _reading(parts, resolve_spec(first, source.column, source.offsets_of, label),
-                       engine, light, source.options)
+    spec = resolve_spec(first, source.column, source.offsets_of, label,
+                        getattr(parts[0], "list_offsets", True))
+    reading = _reading(parts, spec, engine, light, source.options)
     return Planned(source, execution, splits, engine, reading, (label, first), started)
 
 

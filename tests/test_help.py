@@ -41,3 +41,16 @@ def test_metavars_and_choices(capsys, monkeypatch):
     listed = out.split("Commands:")[1].splitlines()[1:]
     assert [line.split()[0] for line in listed] == COMMANDS
     assert all(line.endswith(".") for line in listed)
+
+
+@pytest.mark.parametrize("command", [[], *[[c] for c in COMMANDS]])
+def test_dash_h_is_help(command, capsys, monkeypatch):
+    """`-h` is `--help` everywhere (it was a usage error)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    outs = []
+    for flag in ("-h", "--help"):
+        with pytest.raises(SystemExit) as exc:
+            main([*command, flag])
+        assert exc.value.code == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and outs[0].startswith("Usage: gpu-profiler")

@@ -450,3 +450,14 @@ def test_a_null_line_is_an_error_not_a_crash(text, tmp_path):
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and re.search(r"null.jsonl: line \d+: (not a JSON object but "
                                              r"null|'n' is 2.5|holds 2 JSON values)", lines[0])
+
+
+def test_no_integer_field_is_told_only_the_fix_jsonl_takes(tmp_path, capsys):
+    """A JSONL file with no integer field was told to try --offsets-of, which JSONL does
+    not take."""
+    from conftest import run_cli
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"text": "a"}\n{"text": "b"}\n')
+    code, _, err = run_cli(["profile", path, "-q"], capsys)
+    assert code == 2 and "pick one with --column;" in err and "--offsets-of" not in err

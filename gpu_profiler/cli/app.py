@@ -27,6 +27,7 @@ def _plain_arguments() -> None:
 _plain_arguments()
 app = typer.Typer(
     name="gpu-profiler", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
     help="Exact length histograms of LLM training corpora, and the bucket / batch / padding "
          "statistics they decide.")

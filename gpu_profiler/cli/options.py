@@ -28,7 +28,7 @@ Path_ = Annotated[str, typer.Argument(
          "Megatron-LM .idx or prefix, token stream .bin/.npy, a directory or glob of shards.",
     show_default=False)]
 Paths_ = Annotated[list[str], typer.Argument(
-    metavar="PATH",
+    metavar="PATH...",
     help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC/JSONL file, "
          "Megatron-LM .idx or prefix, token stream .bin/.npy, a directory or glob of shards; "
          "several PATHs are read together (each file once).",

@@ -45,8 +45,10 @@ def _only_one(names: list[str], name: str, where: str) -> None:
 
 
 def resolve_spec(schema: pa.Schema, column: str | None, offsets_of: str | None,
-                 where: str) -> LengthSpec:
-    """Pick and check the length source in ``schema``; ``where`` names the input in errors."""
+                 where: str, list_offsets: bool = True) -> LengthSpec:
+    """Pick and check the length source in ``schema``; ``where`` names the input in errors;
+    ``list_offsets``: whether its format can give lengths as a list column's offsets (the
+    fix an error offers)."""
     if column and offsets_of:
         raise ProfilerError("give either --column or --offsets-of, not both")
     names = schema.names
@@ -68,16 +70,17 @@ def resolve_spec(schema: pa.Schema, column: str | None, offsets_of: str | None,
             column = ints[0]
         else:
             what = "several integer columns" if ints else "no integer column"
+            fix = "--column or --offsets-of" if list_offsets else "--column"
             raise ProfilerError(f"{where}: no 'length' column and {what}; pick one with "
-                                f"--column or --offsets-of; columns: {_columns_listing(schema)}")
+                                f"{fix}; columns: {_columns_listing(schema)}")
     if column not in names:
         raise ProfilerError(f"{where}: no column {column!r}; columns: "
                             f"{_columns_listing(schema)}")
     _only_one(names, column, where)
     t = schema.field(column).type
     if not _is_int(t):
-        hint = " (use --offsets-of for a list column)" if pa.types.is_list(t) or \
-            pa.types.is_large_list(t) else ""
+        hint = " (use --offsets-of for a list column)" if list_offsets and (
+            pa.types.is_list(t) or pa.types.is_large_list(t)) else ""
         raise ProfilerError(f"{where}: column {column!r} has type {t}; lengths must be "
                             f"integers{hint}")
     return LengthSpec(column)

@@ -67,6 +67,7 @@ class JsonlPart(FileShard):
 
     on_device = False
     read_ahead = True  # parsing works in the scan's thread: a read-ahead thread pays
+    list_offsets = False  # lengths come from an integer field only (no --offsets-of)
 
     def schema(self) -> pa.Schema:
         return schema(self.path)

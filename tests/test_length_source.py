@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 from conftest import run_cli
 
 from gpu_profiler.readers.arrow import LengthSpec
@@ -42,9 +41,6 @@ def test_each_format_says_what_its_lengths_are():
     assert spec.described_by(ParquetPart("x.parquet"), SourceOptions()) is spec
 
 
-@pytest.mark.xfail(strict=True, reason="needs gpu_profiler/engine.py to describe the spec it "
-                   "resolves: spec = resolve_spec(...).described_by(parts[0], "
-                   "source.options) (a file this change may not edit)")
 def test_profile_json_and_table_name_the_formats_lengths(tmp_path, capsys):
     prefix = build(tmp_path / "corpus_text_document", random_docs(200, 3))
     stream = tmp_path / "train.bin"

@@ -316,3 +316,15 @@ def test_compare_bounds_b_labels_each_side_with_its_bounds(saved, tmp_path, caps
     assert a in texts and b in texts
     assert "bucket edges (A)" in texts and "bucket edges (B)" in texts
     assert " ".join(f"{a}  vs  {b}".split()) in " ".join(table.split())  # the table's title
+
+
+def test_compare_of_two_bucketings_names_each_side(saved, tmp_path, capsys):
+    """`compare PATH --bounds-b` titled both sides with one name ("demo vs demo")."""
+    out = tmp_path / "c.svg"
+    rc, _, err = run_cli(["compare", saved, "--bounds-b", "0,1024,8193", "--plot", out, "-q"],
+                         capsys)
+    assert rc == 0, err
+    texts = svg_texts(out.read_bytes())
+    assert any(t.startswith(f"{saved} (bounds 0,770,") and " vs " in t
+               and t.endswith(f"{saved} (bounds 0,1024,8193): two length distributions")
+               for t in texts), texts

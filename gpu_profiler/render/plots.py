@@ -431,3 +431,82 @@ def compare_figure(a: LengthHistogram, b: LengthHistogram, c: Any, title: str) -
     per.set_ylabel("share of the estimated batches (%)")
     per.legend(loc="upper right", fontsize=7)
     return clear_legends(fig, [*tops, (per, highest)])
+
+
+# ---------------------------------------------------------------- diagnose
+def diagnose_figure(r: Any, title: str) -> Any:
+    """A loss-curve diagnosis (`gpu_profiler.analysis.diagnose`): the logged loss coloured
+    by its batches' bucket (by band without the order) over its trend; the histogram of
+    the loss over its trend with the bands; the de-banded loss (with the order) or the
+    window means; the periodogram with the period found. Past `_STRIP` points, evenly
+    spaced points are drawn."""
+    from gpu_profiler.analysis.diagnose import PERIOD_P
+
+    c = r.curves
+    fig, ax = _figure(2, 2, (12, 8), title)
+    n = c.steps.size
+    picks = np.linspace(0, n - 1, min(n, 4 * _STRIP)).round().astype(np.int64)
+    groups = c.bucket if c.bucket is not None else c.band
+    k = int(groups.max()) + 1 if n else 1
+    colours = bucket_colours(k)
+    raw = ax[0, 0]
+    for g in range(k):
+        mine = picks[groups[picks] == g]
+        raw.scatter(c.steps[mine], c.loss[mine], s=4, color=colours[g], linewidths=0,
+                    label=f"{'bucket' if c.bucket is not None else 'band'} {g}")
+    raw.plot(c.steps, c.trend, color="#000000", linewidth=1.0, label="trend")
+    raw.set_xlabel("step")
+    raw.set_ylabel(f"logged loss ({r.series})")
+    raw.set_title(r.verdict if len(r.verdict) < 90 else r.verdict[:87] + "...", fontsize=8)
+    raw.legend(loc="upper right", fontsize=7, markerscale=3, ncols=2)
+    _thousands(raw.xaxis)
+    hist = ax[0, 1]
+    above = c.loss / c.trend if r.scale == "log" else c.loss - c.trend
+    counts, edges = np.histogram(above, bins=min(200, max(10, n // 20)))
+    hist.stairs(counts, edges, fill=True, color=OKABE_ITO[4], alpha=0.85, label="points")
+    for i, b in enumerate(r.bands):
+        members = above[c.band == i]
+        if members.size:
+            hist.axvline(float(np.median(members)), color=OKABE_ITO[(5, 2, 6, 0, 1, 7)[i % 6]],
+                         linewidth=1.4, label=f"band {i}: {b.share:.0%}, loss {b.level:.3g}")
+    hist.set_xlabel("loss / trend" if r.scale == "log" else "loss - trend")
+    hist.set_ylabel("logged points")
+    hist.set_title(f"{len(r.bands)} band{'s' * (len(r.bands) != 1)}: band_r2 "
+                   f"{r.band_r2:.2f}", fontsize=9)
+    hist.legend(loc="upper right", fontsize=7)
+    curve = ax[1, 0]
+    w = r.window_points
+    whole = n // w * w
+    mid = c.steps[:whole].reshape(-1, w).mean(axis=1) if whole else c.steps[:1]
+    means = c.loss[:whole].reshape(-1, w).mean(axis=1) if whole else c.loss[:1]
+    curve.plot(mid, means, color=OKABE_ITO[5], linewidth=1.0,
+               label=f"logged: {r.window:,}-step means (std {r.window_std:.3g} detrended)")
+    if c.debanded is not None:
+        deb = c.debanded[:whole].reshape(-1, w).mean(axis=1) if whole else c.debanded[:1]
+        curve.plot(mid, deb, color=OKABE_ITO[4], linewidth=1.2,
+                   label=f"de-banded (std {r.debanded_window_std:.3g}; stride order "
+                         f"predicted {r.predicted_window_std:.3g})")
+    curve.plot(c.steps, c.trend, color="#000000", linewidth=0.8, label="trend")
+    curve.set_xlabel("step")
+    curve.set_ylabel("loss")
+    curve.set_title("the curve as read" + (", and de-banded (adjusted for each point's "
+                                            "buckets)" if c.debanded is not None else
+                                            " (de-banded: give the batch order)"), fontsize=9)
+    curve.legend(loc="upper right", fontsize=7)
+    _thousands(curve.xaxis)
+    spec = ax[1, 1]
+    if c.frequency.size:
+        spec.loglog(r.log_every / c.frequency, c.power, color=OKABE_ITO[4], linewidth=0.7)
+        spec.invert_xaxis()
+    if r.period is not None:
+        found = r.period_p < PERIOD_P
+        spec.axvline(r.period, color=OKABE_ITO[5], linewidth=1.2,
+                     linestyle="solid" if found else "dotted",
+                     label=f"{'period' if found else 'strongest, no period:'} "
+                           f"{r.period:,.1f} steps ({r.period_share:.0%}, p={r.period_p:.2g})")
+        spec.legend(loc="upper right", fontsize=7)
+    _thousands(spec.xaxis)
+    spec.set_xlabel("period (steps)")
+    spec.set_ylabel("power of the detrended loss")
+    spec.set_title("periodogram", fontsize=9)
+    return fig

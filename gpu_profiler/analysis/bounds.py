@@ -59,7 +59,7 @@ REFINE_SPAN = 64
 REFINE_BINS = 2
 #: The binned refinement takes a move that lowers the key by more than this fraction of it
 #: (less is below `_Binned`'s accuracy).
-REFINE_TOL = 1e-6
+REFINE_TOL = 1e-5
 #: P(batch max <= v) below this is dropped from the expected-maximum sum in the DP.
 _NEGLIGIBLE = 1e-18
 #: Bins of the present lengths behind the refinement's approximate bucket prices (`_Binned`).
@@ -633,7 +633,9 @@ class _Binned:
         # is full (then the last one holds every sample)
         e_full = np.where(size == 1, mean, top)
         many = np.flatnonzero((full > 0) & (size > 1))
-        e_full[many] -= self._tails(a[many], b[many] - 2, before[many], n[many], size[many])
+        if many.size:
+            e_full[many] -= self._tails(a[many], b[many] - 2, before[many], n[many],
+                                        size[many])
         # the last batch: interpolated between j = 1 (the mean) and k as for a uniform
         # distribution, whose E[max of j] is lo + (hi - lo) j / (j + 1); summed as the full
         # ones are where there are fewer than LAST_EXACT_BELOW of these (or exact_last)
@@ -643,8 +645,9 @@ class _Binned:
         e_last = np.where(full > 0, mean + (e_full - mean) * np.where(k > 1, w, 0.0), top)
         many = np.flatnonzero((full > 0) & (rest > 1) & (
             self.exact_last | (full < LAST_EXACT_BELOW)))
-        e_last[many] = top[many] - self._tails(a[many], b[many] - 2, before[many], n[many],
-                                               rest[many])
+        if many.size:
+            e_last[many] = top[many] - self._tails(a[many], b[many] - 2, before[many],
+                                                   n[many], rest[many])
         padded = np.where(size == 1, tokens, full * size * e_full + rest * e_last)
         batches = full + (rest > 0)
         unbatchable = size == 0

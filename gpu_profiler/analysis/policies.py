@@ -222,15 +222,21 @@ def expected_max(values: np.ndarray, counts: np.ndarray, k: int) -> float:
     ``P(max <= v_j) = C(M_j, k) / C(n, k)``, ``M_j`` the count of samples ``<= v_j``."""
     if k <= 0 or values.size == 0:
         return 0.0
-    cum = np.cumsum(counts)[:-1]
     n = int(counts.sum())
     if k > n:
         raise ValueError(f"cannot draw {k} of {n} samples")
+    return _expected_max(values, np.cumsum(counts)[:-1], np.diff(values).astype(np.float64),
+                         n, k)
+
+
+def _expected_max(values: np.ndarray, cum: np.ndarray, gaps: np.ndarray, n: int,
+                  k: int) -> float:
+    """`expected_max` from ``cum = cumsum(counts)[:-1]``, ``gaps = diff(values)`` and
+    ``n = counts.sum()`` (``1 <= k <= n``), which several ``k`` share."""
     use = cum >= k
     if not use.any():
         return float(values[-1])
-    gaps = np.diff(values).astype(np.float64)[use]
-    return float(values[-1]) - float(gaps @ draw_all_below(cum[use], n, k))
+    return float(values[-1]) - float(gaps[use] @ draw_all_below(cum[use], n, k))
 
 
 # ---------------------------------------------------------------- per-bucket policies
@@ -255,10 +261,11 @@ def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
         return dict(samples=0, batches=0, batch_size=0, min_batch_size=0, max_batch_size=0,
                     tokens=0, padded_tokens=0, dropped_samples=0, unbatchable_samples=n)
     full, rest = divmod(n, size)
-    padded = full * size * expected_max(values, cnt, size) if full else 0.0
+    cum, gaps = np.cumsum(cnt)[:-1], np.diff(values).astype(np.float64)
+    padded = full * size * _expected_max(values, cum, gaps, n, size) if full else 0.0
     sizes = [size] if full else []
     if rest and not drop_last:
-        padded += rest * expected_max(values, cnt, rest)
+        padded += rest * _expected_max(values, cum, gaps, n, rest)
         sizes.append(rest)
     dropped = rest if drop_last else 0
     kept = n - dropped

@@ -70,9 +70,8 @@ EXACT_LENGTHS = 512
 _MODEL_NEGLIGIBLE = 1e-12
 #: `_Binned` takes a bucket's longest this many lengths one by one (exact), not binned.
 EXACT_TOP = 8
-#: The DP grid's pairs are priced by a coarser `_Binned`: the candidates and this many more
-#: edges bound its bins, a bucket's longest ``DP_TOP`` lengths are exact.
-DP_BINS = 16
+#: The DP grid's pairs are priced by a coarser `_Binned`: its bins cut at the candidates, a
+#: bucket's longest ``DP_TOP`` lengths one by one.
 DP_TOP = 1
 #: `_Binned` sums a bucket's last batch as its full ones when it has fewer full ones than
 #: this (else it interpolates it: an error of its share of the rows at most).
@@ -451,7 +450,7 @@ class _Dp:
         if self.exact:
             cost, batches = self.intervals(pos[a], pos[b])
         else:  # ~G^2/2 pairs: a coarser model, its bins cut at the candidates
-            cost, batches = _Binned(values, cnt, p, drop_last, self.cand, DP_BINS, DP_TOP)(
+            cost, batches = _Binned(values, cnt, p, drop_last, self.cand, 0, DP_TOP)(
                 pos[a], pos[b])
         self.cost[a, b], self.batches[a, b] = cost, batches
 
@@ -566,11 +565,12 @@ class _Binned:
 
     - ``E_k`` sums over bins of the present lengths, not lengths: about ``bins`` of them
       (half by sample quantile, half by even length; a length holding a bin's worth of
-      samples alone; ``edges`` among their edges), but a bucket's longest ``top`` lengths
-      are taken one by one. Of a bin, the gap after its last length is exact (``P`` there is
-      exact); the gaps before it take ``P`` geometric between ``P`` before the bin's first
-      length and ``P`` before its last, that one with ``log P`` linear in the count (exact
-      when ``P`` grows by one factor a length and the gaps are equal). ``log P`` is a
+      samples alone; ``edges`` among their edges, the only ones when ``bins`` is 0), but a
+      bucket's longest ``top`` lengths are taken one by one. Of a bin, the gap after its
+      last length is exact (``P`` there is exact); the gaps before it take ``P`` geometric
+      between ``P`` before the bin's first length and ``P`` before its last, that one with
+      ``log P`` linear in the count (exact when ``P`` grows by one factor a length and the
+      gaps are equal). ``log P`` is a
       difference of log falling factorials (`_Falling`): finite for any count and ``k``.
       Terms with ``P_j < _MODEL_NEGLIGIBLE`` are dropped. A bin of one length is exact, so
       is a bucket whose bins all are; so are ``E_1`` (the mean) and ``E_n`` (the longest).

@@ -53,10 +53,10 @@ def parse_gates(exprs: Iterable[str], names: Sequence[str]) -> list[Gate]:
 
 
 def metrics(d: Mapping[str, Any]) -> dict[str, float]:
-    """The gateable numbers of a result's JSON dict: its top-level numbers and its
-    percentiles (None where a value is unknown)."""
-    out = {k: v for k, v in d.items()
-           if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    """The gateable numbers of a result's JSON dict: its top-level numbers (a verdict,
+    true or false, as 1 or 0) and its percentiles (None where a value is unknown)."""
+    out = {k: int(v) if isinstance(v, bool) else v for k, v in d.items()
+           if isinstance(v, (int, float))}
     out.update(d.get("percentiles") or {})
     return out
 
@@ -86,7 +86,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "schedule": ("longest_run", "max_batch_pct", "window_spread", "min_run",
                  "total_batches"),
     "compare": ("ks", "tv", "w1", *(f"{k}_shift" for k in SHIFTS)),
-    "diagnose": ("band_r2", "persistence", "band_count", "period", "period_share",
+    "diagnose": ("banded", "band_r2", "persistence", "band_count", "period", "period_share",
                  "longest_ladder", "ladders", "window_std", "points", "nonfinite",
                  "bucket_r2", "bucket_r2_adjusted", "debanded_window_std",
                  "predicted_window_std", "longest_run", "max_batch_pct"),

@@ -184,6 +184,8 @@ def _tensorboard(path: str, tag: str | None) -> LossLog:
         if read < size:
             warnings.append(f"{name}: its last {size - read:,} bytes are not a whole event "
                             "(a truncated or corrupt record): the events before them are read")
+    if not seen and warnings:
+        raise ProfilerError(f"{path}: no events read: {warnings[0]}")
     if tag is None:
         tag = pick_loss(sorted(values) or sorted(seen), path, "--tag")
     if tag not in values:
@@ -240,7 +242,8 @@ def _table(path: str, fmt: str, series: str | None, step_column: str | None) -> 
                         "taken as step i (--step-column names one)")
     else:
         s = table.column(step)
-        if not (pa.types.is_integer(s.type) or pa.types.is_floating(s.type)):
+        if not (pa.types.is_integer(s.type) or pa.types.is_floating(s.type)
+                or pa.types.is_null(s.type)):
             raise ProfilerError(f"{path}: step column {step!r} is not numeric ({s.type})")
     present = np.asarray(pc.and_(pc.is_valid(s), pc.is_valid(y)))
     steps = np.asarray(s.to_numpy(zero_copy_only=False))[present] if len(table) else []

@@ -25,14 +25,11 @@ class TrainedOrder:
     Attributes:
         epochs: plan steps of each epoch, in order (an optimizer step never spans two).
         source: where the order was read, for messages.
-        grad_accum: micro-batches per optimizer step recorded in the plan files (None: not
-            recorded, or files that disagree).
     """
 
     bucket: np.ndarray
     epochs: tuple[int, ...]
     source: str
-    grad_accum: int | None = None
 
     @property
     def world_size(self) -> int:
@@ -44,8 +41,7 @@ class TrainedOrder:
 
 
 def order_of(buckets: Sequence[int] | np.ndarray, world_size: int = 1, *,
-             epochs: Sequence[int] | None = None, source: str = "<memory>",
-             grad_accum: int | None = None) -> TrainedOrder:
+             epochs: Sequence[int] | None = None, source: str = "<memory>") -> TrainedOrder:
     """A `TrainedOrder` from the bucket of every batch in training order (``world_size``
     consecutive batches per plan step); ``epochs`` splits it into epochs (plan steps each;
     default: one)."""
@@ -67,8 +63,7 @@ def order_of(buckets: Sequence[int] | np.ndarray, world_size: int = 1, *,
     if sum(spans) != rows or min(spans) < 1:
         raise ProfilerError(f"{source}: epochs of {list(spans)} plan steps do not make the "
                             f"order's {rows:,}")
-    return TrainedOrder(b.astype(np.int32).reshape(rows, world_size), spans, source,
-                        grad_accum)
+    return TrainedOrder(b.astype(np.int32).reshape(rows, world_size), spans, source)
 
 
 def read_plans(paths: Sequence[str | os.PathLike[str]]) -> TrainedOrder:
@@ -79,12 +74,9 @@ def read_plans(paths: Sequence[str | os.PathLike[str]]) -> TrainedOrder:
     worlds = {p.world_size for p in plans}
     if len(worlds) > 1:
         raise ProfilerError(f"the plans are for different world sizes ({sorted(worlds)})")
-    accums = {p.summary.get("params", {}).get("grad_accum") for p in plans}
-    accum = accums.pop() if len(accums) == 1 else None
-    names = ", ".join(os.fspath(p) for p in paths)
     return order_of(np.concatenate([p.bucket for p in plans]), worlds.pop(),
-                    epochs=[p.steps for p in plans], source=names,
-                    grad_accum=accum if isinstance(accum, int) and accum > 0 else None)
+                    epochs=[p.steps for p in plans],
+                    source=", ".join(os.fspath(p) for p in paths))
 
 
 def read_bucket_order(path: str | os.PathLike[str], world_size: int = 1) -> TrainedOrder:

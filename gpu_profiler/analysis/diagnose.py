@@ -201,8 +201,8 @@ def diagnose(log: LossLog | str | os.PathLike[str], *,
     The batch order, when known: ``plan`` (``gpu-profiler plan`` files, one per epoch) or
     ``buckets`` (the bucket of every batch, ``world_size`` per plan step: an array or a
     file as ``--emit-order`` writes it). ``grad_accum``: plan steps per optimizer step
-    (default: the plans', else 1); ``rank``: the logged loss is that rank's (default: the
-    mean over ranks); ``logged``: ``sample``, ``mean`` or ``auto`` (the better fit);
+    (default 1; a plan file does not record it); ``rank``: the logged loss is that rank's
+    (default: the mean over ranks); ``logged``: ``sample``, ``mean`` or ``auto`` (the better fit);
     ``step_offset``: logged step s is optimizer step s - offset (default: the best fit of
     -2..2). ``window``: steps per reading window; ``trend_window``: logged points per
     trend fit (default: the larger of 101 and a tenth of the points); ``skip``: steps
@@ -405,7 +405,7 @@ def _with_order(common: dict[str, Any], order: TrainedOrder, steps: np.ndarray,
                 period: curve.Period, scale: str, every: int, t_window: int, w: int,
                 grad_accum: int | None, rank: int | None, logged: str,
                 step_offset: int | None, warnings: list[str]) -> DiagnoseResult:
-    accum = grad_accum or order.grad_accum or 1
+    accum = grad_accum or 1
     row_lo, row_hi = _step_rows(order, accum)
     rows = order.bucket if rank is None else order.bucket[:, [rank]]
     k = order.buckets

@@ -28,8 +28,8 @@ def diagnose(
         "--world-size", metavar="N", help="Ranks: consecutive batches of --bucket-order "
         "per step (a plan file says its own).")] = 1,
     grad_accum: Annotated[int | None, typer.Option(
-        "--grad-accum", metavar="N", help="Steps of the plan per optimizer step (default: "
-        "the plan's, else 1).", show_default=False)] = None,
+        "--grad-accum", metavar="N", help="Steps of the plan per optimizer step, as "
+        "trained (default 1).", show_default=False)] = None,
     rank: Annotated[int | None, typer.Option(
         "--rank", metavar="N", help="The loss logged is this rank's (default: the mean "
         "over the ranks).", show_default=False)] = None,

@@ -552,8 +552,8 @@ def _verdict_order(banded: bool, share: float, r2: float, persist: float | None,
                 f"from {wstd:.3g} to {predicted:.3g}.")
     if (persist or 0.0) < MIN_PERSISTENCE and r2 >= BANDED_R2:
         return (f"Not banded: the buckets explain {r2:.0%} of each logged point's loss, but "
-                f"the order interleaves them (persistence {persist or 0:.2f}): {over} they "
-                f"carry {share:.0%} of the curve's swing.")
+                f"the order interleaves them (persistence {persist or 0:.2f}): they average "
+                f"out {over} (std {wstd:.3g}).")
     return (f"Not banded: the buckets carry {share:.0%} of the curve's swing {over} (R^2 "
             f"{r2:.2f} per logged point).")
 

@@ -117,6 +117,17 @@ def test_gates(runs, capsys):
     assert rc == 2 and "unknown metric" in err
 
 
+def test_report_has_a_loss_curve_section(corpus, runs, tmp_path, capsys):
+    plan, log = runs["random"]
+    rc, _, err = run_cli(["report", corpus, "-q", "--world-size", "2", "--grad-accum", "2",
+                          "--log", log, "--log-plan", plan, "-o", tmp_path / "r.html"], capsys)
+    assert rc == 0, err
+    html = (tmp_path / "r.html").read_text()
+    assert html.index("<h2>Loss curve</h2>") < html.index("<h2>Command</h2>")
+    assert "<b>Banded:" in html and 'id="diagnose-buckets"' in html
+    assert f"--log-plan {plan}" in html
+
+
 def test_the_api(runs):
     plan, log = runs["stride"]
     r = gp.diagnose(log, plan=plan, grad_accum=2)

@@ -23,6 +23,12 @@ def report(
     seed: Annotated[int, typer.Option(
         "--seed", metavar="N", help="Seed of the random batch order.")] = 0,
     drop_last: a.DropLast = False,
+    log: Annotated[str | None, typer.Option(
+        "--log", metavar="LOG", help="Also diagnose this training loss log (gpu-profiler "
+        "diagnose: from the loss alone, or with --log-plan).", show_default=False)] = None,
+    log_plan: Annotated[list[str] | None, typer.Option(
+        "--log-plan", metavar="FILE", help="The plan file(s) LOG trained on, one per epoch "
+        "(its optimizer steps: --grad-accum of them).", show_default=False)] = None,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -34,13 +40,14 @@ def report(
     offline and fetches nothing. Of a DatasetDict, policies, suggestions and orders are of
     the train split unless --split names another.
     """
-    guard({"-o": opts.output}, *paths)
+    guard({"-o": opts.output}, *paths, log, *(log_plan or ()))
     write_report(paths, opts, command=command_line(ctx), buckets=buckets, seed=seed,
-                 drop_last=drop_last)
+                 drop_last=drop_last, log=log, log_plan=log_plan)
 
 
 def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets: int | None = None,
-                 seed: int = 0, drop_last: bool = False) -> None:
+                 seed: int = 0, drop_last: bool = False, log: str | None = None,
+                 log_plan: list[str] | None = None) -> None:
     """Run every analysis on ``paths`` and write the page to ``opts.output`` (stdout when
     None); ``command`` is the command line the page says made it."""
     from dataclasses import replace
@@ -101,7 +108,20 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
                     ("seed", seed), ("drop_last", drop_last)],
         tables=tables, pols=result.policies, suggestion=suggestion or no_suggestion,
         schedule=schedule, found=found, figures=figures)
+    if log:
+        html = html.replace("<h2>Command</h2>", _diagnosed(log, log_plan, params) +
+                            "\n<h2>Command</h2>", 1)
     emit(html, opts.output)
+
+
+def _diagnosed(log: str, plans: list[str] | None, params: Any) -> str:
+    """The report's section on a training loss log (before the command)."""
+    from gpu_profiler.analysis.diagnose import diagnose
+    from gpu_profiler.render import plots
+    from gpu_profiler.render.diagnose import diagnose_html
+
+    r = diagnose(log, plan=plans, grad_accum=params.grad_accum if plans else None)
+    return diagnose_html(r, plots.diagnose_figure(r, plots.titled(log, "loss curve")))
 
 
 def command_line(ctx: Any) -> str:
@@ -117,5 +137,6 @@ def command_line(ctx: Any) -> str:
         elif getattr(p, "is_flag", False):
             words += [p.opts[0]] if value else []
         elif value is not None:
-            words += [p.opts[0], str(value)]
+            for v in value if isinstance(value, (list, tuple)) else [value]:
+                words += [p.opts[0], str(v)]
     return shlex.join(words)

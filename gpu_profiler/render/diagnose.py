@@ -141,3 +141,31 @@ def curve_csv(r: Any) -> str:
                     empty if c.debanded is None else c.debanded.tolist(), c.band.tolist(),
                     empty if c.bucket is None else c.bucket.tolist(), strict=True))
     return out.getvalue()
+
+
+def diagnose_html(r: Any, fig: Any) -> str:
+    """The HTML report's section on a loss log (``report --log``): the verdict, the
+    numbers, the bands and buckets, the fix and the plot."""
+    from html import escape as html
+
+    from gpu_profiler.render.report import figure, table
+
+    parts = ["<h2>Loss curve</h2>", f"<p><b>{html(r.verdict)}</b></p>",
+             table(_title(r), (("name", "name"), ("value", "value")), _numbers(r),
+                   "diagnose"),
+             table("bands (from the loss alone)", (("index", "band"), ("share", "share"),
+                                                   ("level", "mean loss"), ("lo", "10%"),
+                                                   ("hi", "90%")),
+                   [(i, b.share, b.level, b.lo, b.hi) for i, b in enumerate(r.bands)],
+                   "diagnose-bands")]
+    if r.buckets:
+        parts.append(table("buckets", (("index", "bucket"), ("share", "batches %"),
+                                       ("loss", "loss at end"), ("effect", "effect"),
+                                       ("longest_run", "longest run"),
+                                       ("run_loss", "loss in it")),
+                           [(b.index, b.share, b.loss, b.effect, b.longest_run, b.run_loss)
+                            for b in r.buckets], "diagnose-buckets"))
+    if r.fix:
+        parts.append(f"<p>fix: {html(r.fix)}</p>")
+    parts.append(figure(f"loss curve of {r.log} ({r.series})", fig))
+    return "\n".join(parts)

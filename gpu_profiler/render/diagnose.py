@@ -115,7 +115,7 @@ def diagnose_markdown(r: Any) -> str:
 
 
 def diagnose_csv(r: Any) -> str:
-    """One row per band and per bucket (README, "CSV")."""
+    """One row per band and per bucket (docs/guide/diagnose.md)."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(("kind", "index", "share", "loss", "lo", "hi", "effect", "longest_run",

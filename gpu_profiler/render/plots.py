@@ -471,8 +471,8 @@ def diagnose_figure(r: Any, title: str) -> Any:
                          linewidth=1.4, label=f"band {i}: {b.share:.0%}, loss {b.level:.3g}")
     hist.set_xlabel("loss / trend" if r.scale == "log" else "loss - trend")
     hist.set_ylabel("logged points")
-    hist.set_title(f"{len(r.bands)} band{'s' * (len(r.bands) != 1)}: band_r2 "
-                   f"{r.band_r2:.2f}", fontsize=9)
+    hist.set_title(f"{len(r.bands)} band{'s' * (len(r.bands) != 1)} from the loss alone "
+                   f"(BIC gain {r.band_delta_bic:,.0f})", fontsize=9)
     hist.legend(loc="upper right", fontsize=7)
     curve = ax[1, 0]
     w = r.window_points

@@ -14,9 +14,7 @@ from numba import njit
 
 from gpu_profiler.kernels.cpu import _length, _span, _tally
 from gpu_profiler.kernels.ipc import check, walk
-from gpu_profiler.kernels.posix import read_file
-from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
-from gpu_profiler.readers.ipc_format import (
+from gpu_profiler.kernels.ipc_format import (
     FULL,
     NEED_MORE,
     R_CHILD,
@@ -26,6 +24,8 @@ from gpu_profiler.readers.ipc_format import (
     R_TYPE,
     RECORD_BATCH,
 )
+from gpu_profiler.kernels.posix import read_file
+from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
 
 
 @njit(cache=True)

@@ -29,8 +29,9 @@ from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.kernels import ipc_format as fmt
 from gpu_profiler.readers import counted, files
-from gpu_profiler.readers import ipc_format as fmt
+from gpu_profiler.readers import ipc_format as parsers
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.ipc_layout import column_layout
 from gpu_profiler.readers.ipc_selective import _Assembler, _Column
@@ -120,10 +121,10 @@ def _reference(buf: np.ndarray, start: int, end: int) -> tuple[pa.Schema, np.nda
     every other stream must open with)."""
     data = buf[start:end]
     try:
-        pre, m = fmt.frame(data, 0)
+        pre, m = parsers.frame(data, 0)
         if m <= 0 or pre + m > data.size:
             raise _Leave
-        big, fields, _, body = fmt.schema_info(data[pre:pre + m], -1)
+        big, fields, _, body = parsers.schema_info(data[pre:pre + m], -1)
     except fmt.Corrupt:
         raise _Leave from None
     if big or pre + m + body > data.size:
@@ -140,8 +141,8 @@ def _schema(framed: bytes) -> pa.Schema:
     runs of a scan (their first streams' messages are the same bytes); `_Leave` if it is
     bad (the stream's own reader says why)."""
     try:
-        return fmt.arrow_schema(framed)
-    except fmt.SCHEMA_ERRORS:
+        return parsers.arrow_schema(framed)
+    except parsers.SCHEMA_ERRORS:
         raise _Leave from None
 
 
@@ -171,7 +172,7 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, framed: np.ndar
     state = np.array([0, -1, 0, 0], np.int64)
     parts = []
     while state[0] < len(starts):
-        k = fmt.walk_streams(buf, starts, ends, framed, out, owner, layout, state, left)[0]
+        k = parsers.walk_streams(buf, starts, ends, framed, out, owner, layout, state, left)[0]
         parts.append((out[:k].copy(), owner[:k].copy()) if state[0] < len(starts) else
                      (out[:k], owner[:k]))
     recs, of = (np.concatenate(x) for x in zip(*parts, strict=True)) if len(parts) > 1 else parts[0]
@@ -183,12 +184,12 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, framed: np.ndar
 
 def _checked(recs: np.ndarray, of: np.ndarray, col: _Column, left: np.ndarray
              ) -> np.ndarray:
-    """``recs`` (of streams ``of``) whose buffers lie inside their bodies (`fmt.check`); a
+    """``recs`` (of streams ``of``) whose buffers lie inside their bodies (`parsers.check`); a
     stream with one that does not is left, with all its records."""
     ranges = np.empty((len(recs), 4), np.int64)
     while len(recs):
-        bad, _ = fmt.check(recs, -1, col.offsets, col.item.itemsize, col.dtype.itemsize,
-                           ranges)
+        bad, _ = parsers.check(recs, -1, col.offsets, col.item.itemsize, col.dtype.itemsize,
+                               ranges)
         if bad < 0:
             break
         left[of[bad]] = 1

@@ -25,7 +25,8 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
-from gpu_profiler.readers import ipc_format as fmt
+from gpu_profiler.kernels import ipc_format as fmt
+from gpu_profiler.readers import ipc_format as parsers
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec
 from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt
 from gpu_profiler.readers.ipc_layout import column_layout
@@ -138,20 +139,20 @@ class SelectiveReader:
             pos = 8
         b = self._file.read(pos, FIRST_READ).data
         try:
-            pre, m = fmt.frame(b, 0)
+            pre, m = parsers.frame(b, 0)
             if 0 < m and pre + m > b.size:
                 b = self._file.read(pos, int(pre + m)).data
             if m <= 0 or pre + m > b.size:
                 raise self.error(pos, "the file ends before its schema message")
             meta = b[pre:pre + m].copy()
-            big, nfields, _, body = fmt.schema_info(meta, -1)
+            big, nfields, _, body = parsers.schema_info(meta, -1)
         except fmt.Corrupt as exc:
             raise self._corrupt(exc, pos, "schema message") from None
         if big:
             raise big_endian_error(self.path)
         try:
-            sch = fmt.arrow_schema(b[:pre + m])
-        except fmt.SCHEMA_ERRORS as exc:
+            sch = parsers.arrow_schema(b[:pre + m])
+        except parsers.SCHEMA_ERRORS as exc:
             raise self.error(pos, f"schema message: {first_line(exc)}") from None
         if len(sch) != nfields:
             raise self.error(pos, "schema message: field count mismatch")
@@ -209,7 +210,7 @@ class SelectiveReader:
         dict_id = -1
         if pa.types.is_dictionary(t):
             try:
-                dict_id = int(fmt.schema_info(self._schema_meta, index)[2])
+                dict_id = int(parsers.schema_info(self._schema_meta, index)[2])
             except fmt.Corrupt as exc:
                 raise self._corrupt(exc, 0, "schema message") from None
         return _Column(t, spec.offsets, dict_id), \
@@ -219,8 +220,8 @@ class SelectiveReader:
         """Validate parsed records against their bodies; return their needed byte ranges
         ``(validity lo, hi, data lo, hi)`` (empty ranges where nothing is needed)."""
         ranges = np.empty((len(recs), 4), np.int64)
-        bad, why = fmt.check(recs, col.dict_id, col.offsets, col.item.itemsize,
-                             col.dtype.itemsize, ranges)
+        bad, why = parsers.check(recs, col.dict_id, col.offsets, col.item.itemsize,
+                                 col.dtype.itemsize, ranges)
         if bad >= 0:
             rec = recs[bad]
             raise self.error(int(rec[fmt.R_MSG]), f"{col.what(rec)}: {fmt.CHECKS[why]}")
@@ -298,7 +299,7 @@ class SelectiveReader:
         out = np.empty((min(_MAX_MESSAGES, data.size // 128 + 1), fmt.NREC), np.int64)
         while status == fmt.FULL:
             try:
-                k, start, status = fmt.walk(data, start, self._end - pos, out, layout, state)
+                k, start, status = parsers.walk(data, start, self._end - pos, out, layout, state)
             except fmt.Corrupt as exc:
                 raise self._corrupt(exc, pos + state[0]) from None
             parts.append(out[:k].copy())
@@ -345,7 +346,7 @@ class SelectiveReader:
         if flen <= 0 or fstart < 8:
             raise self.error(size - 10, f"footer length {flen} out of range")
         try:
-            dicts, batches = fmt.footer_blocks(self._file.read(fstart, flen).data)
+            dicts, batches = parsers.footer_blocks(self._file.read(fstart, flen).data)
         except fmt.Corrupt as exc:
             raise self.error(fstart, f"footer: {fmt.REASONS[exc.args[1]]}") from None
         for name, blocks in (("dictionary", dicts), ("record batch", batches)):
@@ -405,7 +406,7 @@ class SelectiveReader:
         state = np.zeros(2, np.int64)
         starts = fetched.locate(blocks[:, 0])
         try:
-            fmt.parse_at(fetched.data, starts, blocks[:, 1], out, layout, state)
+            parsers.parse_at(fetched.data, starts, blocks[:, 1], out, layout, state)
         except fmt.Corrupt as exc:
             k = int(np.argmax(starts == state[0]))
             raise self._corrupt(exc, blocks[k, 0]) from None
@@ -579,13 +580,13 @@ class _Assembler:
             tmp = np.empty(n + len(rows), self.col.item)
             at = _starts(rows + 1)
             _gather(fetched.data, src, rows + 1, tmp, at)
-            fmt.offset_lengths(tmp, at, rows, self.out, dst)
+            parsers.offset_lengths(tmp, at, rows, self.out, dst)
             self._check_offsets(recs, tmp[at], tmp[at + rows], self.out[dst[0]:dst[0] + n])
         else:
             _gather(fetched.data, src, rows, self.out, dst)
         if nulls.any():
-            fmt.unpack_validity(fetched.data, bits, rows[nulls], self._valid_mask(),
-                                dst[nulls])
+            parsers.unpack_validity(fetched.data, bits, rows[nulls], self._valid_mask(),
+                                    dst[nulls])
         self.fill += n
         if self.fill >= CHUNK_ROWS:
             yield self._emit()
@@ -762,9 +763,9 @@ def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarr
     types), else bytewise."""
     w = out.itemsize
     if w in (4, 8) and (src % w == 0).all() and data.ctypes.data % w == 0:
-        fmt.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
+        parsers.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
     else:
-        fmt.gather(data, src, counts * w, out.view(np.uint8), dst * w)
+        parsers.gather(data, src, counts * w, out.view(np.uint8), dst * w)
 
 
 def _pieces(recs: np.ndarray, col: _Column) -> np.ndarray:

@@ -24,8 +24,9 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.kernels import parquet_format as fmt
 from gpu_profiler.readers import arrow, counted, files
-from gpu_profiler.readers import parquet_format as fmt
+from gpu_profiler.readers import parquet_format as parsers
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
 
@@ -83,9 +84,9 @@ def count(parts: list[ParquetPart], name: bytes, width: int, cap: int | None
 
     def call(bins: int, grow: bool, fold_after: int, row: np.ndarray, st: np.ndarray,
              state: np.ndarray) -> tuple[int, ...]:
-        return fmt.count(blob, at, sizes, OPEN_FLAGS, buf, second, name, width,
-                         scratch, dictionary, values, valid, info, bins, grow, fold_after, row,
-                         st, state)
+        return parsers.count(blob, at, sizes, OPEN_FLAGS, buf, second, name, width,
+                             scratch, dictionary, values, valid, info, bins, grow, fold_after,
+                             row, st, state)
 
     return counted.tally(call, len(parts), cap), info
 
@@ -162,8 +163,8 @@ def _call(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes, w
     valid = np.empty(rows, bool)
     scratch = np.empty(page, np.uint8)
     dictionary = np.empty(page // 4 + 1, np.int64)
-    n, nulls = fmt.lengths(buf, starts, sizes, name, width, scratch, dictionary, values,
-                           valid, info)
+    n, nulls = parsers.lengths(buf, starts, sizes, name, width, scratch, dictionary, values,
+                               valid, info)
     return info, values[:n], valid[:n] if nulls else None
 
 

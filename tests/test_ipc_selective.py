@@ -21,7 +21,8 @@ from gpu_profiler import native
 from gpu_profiler.backends import get_backend
 from gpu_profiler.cli import main
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import ipc, ipc_selective, pread
+from gpu_profiler.io import pread
+from gpu_profiler.readers import ipc, ipc_selective
 from gpu_profiler.readers.arrow import LengthSpec
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),

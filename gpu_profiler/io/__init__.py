@@ -1,3 +1,5 @@
-"""Files, below everything that reads or writes them: outputs written atomically and checked
-before any work (`output`). It imports nothing of the package but `gpu_profiler.errors`,
-so the histogram, the analyses and the renderers can all write through it."""
+"""Files, below everything that reads or writes them: positioned reads into numpy buffers
+(`pread`), many files listed or named to native code at once (`files`), and outputs
+written atomically and checked before any work (`output`). It imports only
+`gpu_profiler.errors`, `gpu_profiler.native` and the kernels' constants, so the readers,
+the histogram, the analyses and the renderers can all build on it."""

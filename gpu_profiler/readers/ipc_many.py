@@ -29,13 +29,14 @@ from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.io import files
+from gpu_profiler.io.pread import OPEN_FLAGS, Fetched, read_whole, whole_buffer
 from gpu_profiler.kernels import ipc_format as fmt
-from gpu_profiler.readers import counted, files
+from gpu_profiler.readers import counted
 from gpu_profiler.readers import ipc_format as parsers
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.ipc_layout import column_layout
 from gpu_profiler.readers.ipc_selective import _Assembler, _Column
-from gpu_profiler.readers.pread import OPEN_FLAGS, Fetched, read_whole, whole_buffer
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.ipc import IpcPart

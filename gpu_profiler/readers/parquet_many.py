@@ -24,11 +24,12 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
+from gpu_profiler.io import files
+from gpu_profiler.io.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
 from gpu_profiler.kernels import parquet_format as fmt
-from gpu_profiler.readers import arrow, counted, files
+from gpu_profiler.readers import arrow, counted
 from gpu_profiler.readers import parquet_format as parsers
 from gpu_profiler.readers.base import Reading, same_schema
-from gpu_profiler.readers.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.parquet import ParquetPart

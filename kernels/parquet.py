@@ -21,7 +21,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from gpu_profiler.kernels.cpu import _span, _tally
+from gpu_profiler.kernels.cpu import tally, tally_span
 from gpu_profiler.kernels.parquet_format import (
     I_ARROW,
     I_ARROW_END,
@@ -1072,10 +1072,10 @@ def count_files(names, name_at, sizes, flags, buf, second, name, width, scratch,
         if nulls:
             for j in range(rows):
                 if valid[j]:
-                    _tally(values[j], top, row, st)
+                    tally(values[j], top, row, st)
                 else:
                     st[NULLS] += 1
         else:
-            _span(values, 0, rows, False, top, row, st)
+            tally_span(values, 0, rows, False, top, row, st)
         state[0] += 1
     return (COUNT_DONE,)

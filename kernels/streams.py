@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpu_profiler.kernels.cpu import _length, _span, _tally
+from gpu_profiler.kernels.cpu import length_at, tally, tally_span
 from gpu_profiler.kernels.ipc import check, walk
 from gpu_profiler.kernels.ipc_format import (
     FULL,
@@ -53,7 +53,7 @@ def _longest(x, bits, rows, nulls, child, offsets):
         return -2
     most = np.int64(-1)
     for j in range(rows):
-        v = _length(x, np.uint64(j), offsets)
+        v = length_at(x, np.uint64(j), offsets)
         if offsets and v < 0:
             return -2
         if (not nulls or _valid(bits, j)) and v > most:
@@ -65,11 +65,11 @@ def _longest(x, bits, rows, nulls, child, offsets):
 def _count(x, bits, rows, nulls, offsets, top, row, st):
     """Tally ``rows`` lengths into ``row`` and ``st`` as the CPU kernel does."""
     if not nulls:
-        _span(x, 0, rows, offsets, top, row, st)
+        tally_span(x, 0, rows, offsets, top, row, st)
         return
     for j in range(rows):
         if _valid(bits, j):
-            _tally(_length(x, np.uint64(j), offsets), top, row, st)
+            tally(length_at(x, np.uint64(j), offsets), top, row, st)
         else:
             st[NULLS] += 1
 

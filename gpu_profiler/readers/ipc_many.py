@@ -36,7 +36,7 @@ from gpu_profiler.readers import counted
 from gpu_profiler.readers import ipc_format as parsers
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.ipc_layout import column_layout
-from gpu_profiler.readers.ipc_selective import _Assembler, _Column
+from gpu_profiler.readers.ipc_selective import Assembler, Column
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.ipc import IpcPart
@@ -91,7 +91,7 @@ _COUNTED = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint64))
 
 
 def count(paths: Sequence[str | Path], sizes: np.ndarray, framed: np.ndarray,
-          layout: np.ndarray, col: _Column, cap: int | None
+          layout: np.ndarray, col: Column, cap: int | None
           ) -> tuple[LengthHistogram, np.ndarray]:
     """``(histogram, left)``: the streams ``paths`` (of ``sizes`` bytes, each opening with
     the ``framed`` schema message) read one by one into a small buffer and counted there
@@ -147,7 +147,7 @@ def _schema(framed: bytes) -> pa.Schema:
         raise _Leave from None
 
 
-def _column(schema: pa.Schema, reading: Reading) -> tuple[_Column, np.ndarray]:
+def _column(schema: pa.Schema, reading: Reading) -> tuple[Column, np.ndarray]:
     """The length column of ``schema`` and its layout; `_Leave` unless it is one integer
     column (or list column, for offsets) of that name (the streams' own readers then read
     it, or say what is wrong)."""
@@ -159,7 +159,7 @@ def _column(schema: pa.Schema, reading: Reading) -> tuple[_Column, np.ndarray]:
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) if offsets
             else pa.types.is_integer(t)):
         raise _Leave
-    col = _Column(t, offsets, -1)
+    col = Column(t, offsets, -1)
     return col, column_layout(schema, index).vector()
 
 
@@ -183,7 +183,7 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, framed: np.ndar
     return recs[keep], of[keep]
 
 
-def _checked(recs: np.ndarray, of: np.ndarray, col: _Column, left: np.ndarray
+def _checked(recs: np.ndarray, of: np.ndarray, col: Column, left: np.ndarray
              ) -> np.ndarray:
     """``recs`` (of streams ``of``) whose buffers lie inside their bodies (`parsers.check`); a
     stream with one that does not is left, with all its records."""
@@ -199,13 +199,13 @@ def _checked(recs: np.ndarray, of: np.ndarray, col: _Column, left: np.ndarray
     return recs
 
 
-def _chunks(buf: np.ndarray, recs: np.ndarray, col: _Column, reading: Reading
+def _chunks(buf: np.ndarray, recs: np.ndarray, col: Column, reading: Reading
             ) -> Iterator[Chunk]:
     """The length column of ``recs``, assembled as the selective reader assembles one
     file's (in place where the backend takes segments)."""
     fetched = Fetched(buf, np.zeros(1, np.int64), np.array([buf.size], np.int64),
                       np.zeros(1, np.int64))
-    out = _Assembler(_Run(buf.size), col, reading.segmented)
+    out = Assembler(_Run(buf.size), col, reading.segmented)
     yield from out.add(recs, fetched)
     yield from out.finish()
 

@@ -166,7 +166,7 @@ class SelectiveReader:
         col, layout = self._column(spec)
         groups = self._file_groups(layout, col) if self.kind == "file" else \
             self._stream_groups(layout, col)
-        out = _Assembler(self, col, segmented)
+        out = Assembler(self, col, segmented)
         for recs, fetched in groups:
             yield from out.add(recs, fetched)
         yield from out.finish()
@@ -201,7 +201,7 @@ class SelectiveReader:
                 want = _to_granule(pos, int(last[fmt.R_BODY] - last[fmt.R_MSG]) + 256,
                                    self._file.granule)
 
-    def _column(self, spec: LengthSpec) -> tuple[_Column, np.ndarray]:
+    def _column(self, spec: LengthSpec) -> tuple[Column, np.ndarray]:
         """The length column and the layout vector the parsers find it by."""
         index = self.schema.get_field_index(spec.name)
         if index < 0:
@@ -213,10 +213,10 @@ class SelectiveReader:
                 dict_id = int(parsers.schema_info(self._schema_meta, index)[2])
             except fmt.Corrupt as exc:
                 raise self._corrupt(exc, 0, "schema message") from None
-        return _Column(t, spec.offsets, dict_id), \
+        return Column(t, spec.offsets, dict_id), \
             column_layout(self.schema, index, dict_id).vector()
 
-    def _checked(self, recs: np.ndarray, col: _Column) -> tuple[np.ndarray, ...]:
+    def _checked(self, recs: np.ndarray, col: Column) -> tuple[np.ndarray, ...]:
         """Validate parsed records against their bodies; return their needed byte ranges
         ``(validity lo, hi, data lo, hi)`` (empty ranges where nothing is needed)."""
         ranges = np.empty((len(recs), 4), np.int64)
@@ -249,7 +249,7 @@ class SelectiveReader:
             want = _to_granule(pos, need, self._file.granule)
 
     def _stream_groups(self, layout: np.ndarray,
-                       col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+                       col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         state = np.zeros(2, np.int64)
         for at in self._dictionaries:  # the message at each, alone
             yield from self._fetch(self._messages(at, FIRST_READ, layout, state)[1][:1], col)
@@ -308,7 +308,7 @@ class SelectiveReader:
         recs[:, fmt.R_BODY] += pos
         return recs, pos + int(start), int(status)
 
-    def _fetch(self, recs: np.ndarray, col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+    def _fetch(self, recs: np.ndarray, col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         """The column's buffers of ``recs``, fetched in groups of about
         :data:`FETCH_BYTES` (chunks read ahead hold a few groups, never the whole file)."""
         self._checked(recs, col)  # the records as the file declares them, then their pieces
@@ -324,7 +324,7 @@ class SelectiveReader:
     # -- file format ---------------------------------------------------------------------
 
     def _file_groups(self, layout: np.ndarray,
-                     col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+                     col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         dicts, batches = self._footer()
         if col.dict_id >= 0:
             yield from self._blocks(dicts, fmt.DICTIONARY_BATCH, layout, col)
@@ -360,7 +360,7 @@ class SelectiveReader:
         return dicts, batches
 
     def _blocks(self, blocks: np.ndarray, kind: int, layout: np.ndarray,
-                col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+                col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         """Parse and fetch the messages of footer Blocks: runs of small adjacent messages
         in windows, large ones by their metadata and then their column's buffers."""
         if not len(blocks):
@@ -396,7 +396,7 @@ class SelectiveReader:
             yield from self._big_blocks(blocks[big], kind, layout, col)
 
     def _big_blocks(self, blocks: np.ndarray, kind: int, layout: np.ndarray,
-                    col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+                    col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         metas = self._file.fetch(blocks[:, 0], blocks[:, 0] + blocks[:, 1])
         yield from self._fetch(self._parse_at(metas, blocks, kind, layout), col)
 
@@ -419,8 +419,9 @@ class SelectiveReader:
         return out
 
 
-class _Column:
-    """What the length column is made of: element widths, offsets or not, dictionary."""
+class Column:
+    """What the length column is made of: element widths, offsets or not, dictionary (for
+    this reader, and for `ipc_many`, which reads it out of many streams at once)."""
 
     def __init__(self, t: pa.DataType, offsets: bool, dict_id: int) -> None:
         self.offsets = offsets
@@ -453,8 +454,9 @@ class _Column:
             "record batch"
 
 
-class _Source(Protocol):
-    """What `_Assembler` asks of the reader whose bytes it assembles."""
+class AssemblerSource(Protocol):
+    """What `Assembler` asks of the reader whose bytes it assembles (a `SelectiveReader`,
+    or `ipc_many`'s run of streams in one buffer)."""
 
     @property
     def file_size(self) -> int: ...
@@ -462,11 +464,12 @@ class _Source(Protocol):
     def error(self, offset: int, reason: str) -> ProfilerError: ...
 
 
-class _Assembler:
+class Assembler:
     """Gathers the column out of fetched bytes into chunks of at least ``CHUNK_ROWS``, or
-    (``segmented``) hands plain batches over where they were read."""
+    (``segmented``) hands plain batches over where they were read: for this reader, and
+    for `ipc_many`, whose streams read together become chunks the same way."""
 
-    def __init__(self, reader: _Source, col: _Column, segmented: bool) -> None:
+    def __init__(self, reader: AssemblerSource, col: Column, segmented: bool) -> None:
         self.r = reader
         self.col = col
         self.segmented = segmented and not col.offsets
@@ -689,7 +692,7 @@ class _Inflater:
     """One buffer of a message read front to back, decompressed a piece at a time when it
     is compressed, and checked against the size it declares once closed."""
 
-    def __init__(self, reader: _Source, rec: np.ndarray, fetched: Fetched,
+    def __init__(self, reader: AssemblerSource, rec: np.ndarray, fetched: Fetched,
                  off: int, length: int, need: int) -> None:
         self.r = reader
         self.where = int(rec[fmt.R_BODY] + rec[off])
@@ -768,7 +771,7 @@ def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarr
         parsers.gather(data, src, counts * w, out.view(np.uint8), dst * w)
 
 
-def _pieces(recs: np.ndarray, col: _Column) -> np.ndarray:
+def _pieces(recs: np.ndarray, col: Column) -> np.ndarray:
     """``recs`` with every plain record batch whose column holds more than
     :data:`FETCH_BYTES` cut into records of consecutive rows (a multiple of 8 each, so
     that validity bitmaps stay byte-aligned): a huge batch is fetched in bounded pieces."""

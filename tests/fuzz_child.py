@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpu_profiler import ProfilerError, histogram
-from gpu_profiler.readers import ipc, pread
+from gpu_profiler.io import pread
+from gpu_profiler.readers import ipc
 
 #: Address space granted beyond what the warmed-up child maps.
 HEADROOM = 1 << 30

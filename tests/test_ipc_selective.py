@@ -21,7 +21,8 @@ from gpu_profiler import native
 from gpu_profiler.backends import get_backend
 from gpu_profiler.cli import main
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import ipc, ipc_selective, pread
+from gpu_profiler.io import pread
+from gpu_profiler.readers import ipc, ipc_selective
 from gpu_profiler.readers.arrow import LengthSpec
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
@@ -622,7 +623,8 @@ def test_compressed_light_files_are_read_selectively(tmp_path, monkeypatch):
 def test_repeated_metadata_is_copied_not_misread(tmp_path):
     """A record copied from the previous message (identical metadata bytes) equals the
     record of that message parsed alone, batch sizes changing or not."""
-    from gpu_profiler.readers import ipc_format as fmt
+    from gpu_profiler.kernels import ipc_format as fmt
+    from gpu_profiler.readers import ipc_format as parsers
     from gpu_profiler.readers.ipc_layout import column_layout
 
     t = lengths_table(5000, pa.int32(), nulls=0.2, seed=9)
@@ -633,11 +635,11 @@ def test_repeated_metadata_is_copied_not_misread(tmp_path):
         start, schema = r._start, r.schema
     layout = column_layout(schema, schema.get_field_index("length"), -1).vector()
     out = np.empty((200, fmt.NREC), np.int64)
-    k, _, status = fmt.walk(b, start, b.size, out, layout, np.zeros(2, np.int64))
+    k, _, status = parsers.walk(b, start, b.size, out, layout, np.zeros(2, np.int64))
     assert status == fmt.END and k == len(batches)
     one = np.empty((1, fmt.NREC), np.int64)
     for rec in out[:k]:
-        fmt.walk(b, rec[fmt.R_MSG], b.size, one, layout, np.zeros(2, np.int64))
+        parsers.walk(b, rec[fmt.R_MSG], b.size, one, layout, np.zeros(2, np.int64))
         np.testing.assert_array_equal(one[0], rec)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gpu_profiler import native
-from gpu_profiler.readers import ipc_format as fmt
+from gpu_profiler.kernels import ipc_format as fmt
 
 
 def test_library_builds_and_loads_here():
@@ -144,7 +144,7 @@ def test_the_key_covers_every_module_the_kernels_import(tmp_path):
     roots = native._roots()
     sources = native.key_sources(roots)
     names = {p.relative_to(p.parents[1]).as_posix() for p in sources}
-    assert {"kernels/stats.py", "readers/ipc_format.py", "kernels/cpu.py"} <= names
+    assert {"kernels/stats.py", "kernels/ipc_format.py", "kernels/cpu.py"} <= names
     copy = {pkg: tmp_path / pkg for pkg in roots}
     for pkg, folder in roots.items():
         shutil.copytree(folder, copy[pkg], ignore=shutil.ignore_patterns("__pycache__"))

@@ -30,10 +30,10 @@ import numpy as np
 from gpu_profiler.analysis.buckets import clipped_counts
 from gpu_profiler.analysis.policies import (
     PolicyResult,
-    _segment,
     batch_size_for,
     draw_all_below,
     evaluate_policy,
+    present_lengths,
 )
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
@@ -118,7 +118,7 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
     if not balance >= 0:
         raise ProfilerError(f"--balance must be >= 0, got {balance!r}")
     lo, hi = p.bounds[0], p.bounds[-1]
-    values, cnt = _segment(clipped_counts(hist, p.max_seq_len), lo, hi)
+    values, cnt = present_lengths(clipped_counts(hist, p.max_seq_len), lo, hi)
     if not values.size:
         raise ProfilerError(f"no samples inside the bounds [{lo}, {hi}) to split")
     if not batch_size_for(int(values[-1]), p):

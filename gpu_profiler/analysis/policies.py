@@ -136,14 +136,16 @@ def evaluate_policy(hist: LengthHistogram, name: str, params: BucketParams | Non
     counts = clipped_counts(hist, p.max_seq_len)
     if name in _PACKING:
         return _packed(counts, p, drop_last, _PACKING[name])
-    rows = [_BUCKET_FNS[name](_segment(counts, lo, hi), lo, p, drop_last)
+    rows = [_BUCKET_FNS[name](present_lengths(counts, lo, hi), lo, p, drop_last)
             for lo, hi in zip(p.bounds[:-1], p.bounds[1:], strict=True)]
     return _assemble(name, rows, p, drop_last, expected=name == "fixed")
 
 
 # ---------------------------------------------------------------- histogram segments
-def _segment(counts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """The present lengths of bucket ``[lo, hi)`` (ascending) and their counts."""
+def present_lengths(counts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The present lengths of bucket ``[lo, hi)`` (ascending) and their counts, out of
+    `clipped_counts`: what every policy, and the bounds search (`analysis.bounds`), works
+    on."""
     lo_, hi_ = min(lo, counts.size), min(hi, counts.size)
     nz = np.flatnonzero(counts[lo_:hi_])
     return (lo_ + nz).astype(np.int64), counts[lo_:hi_][nz]
@@ -344,7 +346,7 @@ def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last:
 def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
             ) -> PolicyResult:
     lo, hi = p.bounds[0], p.bounds[-1]
-    values, cnt = _segment(counts, lo, hi)
+    values, cnt = present_lengths(counts, lo, hi)
     samples, tokens = int(cnt.sum()), int(cnt @ values)
     rows = pack_rows(values, cnt, p.max_seq_len, algorithm)
     per_batch = min(p.token_budget // p.max_seq_len, p.max_batch_size)

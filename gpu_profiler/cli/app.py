@@ -122,8 +122,8 @@ def demo(
 
     if report:
         from gpu_profiler.cli.report import command_line, write_report
+        from gpu_profiler.io.output import check_writable
         from gpu_profiler.render import plots
-        from gpu_profiler.render.output import check_writable
 
         plots.require_matplotlib("--report")
         check_writable(report)

@@ -182,7 +182,7 @@ class FileShard:
     """The part of a `Part` every shard on disk shares: its path names and sizes it.
     ``at`` is the path as listed, a `Path` or a string: a listing of thousands of shards
     makes no `Path` for them (each costs more than looking up the file's size), and a
-    shard read by a kernel that opens it itself (`gpu_profiler.readers.files.names`)
+    shard read by a kernel that opens it itself (`gpu_profiler.io.files.names`)
     never needs one."""
 
     at: str | Path

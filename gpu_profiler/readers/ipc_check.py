@@ -20,13 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers.ipc_format import (
-    DICTIONARY_BATCH,
-    FILE_MAGIC,
-    RECORD_BATCH,
-    SCHEMA,
-    corrupt,
-)
+from gpu_profiler.kernels.ipc_format import DICTIONARY_BATCH, RECORD_BATCH, SCHEMA
+from gpu_profiler.readers.ipc_format import FILE_MAGIC, corrupt
 
 #: Decompressed bytes one record batch's buffers may declare for pyarrow to decode it.
 MAX_INFLATED = 256 << 20

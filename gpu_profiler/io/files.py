@@ -17,8 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from gpu_profiler import native
+from gpu_profiler.io.pread import OPEN_FLAGS
 from gpu_profiler.kernels.stats import MISSING, OTHER, STATX_WORDS
-from gpu_profiler.readers.pread import OPEN_FLAGS
 
 #: Fewer paths than this are looked up one by one in Python (no thread worth starting).
 NATIVE_FROM = 256

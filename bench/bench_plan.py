@@ -106,7 +106,7 @@ def child(spec: dict) -> dict:
     from gpu_profiler import native, piles
     from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams
 
-    out: dict[str, Any] = {"kind": spec["kind"], "native_ready": native.ready()}
+    out: dict[str, Any] = {"kind": spec["kind"], "native_ready": native.library() is not None}
     t = time.perf_counter()
     x = sft_lengths(spec["samples"])
     out["generate_s"] = time.perf_counter() - t
@@ -141,7 +141,7 @@ def child(spec: dict) -> dict:
     out |= since(u)
     out["cpu_s"] = out["user_s"] + out["sys_s"]
     out["peak_mib"] = maxrss_mib()
-    out["native"] = native.status(build=False)
+    out["native"] = native.status()
     out["above_8192_pct"] = above(x, np)
     if spec["kind"] == "breakdown":
         # Then epochs 1 and 2 in this process, as a training process runs them: the sampler

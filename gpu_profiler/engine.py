@@ -117,7 +117,7 @@ def prepare(source: Any, *, column: str | None = None, offsets_of: str | None = 
                          given_options(column, offsets_of, source_options))
     parts = [p for ps in splits.values() for p in ps]
     small = backend in ("auto", "numpy") and not backend_options and _small(parts)
-    light = small and (backend == "numpy" or not native.ready())
+    light = small and (backend == "numpy" or native.library() is None)
     if engine is None:
         engine = get_backend("numpy" if light else "numba" if small else "auto",
                              backend_options)

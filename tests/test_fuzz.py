@@ -211,9 +211,6 @@ def _run(manifest: Path, n: int) -> tuple[dict[int, dict], dict[int, dict], dict
 
 
 def test_hostile_files_end_in_numbers_or_one_line(tmp_path):
-    from gpu_profiler import native
-
-    native.library()  # built here, if need be, not inside a child's time limit
     cases = _corpus(tmp_path)
     done, refs, problems = _run_cases(tmp_path, cases, "pyarrow's", strict=set())
     # the two IPC readers agree: selective (buffered) vs pyarrow, per file
@@ -514,9 +511,6 @@ def test_every_other_format_ends_in_numbers_or_one_line(tmp_path):
     plain and zstd: every mutant gives the reference's numbers (where the reference reads
     it) or one line naming the file; never another exception, a signal, the memory or the
     time limit."""
-    from gpu_profiler import native
-
-    native.library()
     cases = _other_corpus(tmp_path)
     done, refs, problems = _run_cases(tmp_path, cases, "the reference's", strict=STRICT)
     assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems[:30])

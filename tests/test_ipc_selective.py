@@ -495,7 +495,7 @@ def test_corrupt_file_exits_2_naming_file_and_byte(tmp_path, capsys, monkeypatch
     if reader:
         monkeypatch.setenv(ipc.READER_ENV, reader)
     else:
-        monkeypatch.setattr(native, "ready", lambda: False)
+        monkeypatch.setattr(native, "library", lambda: None)
     path, data = _one_batch(tmp_path, "stream")
     path.write_bytes(_patch(data, *CRAFTED["buffer offset beyond the file"]))
     with pytest.raises(SystemExit) as exc:

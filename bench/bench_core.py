@@ -44,7 +44,7 @@ CLI = str(Path(sys.executable).parent / "gpu-profiler")
 SEED = 20261130
 CORPUS_VERSION = 1
 CAP = PARAMS["max_seq_len"]
-BACKENDS = ("auto", "numpy", "numba")  # auto: numpy for light scans, else numba
+BACKENDS = ("auto", "numpy", "numba")  # auto: numba here (no GPU)
 TARGETS = {"micro_ratio": 2.0, "cli_vs_reference": 200.0, "cli_vs_fast_script": 1.0}
 
 
@@ -424,7 +424,7 @@ def machine() -> dict:
             "pyarrow": pa.__version__, "numba": numba.__version__,
             "datasets": datasets.__version__, "gpu_profiler": gpu_profiler.__version__,
             "git": git, "auto_backend": get_backend("auto").name,
-            "light_mib": engine.LIGHT_BYTES >> 20,
+            "small_mib": engine.SMALL_SCAN_BYTES >> 20,
             "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE", ""),
             "backends": {k: v or "available" for k, v in available_backends().items()},
             "platform": platform.platform()}
@@ -447,8 +447,7 @@ def markdown(r: dict) -> str:
         f"threads {m['cpu_threads']}, kernels {m['cpu_kernels']}), Python {m['python']}, "
         f"numpy {m['numpy']}, pyarrow {m['pyarrow']}, numba {m['numba']}, datasets "
         f"{m['datasets']}. `auto` backend here: {m['auto_backend']} for scans above "
-        f"{m['light_mib']} MiB of input; below, numba once its native kernels are built "
-        "(numpy before: light scans). Medians of "
+        f"{m['small_mib']} MiB of input; numba below. Medians of "
         f"{r['repeats']} runs, methods alternated round-robin; 1-minute load average "
         "(os.getloadavg) noted per section.", "",
         *([f"PYTHONDONTWRITEBYTECODE={m['PYTHONDONTWRITEBYTECODE']} here: the editable "

@@ -41,9 +41,8 @@ def histogram(source: Any, *, column: str | None = None, offsets_of: str | None 
         offsets_of: derive lengths from this list column's offsets instead.
         format: force ``hf``, ``parquet``, ``ipc`` or ``ipc-stream``.
         split: one split of a DatasetDict.
-        backend: ``auto`` (for inputs up to ``engine.LIGHT_BYTES``: numba, or numpy until
-            its native kernels are built here; else the first usable of cuda, numba,
-            numpy), ``numpy``, ``numba`` or ``cuda``.
+        backend: ``auto`` (for inputs up to ``engine.SMALL_SCAN_BYTES``: numba; else the
+            first usable of cuda, numba, numpy), ``numpy``, ``numba`` or ``cuda``.
         cap: bins ``0..cap``; lengths above are summarized (count, tokens, min, max).
             ``None`` bins up to the largest length seen, at most
             `gpu_profiler.histogram.MAX_AUTO_CAP` (2**24).

@@ -115,15 +115,14 @@ def test_auto_backend_skips_numba_cuda_without_a_driver():
     assert run(code, env=env).split() == ["numba", "False"]
 
 
-# A light scan (input below engine.LIGHT_BYTES) on auto: numpy and, for dense IPC files,
-# pyarrow's reader; the first line says whether numba was ever imported.
-LIGHT = textwrap.dedent("""
+# A scan on auto of an input below engine.SMALL_SCAN_BYTES (or, "large", taken as above
+# it); the first line says whether numba was ever imported, and the backend.
+SCAN = textwrap.dedent("""
     import sys
     from gpu_profiler import engine, profile
-    if sys.argv[2] == "heavy":
-        engine.LIGHT_BYTES = 0
-    kw = {"offsets_of": "input_ids"} if sys.argv[3] == "offsets" else {"column": "length"}
-    r = profile(sys.argv[1], **kw)
+    if sys.argv[2] == "large":
+        engine.SMALL_SCAN_BYTES = 0
+    r = profile(sys.argv[1], column="length")
     print("numba" in sys.modules, r.backend)
     print(r.to_dict()["buckets"])
 """)
@@ -133,26 +132,18 @@ LIGHT = textwrap.dedent("""
 def lengths_dir(tmp_path_factory):
     import datasets
 
-    d = tmp_path_factory.mktemp("light") / "hf"
+    d = tmp_path_factory.mktemp("scan") / "hf"
     lens = np.random.default_rng(1).integers(0, 9000, 20_000)
     datasets.Dataset.from_dict({"length": lens}).save_to_disk(str(d), num_shards=3)
     return d
 
 
-def test_small_and_heavy_scans_never_start_numba(lengths_dir):
-    small = run(LIGHT, str(lengths_dir), "light", "column").splitlines()
-    heavy = run(LIGHT, str(lengths_dir), "heavy", "column").splitlines()
-    jit = dict(os.environ, GPU_PROFILER_NATIVE="0")  # as before a first build: light
-    light = run(LIGHT, str(lengths_dir), "light", "column", env=jit).splitlines()
-    assert small[0] == "False numba"  # built: auto takes the native kernels
-    assert heavy[0] == "False numba"  # the native kernels, not numba's JIT
-    assert light[0] == "False numpy"  # numpy and pyarrow's reader: no numba either
-    assert small[1] == heavy[1] == light[1]  # same table every way
-
-
-def test_light_scan_still_reads_sparse_files_selectively(corpus):
-    env = dict(os.environ, GPU_PROFILER_NATIVE="0")
-    light = run(LIGHT, str(corpus[0]), "light", "offsets", env=env).splitlines()
-    heavy = run(LIGHT, str(corpus[0]), "heavy", "offsets").splitlines()
-    assert light[0] == "True numpy"  # the selective reader's kernels, through the JIT
-    assert light[1] == heavy[1]
+def test_scans_run_the_native_kernels_else_the_jit(lengths_dir):
+    small = run(SCAN, str(lengths_dir), "small").splitlines()
+    large = run(SCAN, str(lengths_dir), "large").splitlines()
+    jit = run(SCAN, str(lengths_dir), "small", env=dict(os.environ, GPU_PROFILER_NATIVE="0"))
+    jit = jit.splitlines()
+    assert small[0] == "False numba"  # the native kernels: numba never imported
+    assert large[0] == "False numba"
+    assert jit[0] == "True numba"  # no library: the same kernels through numba's JIT
+    assert small[1] == large[1] == jit[1]  # same table every way

@@ -103,8 +103,7 @@ def assert_same_as_pyarrow(paths: list[Path], left: list[int], values: np.ndarra
 
 @pytest.fixture(scope="module", autouse=True)
 def built() -> None:
-    """The scans below read shards together only with the native kernels built (a light
-    scan does not)."""
+    """The scans below run the native kernels (never silently the JIT)."""
     assert native.library() is not None, native.status()
 
 

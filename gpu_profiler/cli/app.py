@@ -154,7 +154,7 @@ def backends() -> None:
         if name == "numba" and reason is None:
             from gpu_profiler import native
 
-            typer.echo(f"       kernels: {native.status(build=False)}")
+            typer.echo(f"       kernels: {native.status()}")
 
 
 from gpu_profiler.cli.compare import compare  # noqa: E402

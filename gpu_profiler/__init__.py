@@ -42,11 +42,14 @@ _EXPORTS = {
     "BucketBatchSampler": "gpu_profiler.sampler",
     "load_plan": "gpu_profiler.plan_file",
     "interleave": "gpu_profiler.analysis.interleave",
+    "DiagnoseResult": "gpu_profiler.analysis.diagnose",
+    "diagnose": "gpu_profiler.analysis.diagnose",
 }
 
 if _TYPE_CHECKING:
     from gpu_profiler.analysis.bounds import Suggestion, suggest_bounds
     from gpu_profiler.analysis.buckets import BucketRow, BucketTable, bucket_table
+    from gpu_profiler.analysis.diagnose import DiagnoseResult, diagnose
     from gpu_profiler.analysis.interleave import interleave
     from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, evaluate_policy
     from gpu_profiler.analysis.schedule import ScheduleResult, batch_order, simulate_schedule
@@ -101,6 +104,7 @@ __all__ = [
     "Source",
     "BucketRow",
     "BucketTable",
+    "DiagnoseResult",
     "LengthHistogram",
     "PolicyResult",
     "ProfileResult",
@@ -110,6 +114,7 @@ __all__ = [
     "available_backends",
     "batch_order",
     "bucket_table",
+    "diagnose",
     "evaluate_policies",
     "evaluate_policy",
     "get_backend",

@@ -151,7 +151,8 @@ def _planned(source: Source, execution: Execution, splits: dict[str, list[Part]]
         return Planned(source, execution, splits, engine, None, ("", None), started)
     label, first = _reference(parts, skip_bad)
     spec = resolve_spec(first, source.column, source.offsets_of, label,
-                        getattr(parts[0], "list_offsets", True))
+                        getattr(parts[0], "list_offsets", True)
+                        ).described_by(parts[0], source.options)
     reading = _reading(parts, spec, engine, source.options)
     return Planned(source, execution, splits, engine, reading, (label, first), started)
 

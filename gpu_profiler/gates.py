@@ -86,4 +86,8 @@ METRICS: dict[str, tuple[str, ...]] = {
     "schedule": ("longest_run", "max_batch_pct", "window_spread", "min_run",
                  "total_batches"),
     "compare": ("ks", "tv", "w1", *(f"{k}_shift" for k in SHIFTS)),
+    "diagnose": ("band_r2", "persistence", "band_count", "period", "period_share",
+                 "longest_ladder", "ladders", "window_std", "points", "nonfinite",
+                 "bucket_r2", "bucket_r2_adjusted", "debanded_window_std",
+                 "predicted_window_std", "longest_run", "max_batch_pct"),
 }

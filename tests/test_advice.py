@@ -13,6 +13,7 @@ import pytest
 import gpu_profiler as gp
 from gpu_profiler import BucketParams
 from gpu_profiler.analysis import advice as advice_mod
+from gpu_profiler.analysis import bounds as bounds_mod
 from gpu_profiler.analysis.advice import ADVISED, advise, attach
 from gpu_profiler.analysis.bounds import suggest_bounds
 from gpu_profiler.analysis.interleave import interleave, longest_run, min_run
@@ -59,6 +60,20 @@ def test_picks_the_least_padding_with_every_share_under_40_percent(demo_hist):
     assert f"{want.method} bounds for 6 buckets: {','.join(map(str, want.bounds))}: largest " \
            f"share {want.max_batch_pct:.1f}% at {want.padding_pct:.1f}% padding" in a.text
     assert f"(now {s['current'].padding_pct:.1f}%" in a.text
+
+
+def test_the_current_bounds_are_scored_once(demo_hist, monkeypatch):
+    # the advice hands its fixed policy of the current bounds to the search
+    scored = []
+
+    def counting(hist, name, params=None, **kwargs):
+        scored.append(params.bounds)
+        return evaluate_policy(hist, name, params, **kwargs)
+
+    monkeypatch.setattr(advice_mod, "evaluate_policy", counting)
+    monkeypatch.setattr(bounds_mod, "evaluate_policy", counting)
+    assert advise(demo_hist).proposal is not None
+    assert scored.count(BucketParams().bounds) == 1
 
 
 def test_the_order_fix_is_the_planner_s_least_possible_run(demo_hist):

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_profiler import BucketParams, ProfilerError
+from gpu_profiler import BucketParams, LengthHistogram, ProfilerError
 from gpu_profiler.analysis import bounds as bounds_mod
 from gpu_profiler.analysis.bounds import METHODS, suggest_bounds
-from gpu_profiler.analysis.policies import evaluate_policy
+from gpu_profiler.analysis.buckets import clipped_counts
+from gpu_profiler.analysis.policies import evaluate_policy, log_falling, present_lengths
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.demo import demo_lengths
@@ -70,6 +71,111 @@ def test_dp_equals_exhaustive_search_when_every_length_is_a_candidate(seed, monk
         for r in range(k) for edges in itertools.combinations(values[1:], r))
     got = suggest_bounds(h, k, p)["min-padding"].padded_tokens
     assert got == pytest.approx(exhaustive, rel=1e-12)
+
+
+def test_with_few_lengths_the_search_is_exact_and_equals_brute_force():
+    # at most GRID present lengths (no monkeypatch): every one a candidate, exact costs
+    rng = np.random.default_rng(11)
+    values = np.sort(rng.choice(np.arange(1, 3000), bounds_mod.GRID - 2, replace=False))
+    lengths = rng.choice(values, size=5000, p=rng.dirichlet(np.full(values.size, 0.7)))
+    p = BucketParams(bounds=(0, 3001), max_seq_len=3000, token_budget=12000, max_batch_size=32)
+    h = hist_of(lengths, 3000)
+    exhaustive = min(
+        evaluate_policy(h, "fixed", replace(p, bounds=(0, *map(int, edges), 3001))).padded_tokens
+        for r in range(4) for edges in itertools.combinations(values[1:], r))
+    assert suggest_bounds(h, 4, p)["min-padding"].padded_tokens == pytest.approx(exhaustive,
+                                                                                 rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_binned_search_pads_as_little_as_the_exact_one(seed, monkeypatch):
+    # 150 present lengths: the search prices buckets with binned costs; the reference (GRID
+    # raised) makes every length a candidate and prices exactly: its split is the optimum
+    rng = np.random.default_rng(seed)
+    values = np.sort(rng.choice(np.arange(1, 2000), 150, replace=False))
+    lengths = rng.choice(values, size=20_000, p=rng.dirichlet(np.ones(values.size)))
+    p = BucketParams(bounds=(0, 2001), max_seq_len=2000, token_budget=8000, max_batch_size=32)
+    h = hist_of(lengths, 2000)
+    got = suggest_bounds(h, 5, p)["min-padding"].padded_tokens
+    monkeypatch.setattr(bounds_mod, "GRID", 4096)
+    optimum = suggest_bounds(h, 5, p)["min-padding"].padded_tokens
+    assert optimum <= got <= optimum * (1 + 1e-3)
+
+
+def corpora():
+    """SFT-like with a long tail, bimodal, and a small sparse one (few samples a length)."""
+    rng = np.random.default_rng(3)
+    sft = np.concatenate([rng.lognormal(7.6, 0.7, 60_000), rng.lognormal(9, 1.2, 2_000)])
+    bimodal = np.concatenate([rng.lognormal(5.5, 0.5, 40_000), rng.normal(6000, 800, 10_000)])
+    sparse = rng.lognormal(6.5, 1.0, 3_000)
+    return {name: hist_of(np.clip(x, 1, 8192).astype(np.int64), 8192)
+            for name, x in (("sft", sft), ("bimodal", bimodal), ("sparse", sparse))}
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("name", ["sft", "bimodal", "sparse"])
+def test_binned_costs_are_close_to_the_exact_ones(name, drop_last):
+    """The search's costs of 300 random buckets against the exact ones: the same batches,
+    expected padded tokens within 1% (the median within 0.1%)."""
+    p = BucketParams()
+    values, cnt = present_lengths(clipped_counts(corpora()[name], 8192), 0, 8193)
+    cum, gaps = np.cumsum(cnt), np.diff(values).astype(np.float64)
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, values.size - 1, 300)
+    b = np.array([rng.integers(x + 1, values.size + 1) for x in a])
+    exact = [bounds_mod._interval_cost(values, cum, gaps, int(x), int(y), p, drop_last)
+             for x, y in zip(a, b, strict=True)]
+    got, batches = bounds_mod._Binned(values, cnt, p, drop_last, [])(a, b)
+    assert batches.tolist() == [n for _, n in exact]
+    cost = np.array([c for c, _ in exact])
+    assert (got[cost == 0] == 0).all()  # drop_last: fewer samples than a batch
+    rel = np.abs(got[cost > 0] / cost[cost > 0] - 1)
+    assert rel.max() < 1e-2 and np.median(rel) < 1e-3
+
+
+def test_binned_costs_are_exact_when_every_bin_is_one_length():
+    p = BucketParams()
+    values, cnt = present_lengths(clipped_counts(corpora()["sparse"], 8192), 0, 8193)
+    cum, gaps = np.cumsum(cnt), np.diff(values).astype(np.float64)
+    a, b = np.triu_indices(values.size + 1, 1)
+    pick = np.random.default_rng(1).choice(a.size, 500, replace=False)
+    a, b = a[pick], b[pick]
+    model = bounds_mod._Binned(values, cnt, p, False, list(range(values.size)), exact_last=True)
+    got = model(a, b)[0]
+    exact = [bounds_mod._interval_cost(values, cum, gaps, int(x), int(y), p, False)[0]
+             for x, y in zip(a, b, strict=True)]
+    assert got == pytest.approx(exact, rel=1e-9)
+
+
+def test_binned_costs_exact_cases():
+    # one row per batch pads nothing; a bucket with fewer samples than a batch is one batch
+    # holding all of them, padded to the longest
+    values, cnt = np.array([10, 50, 300, 4000]), np.array([7, 3, 11, 2])
+    one = BucketParams(max_batch_size=1)
+    got, batches = bounds_mod._Binned(values, cnt, one, False, [])(np.array([0, 1]),
+                                                                  np.array([4, 3]))
+    assert got.tolist() == [float(cnt @ values), float(cnt[1:3] @ values[1:3])]
+    assert batches.tolist() == [23, 14]
+    got, batches = bounds_mod._Binned(values, cnt, BucketParams(), False, [])(
+        np.array([0]), np.array([3]))
+    assert got.tolist() == [21 * 300.0] and batches.tolist() == [1]
+
+
+def test_the_series_for_log_falling_matches_stirling():
+    k = np.array([2, 5, 17, 24, 40, 64, 64, 300])
+    for m in (k + 40.0, k * 30.0, np.full(k.size, 1e6), np.full(k.size, 3e12)):
+        falling = bounds_mod._Falling(k, m)
+        assert falling(m) == pytest.approx(log_falling(m, k), rel=1e-13, abs=1e-9)
+        assert falling(m, np.arange(k.size)) == pytest.approx(log_falling(m, k), rel=1e-13,
+                                                              abs=1e-9)
+
+
+def test_huge_counts_stay_finite_and_never_worse():
+    counts = hist_of(lognormal(20_000, 5), 8192).counts * 10**6  # 2e10 samples
+    s = suggest_bounds(LengthHistogram(counts), 6)
+    best = s["min-padding"]
+    assert np.isfinite([q.padded_tokens for q in s.proposals]).all()
+    assert all(best.padded_tokens <= q.padded_tokens for q in s.proposals)
 
 
 def test_balance_trades_padding_for_a_smaller_largest_share(demo_hist):

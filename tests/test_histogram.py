@@ -163,3 +163,18 @@ def test_percentiles_of_nothing_are_none():
     assert h.percentiles() == dict.fromkeys(PERCENTILES) and h.mean is None
     with pytest.raises(ValueError, match="0..100"):
         h.percentile(101)
+
+
+def test_percentiles_are_exact_where_numpys_float_rank_is_off_by_one():
+    """p99.9 of 300,000 samples is the 299,700th shortest; numpy's inverted_cdf computes
+    that rank in floating point and can take the next sample."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    rng.integers(1, 100_000, 300_000)  # (the first draw has no off-by-one)
+    x = np.sort(rng.integers(1, 100_000, 300_000))
+    h = get_backend("numpy").histogram_chunk(Chunk(x), int(x.max()))
+    for q in ("50", "90", "99", "99.9"):
+        rank = -(-Fraction(q) * x.size // 100)
+        assert h.percentile(q) == x[int(rank) - 1], q
+    assert np.percentile(x, 99.9, method="inverted_cdf") != h.percentile("99.9")

@@ -65,7 +65,9 @@ def test_profile_svg_holds_title_axes_edges_and_truncated_mass(saved, tmp_path, 
         assert label in joined, label
     assert "8,000" in texts and "1,000" in texts  # thousands separators on the axes
     assert f"{d['truncated_tokens']:,} tokens cut" in joined
-    assert f"> 8,192 (all of them): {d['truncated_samples']:,} samples" in joined
+    n = d["truncated_samples"]  # all past the saved histogram's cap: one bar
+    assert (f"{n:,} samples ({n / d['total_samples'] * 100:.2f}%) longer than 8,192, up to "
+            f"{d['max_len']:,}") in joined
 
 
 def test_profile_figure_bars_are_the_tables_shares(saved):
@@ -192,3 +194,137 @@ def test_a_scan_never_imports_matplotlib(saved):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
+
+
+# ---------------------------------------------------------------- issue 27, item 1
+@pytest.fixture(scope="module")
+def long_tail():
+    """60,000 SFT-like lengths whose longest 300 reach 151,405 tokens: p99 is ~5k."""
+    rng = np.random.default_rng(7)
+    x = np.clip(rng.lognormal(np.log(400), 1.0, 60_000), 8, None).astype(np.int64)
+    x[:300] = rng.integers(9000, 151_405, 300)
+    x[0] = 151_405
+    return x
+
+
+def hist_of(x):
+    return get_backend("numpy").histogram_chunk(Chunk(x), int(x.max()))
+
+
+def legend_texts(ax):
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_a_long_tail_is_one_bar_and_the_axis_shows_the_bucketed_range(long_tail):
+    hist = hist_of(long_tail)
+    table = bucket_table(hist, BucketParams())
+    fig = plots.profile_figure(hist, table, "t")
+    n = int((long_tail > 8192).sum())
+    want = f"{n:,} samples ({n / long_tail.size * 100:.2f}%) longer than 8,192, up to 151,405"
+    for ax in fig.axes[:2]:  # linear and log
+        right = ax.get_xlim()[1]
+        assert 8192 < right < 8192 * 1.05, right  # was 151,405: every edge in the first 5%
+        assert want in legend_texts(ax)
+        (bar,) = [c for c in ax.containers if c.get_label() == want]
+        assert len(bar.patches) == 1 and bar.patches[0].get_height() == n
+    # a tail no longer than 1.25x max_seq_len (or p99) is drawn as it is, to its longest
+    short = hist_of(np.concatenate([long_tail[long_tail < 9000], [10_000]]))
+    fig = plots.profile_figure(short, bucket_table(short, BucketParams()), "t")
+    assert fig.axes[0].get_xlim()[1] == pytest.approx(10_000, rel=0.01)
+    assert not any("longer than" in t for t in legend_texts(fig.axes[0]))
+
+
+def test_the_axis_reaches_p99_when_it_passes_max_seq_len(long_tail):
+    x = np.concatenate([long_tail, np.full(2000, 20_000)])  # p99 at 20,000
+    hist = hist_of(x)
+    fig = plots.profile_figure(hist, bucket_table(hist, BucketParams()), "t")
+    right = fig.axes[0].get_xlim()[1]
+    assert 20_000 <= right < 20_000 * 1.05
+    n = int((x > 20_000).sum())
+    assert (f"{n:,} samples ({n / x.size * 100:.2f}%) longer than 20,000, up to 151,405"
+            in legend_texts(fig.axes[0]))
+
+
+def test_profile_and_compare_plots_of_a_long_tail_via_the_cli(long_tail, tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    hist_of(long_tail).save(a)
+    hist_of((long_tail * 1.3).astype(np.int64)).save(b)
+    out = tmp_path / "p.svg"
+    rc, _, err = run_cli(["profile", a, "--plot", out, "-q"], capsys)
+    assert rc == 0, err
+    n = int((long_tail > 8192).sum())
+    assert f"{n:,} samples ({n / long_tail.size * 100:.2f}%) longer than 8,192, up to " \
+           "151,405" in svg_texts(out.read_bytes())
+    out = tmp_path / "c.svg"
+    rc, _, err = run_cli(["compare", a, b, "--plot", out, "-q"], capsys)
+    assert rc == 0, err
+    texts = svg_texts(out.read_bytes())
+    nb = int(((long_tail * 1.3).astype(np.int64) > 8192).sum())
+    assert f"A: {n:,} samples ({n / long_tail.size * 100:.2f}%) longer than 8,192, up to " \
+           "151,405" in texts
+    assert f"B: {nb:,} samples ({nb / long_tail.size * 100:.2f}%) longer than 8,192, up to " \
+           "196,826" in texts
+    assert "8,000" in texts and "100,000" not in texts  # the axis ends near 8,192
+
+
+def _legend_clear(fig):
+    """Every legend's box above every bar of its axes (after the figure is drawn)."""
+    fig.draw_without_rendering()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not ax.patches:
+            continue
+        box = legend.get_window_extent()
+        for p in ax.patches:
+            if p.get_label() in legend_texts(ax) and hasattr(p, "get_data"):  # the stairs
+                edges, values = p.get_data().edges, p.get_data().values
+                tops = ax.transData.transform(np.column_stack([edges[:-1], values]))
+                y = tops[(tops[:, 0] >= box.x0) & (tops[:, 0] <= box.x1), 1]
+                clear = y < box.y0 if p.get_fill() else (y < box.y0) | (y > box.y1)
+                assert clear.all(), (ax.get_ylabel(), p.get_label())
+            elif p.get_label().startswith("_") and p.get_height() > 0:  # a bar, no span
+                bar = p.get_window_extent()
+                assert not bar.overlaps(box) or bar.y1 < box.y0, (ax.get_ylabel(), p)
+
+
+def test_no_legend_hides_a_bar(saved, long_tail):
+    """The report's figure (the demo's, drawn as the page's SVG) and the long tail's: the
+    shares legend hid bucket 5's tokens bar in the demo report."""
+    from gpu_profiler.histogram import LengthHistogram
+    from gpu_profiler.render.report import inline_svg
+
+    demo = LengthHistogram.load(saved)
+    for hist, name in ((demo, "/tmp/w/demo"), (hist_of(long_tail), "t")):
+        fig = plots.profile_figure(hist, bucket_table(hist, BucketParams()), name)
+        inline_svg(fig)  # laid out as the report lays it out
+        _legend_clear(fig)
+    from gpu_profiler.analysis.compare import compare
+
+    a, b = hist_of(long_tail), hist_of((long_tail * 1.3).astype(np.int64))
+    _legend_clear(plots.compare_figure(a, b, compare(a, b, BucketParams(), BucketParams()),
+                                       "t"))
+
+
+def test_compare_bounds_b_labels_each_side_with_its_bounds(saved, tmp_path, capsys):
+    out = tmp_path / "c.svg"
+    rc, table, err = run_cli(["compare", saved, "--bounds-b", "0,1000,8193", "--plot", out,
+                              "-q"], capsys)
+    assert rc == 0, err
+    texts = svg_texts(out.read_bytes())
+    a = f"A: {saved} (bounds 0,770,1216,1728,2432,3296,8193)"
+    b = f"B: {saved} (bounds 0,1000,8193)"
+    assert a in texts and b in texts
+    assert "bucket edges (A)" in texts and "bucket edges (B)" in texts
+    assert " ".join(f"{a}  vs  {b}".split()) in " ".join(table.split())  # the table's title
+
+
+def test_compare_of_two_bucketings_names_each_side(saved, tmp_path, capsys):
+    """`compare PATH --bounds-b` titled both sides with one name ("demo vs demo")."""
+    out = tmp_path / "c.svg"
+    rc, _, err = run_cli(["compare", saved, "--bounds-b", "0,1024,8193", "--plot", out, "-q"],
+                         capsys)
+    assert rc == 0, err
+    texts = svg_texts(out.read_bytes())
+    assert any(t.startswith(f"{saved} (bounds 0,770,") and " vs " in t
+               and t.endswith(f"{saved} (bounds 0,1024,8193): two length distributions")
+               for t in texts), texts

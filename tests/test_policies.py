@@ -14,9 +14,11 @@ from conftest import reference_table
 from gpu_profiler import BucketParams, ProfilerError
 from gpu_profiler.analysis.policies import (
     POLICIES,
+    draw_all_below,
     evaluate_policies,
     evaluate_policy,
     expected_max,
+    log_falling,
     pack_rows,
     parse_policies,
 )
@@ -208,6 +210,31 @@ def test_expected_max_is_stable_for_huge_counts():
     counts = np.array([10**12, 10**12])  # every draw is 200 unless all k are 100: (1/2)^k
     for k in (1, 6, 40):
         assert expected_max(values, counts, k) == pytest.approx(200 - 100 * 0.5 ** k, rel=1e-9)
+
+
+def test_draw_all_below_multiplies_its_factors_in_order():
+    # the k factors are built in one array, the same products in the same order as one
+    # factor at a time: bit for bit
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        k = int(rng.integers(0, 25))
+        n = int(rng.integers(max(k, 1), 10 ** int(rng.integers(2, 13))))
+        m = np.sort(rng.integers(k, n + 1, int(rng.integers(1, 2000))))
+        want = np.ones(m.size)
+        for i in range(k):
+            want *= (m.astype(np.float64) - i) * (1.0 / (n - i))
+        assert np.array_equal(draw_all_below(m, n, k), want)
+
+
+def test_log_falling_takes_one_k_per_value_and_is_minus_inf_below_it():
+    m = np.array([0, 3, 5, 40, 10**6, 10**12, 7], dtype=np.float64)
+    k = np.array([1, 4, 5, 30, 64, 3, 7])
+    got = log_falling(m, k)
+    want = [sum(math.log(x - i) for i in range(j)) if x >= j else -math.inf
+            for x, j in zip(m.tolist(), k.tolist(), strict=True)]
+    assert got[:2].tolist() == [-math.inf, -math.inf]
+    assert got[2:] == pytest.approx(want[2:], rel=1e-13)
+    assert log_falling(m[2:4], 5) == pytest.approx(log_falling(m[2:4], np.full(2, 5)))
 
 
 @pytest.mark.parametrize("seed", range(40))

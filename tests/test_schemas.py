@@ -74,4 +74,5 @@ def test_schemas_reject_a_wrong_output(saved, capsys):
         jsonschema.validate(d, load("profile"))
     with pytest.raises(ValueError, match="choose from"):
         load("nope")
-    assert set(NAMES) == {"profile", "suggest", "schedule", "plan", "compare", "histogram"}
+    assert set(NAMES) == {"profile", "suggest", "schedule", "plan", "compare", "histogram",
+                          "diagnose"}

@@ -113,7 +113,7 @@ def advise(hist: LengthHistogram, params: BucketParams | None = None,
     run = min_run(counts) if sum(1 for c in counts if c) > 1 else None
     proposal = None
     if not current.unbatchable_samples:  # else no bounds batch every sample: suggest refuses
-        s = suggestion or suggest_bounds(hist, k, p, drop_last=drop_last)
+        s = suggestion or suggest_bounds(hist, k, p, drop_last=drop_last, current=current)
         proposal = _pick([q for q in s.proposals if q.method in ADVISED], top.batch_pct)
     if proposal is None and run is None:
         return None

@@ -159,26 +159,38 @@ def batch_size_for(max_len: int, p: BucketParams) -> int:
 # ---------------------------------------------------------------- expected batch maximum
 _STIRLING_MIN = 30
 _PRODUCT_MAX_K = 24
+#: `draw_all_below` builds its ``k`` factors in one array up to this many (the same products,
+#: in the same order, as one factor at a time).
+_PRODUCT_AT_ONCE = 1 << 18
 
 
-def _log_falling(m: np.ndarray, k: int) -> np.ndarray:
-    """``log(m (m-1) ... (m-k+1))`` for ``m >= k`` (float array), stable for huge ``m``.
+def log_falling(m: np.ndarray, k: Any) -> np.ndarray:
+    """``log(m (m-1) ... (m-k+1))`` (float array; ``-inf`` where ``m < k``), stable for huge
+    ``m``; ``k`` is an int or an int array of ``m``'s shape.
 
     Stirling's series on ``lgamma(m+1) - lgamma(m-k+1)`` written without cancellation; the
     few small arguments use an exact log-factorial table.
     """
     m = np.asarray(m, dtype=np.float64)
-    z, w = m + 1.0, m - k + 1.0
+    kf = np.asarray(k, dtype=np.float64)
+    z, w = m + 1.0, m - kf + 1.0
     small = w < _STIRLING_MIN
+    if not small.any():  # the common case: no masks
+        return (kf * np.log(z) - (w - 0.5) * np.log1p(-kf / z) - kf
+                + _stirling_tail(z) - _stirling_tail(w))
+    kf = np.broadcast_to(kf, m.shape)
     out = np.empty_like(m)
-    if small.any():
-        table = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, k + _STIRLING_MIN + 1)))))
-        ms = m[small].astype(np.int64)
-        out[small] = table[ms] - table[ms - k]
+    ms, ks = m[small], kf[small]
+    top = int(ks.max()) + _STIRLING_MIN + 1
+    table = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, top + 1)))))
+    ok = ms >= ks
+    mi = np.where(ok, ms, 0).astype(np.int64)
+    out[small] = np.where(ok, table[mi] - table[mi - np.where(ok, ks, 0).astype(np.int64)],
+                          -np.inf)
     big = ~small
     if big.any():
-        zb, wb = z[big], w[big]
-        out[big] = (k * np.log(zb) - (wb - 0.5) * np.log1p(-k / zb) - k
+        zb, wb, kb = z[big], w[big], kf[big]
+        out[big] = (kb * np.log(zb) - (wb - 0.5) * np.log1p(-kb / zb) - kb
                     + _stirling_tail(zb) - _stirling_tail(wb))
     return out
 
@@ -193,12 +205,17 @@ def draw_all_below(m: np.ndarray, n: int, k: int) -> np.ndarray:
     """``C(m, k) / C(n, k)``: the chance that ``k`` draws without replacement from ``n``
     items all come from a given ``m`` of them (``m``: int array, ``k <= m <= n``)."""
     if k <= _PRODUCT_MAX_K:
-        prob = np.ones(m.size)
         mf = m.astype(np.float64)
+        if k * m.size <= _PRODUCT_AT_ONCE:  # the k factors in one array, multiplied in order
+            drawn = np.arange(k)
+            factors = mf[None, :] - drawn[:, None]
+            factors *= (1.0 / (n - drawn))[:, None]
+            return np.multiply.reduce(factors, axis=0)
+        prob = np.ones(m.size)
         for i in range(k):
             prob *= (mf - i) * (1.0 / (n - i))
         return prob
-    return np.exp(_log_falling(m, k) - _log_falling(np.array([n]), k)[0])
+    return np.exp(log_falling(m, k) - log_falling(np.array([n]), k)[0])
 
 
 def expected_max(values: np.ndarray, counts: np.ndarray, k: int) -> float:
@@ -207,15 +224,21 @@ def expected_max(values: np.ndarray, counts: np.ndarray, k: int) -> float:
     ``P(max <= v_j) = C(M_j, k) / C(n, k)``, ``M_j`` the count of samples ``<= v_j``."""
     if k <= 0 or values.size == 0:
         return 0.0
-    cum = np.cumsum(counts)[:-1]
     n = int(counts.sum())
     if k > n:
         raise ValueError(f"cannot draw {k} of {n} samples")
+    return _expected_max(values, np.cumsum(counts)[:-1], np.diff(values).astype(np.float64),
+                         n, k)
+
+
+def _expected_max(values: np.ndarray, cum: np.ndarray, gaps: np.ndarray, n: int,
+                  k: int) -> float:
+    """`expected_max` from ``cum = cumsum(counts)[:-1]``, ``gaps = diff(values)`` and
+    ``n = counts.sum()`` (``1 <= k <= n``), which several ``k`` share."""
     use = cum >= k
     if not use.any():
         return float(values[-1])
-    gaps = np.diff(values).astype(np.float64)[use]
-    return float(values[-1]) - float(gaps @ draw_all_below(cum[use], n, k))
+    return float(values[-1]) - float(gaps[use] @ draw_all_below(cum[use], n, k))
 
 
 # ---------------------------------------------------------------- per-bucket policies
@@ -240,10 +263,11 @@ def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
         return dict(samples=0, batches=0, batch_size=0, min_batch_size=0, max_batch_size=0,
                     tokens=0, padded_tokens=0, dropped_samples=0, unbatchable_samples=n)
     full, rest = divmod(n, size)
-    padded = full * size * expected_max(values, cnt, size) if full else 0.0
+    cum, gaps = np.cumsum(cnt)[:-1], np.diff(values).astype(np.float64)
+    padded = full * size * _expected_max(values, cum, gaps, n, size) if full else 0.0
     sizes = [size] if full else []
     if rest and not drop_last:
-        padded += rest * expected_max(values, cnt, rest)
+        padded += rest * _expected_max(values, cum, gaps, n, rest)
         sizes.append(rest)
     dropped = rest if drop_last else 0
     kept = n - dropped

@@ -158,6 +158,7 @@ def backends() -> None:
 
 
 from gpu_profiler.cli.compare import compare  # noqa: E402
+from gpu_profiler.cli.diagnose import diagnose  # noqa: E402
 from gpu_profiler.cli.merge import merge  # noqa: E402
 from gpu_profiler.cli.plan import plan  # noqa: E402
 from gpu_profiler.cli.report import report  # noqa: E402
@@ -170,3 +171,4 @@ app.command(short_help="Write one epoch's batches for training (-o FILE.npz).")(
 app.command(short_help="Compare two corpora, runs or bucketings (B - A).")(compare)
 app.command(short_help="Write one offline HTML page of every analysis.")(report)
 app.command(short_help="Sum the partial histograms of a --part I/N scan.")(merge)
+app.command(short_help="Say whether batch composition bands a training loss log.")(diagnose)

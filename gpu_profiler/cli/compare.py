@@ -80,7 +80,8 @@ def compare(
                          source_b=path if other is None else other, drop_last=drop_last)
     if plot:
         plots.save_figure(plots.compare_figure(hist_a, hist_b, result, plots.titled(
-            f"{result.a.source} vs {result.b.source}", "two length distributions")), plot)
+            " vs ".join(n.split(": ", 1)[1] for n in r.side_names(result)),
+            "two length distributions")), plot)
     show(result, opts.output_format, opts.output, r.print_compare, r.compare_markdown,
          r.compare_csv, opts.width)
     enforce(conditions, result)

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,13 +19,30 @@ CHUNK_ROWS = 1 << 22
 
 @dataclass(frozen=True)
 class LengthSpec:
-    """Where lengths come from: an integer column, or the offsets of a list column."""
+    """Where lengths come from: an integer column, or the offsets of a list column; for a
+    format whose lengths are no column of the user's (a Megatron-LM index, a flat token
+    stream: the ``length`` field of its schema is the reader's), ``about`` says what they
+    are (`described_by`)."""
 
     name: str
     offsets: bool = False
+    about: str | None = None
 
     def describe(self) -> str:
+        """What the lengths are, as ``length_source`` says it: ``column 'length'``,
+        ``offsets of 'input_ids'``, ``Megatron-LM index: sequence lengths``, ``token
+        stream: documents split at EOT 50256``."""
+        if self.about:
+            return self.about
         return f"offsets of {self.name!r}" if self.offsets else f"column {self.name!r}"
+
+    def described_by(self, part: Any, options: Any) -> LengthSpec:
+        """This spec, saying what ``part``'s format makes its lengths of under the source
+        ``options`` (a `SourceOptions`), when the part's class has a ``length_source``
+        (`gpu_profiler.readers.megatron.MegatronPart`,
+        `gpu_profiler.readers.tokens.TokenPart`); itself otherwise."""
+        about = getattr(part, "length_source", None)
+        return replace(self, about=about(options)) if about is not None else self
 
 
 def _is_int(t: pa.DataType) -> bool:

@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
+from gpu_profiler.readers.base import FileShard, Reading, ShardFormat, SourceOptions
 
 MAGIC = b"MMIDIDX\x00\x00"
 HEADER = 34  # magic, version, dtype code, sequence and document counts
@@ -136,6 +136,10 @@ class MegatronPart(FileShard):
 
     def schema(self) -> pa.Schema:
         return pa.schema([pa.field("length", pa.int64(), nullable=False)])  # as tokens.py
+
+    def length_source(self, options: SourceOptions) -> str:
+        """What its lengths are (``length_source``; the schema's ``length`` is ours)."""
+        return f"Megatron-LM index: {options.unit or 'sequence'} lengths"
 
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         if (reading.source.unit or "sequence") == "document":

@@ -195,6 +195,11 @@ class TokenPart(FileShard):
     def schema(self) -> pa.Schema:
         return pa.schema([pa.field("length", pa.int64(), nullable=False)])
 
+    def length_source(self, options: SourceOptions) -> str:
+        """What its lengths are (``length_source``; the schema's ``length`` is ours)."""
+        opens = " (each EOT opens one)" if options.eot_position == "start" else ""
+        return f"token stream: documents split at EOT {options.eot}{opens}"
+
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return _chunks(self.path, reading.source)
 

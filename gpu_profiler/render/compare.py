@@ -51,6 +51,17 @@ def _bucket_cells(b: Any) -> list[str]:
             _num(d["batches_delta"], True), _num(d["padding_pct_delta"], True)]
 
 
+def side_names(c: Any) -> tuple[str, str]:
+    """``("A: SOURCE", "B: OTHER")``, each with its own bounds when the two sides' differ
+    (``compare PATH --bounds-b``: one source, two bucketings)."""
+    names = (f"A: {c.a.source}", f"B: {c.b.source}")
+    bounds = (c.a.table.params.bounds, c.b.table.params.bounds)
+    if bounds[0] == bounds[1]:
+        return names
+    return (f"{names[0]} (bounds {','.join(map(str, bounds[0]))})",
+            f"{names[1]} (bounds {','.join(map(str, bounds[1]))})")
+
+
 def distance_line(c: Any) -> str:
     """The three distances in one line."""
     d = c.distances
@@ -64,7 +75,7 @@ def print_compare(c: Any, console: Any) -> None:
 
     from gpu_profiler.render.analysis import print_warnings, rich_table
 
-    view = rich_table(escape(f"A: {c.a.source}  vs  B: {c.b.source}"), ("", "A", "B", "B - A"))
+    view = rich_table(escape("  vs  ".join(side_names(c))), ("", "A", "B", "B - A"))
     for row in _summary(c):
         view.add_row(*row)
     console.print(view)

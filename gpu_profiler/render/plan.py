@@ -32,8 +32,8 @@ def print_plan(s: Any, console: Any) -> None:
     from gpu_profiler.render.analysis import rich_table
 
     view = rich_table("epoch plan", ("", ""),
-                      caption="longest same-bucket run: the most steps in a row in which one "
-                              "rank's batches are all of one bucket")
+                      caption="longest run: the most steps in a row in which a rank's "
+                              "batches share one bucket")
     view.show_header = False
     view.columns[1].justify = "left"
     for k, v in _lines(s):

@@ -35,6 +35,11 @@ _RC: Any = {"svg.hashsalt": "gpu-profiler", "svg.fonttype": "none", "font.size":
 #: Distribution plots are drawn with at most this many bins, schedule strips with at most
 #: this many cells.
 _BINS, _STRIP = 200, 4096
+#: A distribution's axis ends at the larger of max_seq_len and p99 (`plot_extent`) when
+#: the longest sample is more than this many times as long: past it lies a tail (151k
+#: tokens in an 8k-context corpus) that would push every bucket edge into the leftmost
+#: few percent of the axis, and one bar summarises it instead.
+_TAIL = 1.25
 
 
 def plot_format(path: str | Path) -> str:
@@ -123,28 +128,59 @@ def binned(hist: LengthHistogram, upto: int) -> tuple[np.ndarray, np.ndarray, in
     return starts, counts, width
 
 
-def _plot_extent(hist: LengthHistogram, max_seq_len: int) -> int:
-    """The longest length the distribution axes show: the longest binned length, and
-    max_seq_len, whichever is more."""
+def plot_extent(hist: LengthHistogram, max_seq_len: int) -> int:
+    """The longest length the distribution axes show: the bucketed range, max_seq_len or
+    p99 (within the binned range), whichever is more; the whole distribution (to its
+    longest binned length) when its longest sample is at most `_TAIL` times that. Longer
+    samples are the tail `tail` counts."""
+    r = hist.percentile_range(99)
+    if r is None:  # no samples
+        return max_seq_len
+    reach = max(max_seq_len, min(r[0], hist.cap))
+    if (hist.max or 0) > _TAIL * reach:
+        return reach
     nz = np.flatnonzero(hist.counts)
     return max(int(nz[-1]) if nz.size else 0, max_seq_len)
 
 
-def distribution(ax: Any, hist: LengthHistogram, table: BucketTable, *, log: bool) -> None:
-    """The length distribution on ``ax`` with the bucket edges, max_seq_len and the
-    truncated mass marked."""
+def tail(hist: LengthHistogram, upto: int) -> tuple[int, int, int]:
+    """``(samples, past, longest)``: the samples longer than ``past`` (``upto``, or the
+    histogram's cap when ``upto`` lies beyond the lengths it bins), which a distribution
+    drawn to ``upto`` does not show, and the longest of them."""
+    n = int(hist.counts[upto + 1:].sum()) + hist.above_count
+    return n, min(upto, hist.cap), hist.max or 0
+
+
+def tail_label(hist: LengthHistogram, upto: int) -> str | None:
+    """The tail past ``upto`` in words (None when there is none): ``'N samples (x%)
+    longer than L, up to MAX'``."""
+    n, past, longest = tail(hist, upto)
+    if not n:
+        return None
+    return (f"{n:,} samples ({n / hist.valid * 100:.2f}%) longer than {past:,}, up to "
+            f"{longest:,}")
+
+
+def distribution(ax: Any, hist: LengthHistogram, table: BucketTable, *, log: bool) -> float:
+    """The length distribution on ``ax`` over `plot_extent` with the bucket edges,
+    max_seq_len and the truncated mass marked, the samples past it in one hatched bar
+    (`tail_label`), and a legend in the upper right; returns the highest bar, for
+    `clear_legends`."""
     p = table.params
-    upto = _plot_extent(hist, p.max_seq_len)
+    upto = plot_extent(hist, p.max_seq_len)
     x, counts, width = binned(hist, upto)
     ax.stairs(counts, x, fill=True, color=OKABE_ITO[4], alpha=0.85, label="samples")
     ax.vlines([b for b in p.bounds if b <= upto], 0, 1, transform=ax.get_xaxis_transform(),
               colors="#555555", linestyles="dashed", linewidth=0.8, label="bucket edges")
     right = int(x[-1])
-    if hist.above_count:  # lengths above the binned range: one bar holds them all
+    longer = tail_label(hist, upto)
+    top = int(counts.max(initial=0))
+    if longer:  # the lengths past the axis: one bar holds them all
+        n = tail(hist, upto)[0]
         right += 4 * width
-        ax.bar(x[-1], hist.above_count, 4 * width, align="edge", color=OKABE_ITO[5],
-               hatch="//", edgecolor="white",
-               label=f"> {hist.cap:,} (all of them): {hist.above_count:,} samples")
+        ax.bar(x[-1], n, 4 * width, align="edge", color=OKABE_ITO[5], hatch="//",
+               edgecolor="white", label=longer)
+        top = max(top, n)
     pct = table.truncated_samples / table.total_samples * 100 if table.total_samples else 0.0
     ax.axvline(p.max_seq_len, color=OKABE_ITO[5], linewidth=1.4,
                label=f"max_seq_len {p.max_seq_len:,}")
@@ -152,7 +188,7 @@ def distribution(ax: Any, hist: LengthHistogram, table: BucketTable, *, log: boo
                label=f"truncated: {table.truncated_samples:,} samples ({pct:.2f}%), "
                      f"{table.truncated_tokens:,} tokens cut")
     ax.set_xlim(0, right)
-    log = log and bool(counts.any())  # nothing to draw on a log axis without a count
+    log = log and bool(top)  # nothing to draw on a log axis without a count
     if log:
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.8)
@@ -160,7 +196,33 @@ def distribution(ax: Any, hist: LengthHistogram, table: BucketTable, *, log: boo
     ax.set_ylabel(f"samples per {width:,}-token bin" + (" (log)" if log else ""))
     _thousands(ax.xaxis)
     _thousands(ax.yaxis)
-    ax.legend(loc="upper right", fontsize=7)
+    ax.legend(loc="upper right", fontsize=7, ncols=2)
+    return float(top)
+
+
+# ---------------------------------------------------------------- legends that hide nothing
+def clear_legends(fig: Any, tops: list[tuple[Any, float]]) -> Any:
+    """For each ``(axes, highest value)``, raise the top of the axes' y range so that its
+    data ends below its legend (in the upper part of the axes; measured on the laid-out
+    figure), a margin between: a legend never hides a bar (the demo report's hid bucket
+    5's tokens bar). Returns ``fig``."""
+    import matplotlib
+
+    tops = [(ax, top) for ax, top in tops if top > 0 and ax.get_legend() is not None]
+    if not tops:
+        return fig
+    with matplotlib.rc_context(_RC):
+        fig.draw_without_rendering()
+        for ax, top in tops:
+            box = ax.get_legend().get_window_extent()
+            bottom = float(ax.transAxes.inverted().transform((0, box.y0))[1])
+            frac = max(bottom - 0.04, 0.2)  # where the highest value may reach (axes 0..1)
+            lo = ax.get_ylim()[0]
+            if ax.get_yscale() == "log":
+                ax.set_ylim(lo, 10 ** (math.log10(lo) + math.log10(top / lo) / frac))
+            else:
+                ax.set_ylim(lo, lo + (top - lo) / frac)
+    return fig
 
 
 def _bucket_labels(params: Any) -> list[str]:
@@ -176,15 +238,16 @@ def profile_figure(hist: LengthHistogram, table: BucketTable, source: str, *,
     the profile's). The title names ``source`` and its totals."""
     fig, ax = _figure(2, 2, (12, 8), titled(
         source, f"{table.total_samples:,} samples, {table.total_tokens:,} tokens"))
-    distribution(ax[0, 0], hist, table, log=False)
-    distribution(ax[0, 1], hist, table, log=True)
-    shares(ax[1, 0], table)
+    tops = [(ax[0, 0], distribution(ax[0, 0], hist, table, log=False)),
+            (ax[0, 1], distribution(ax[0, 1], hist, table, log=True)),
+            (ax[1, 0], shares(ax[1, 0], table))]
     padding(ax[1, 1], hist, table, drop_last)
-    return fig
+    return clear_legends(fig, tops)
 
 
-def shares(ax: Any, table: BucketTable) -> None:
-    """Grouped bars: each bucket's share of the samples, the tokens and the batches."""
+def shares(ax: Any, table: BucketTable) -> float:
+    """Grouped bars: each bucket's share of the samples, the tokens and the batches, their
+    legend in one row at the top; returns the highest bar, for `clear_legends`."""
     rows = table.buckets
     tokens = sum(b.tokens for b in rows)
     series = (("samples %", [b.sample_pct for b in rows]),
@@ -198,7 +261,8 @@ def shares(ax: Any, table: BucketTable) -> None:
     ax.set_xlabel("bucket [lo, hi) (tokens)")
     ax.set_ylabel("share of the corpus (%)")
     ax.set_title("per-bucket shares (batches: estimated)", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(loc="upper center", fontsize=7, ncols=3)
+    return max((max(v, default=0.0) for _, v in series), default=0.0)
 
 
 def padding(ax: Any, hist: LengthHistogram, table: BucketTable, drop_last: bool) -> None:
@@ -221,7 +285,7 @@ def suggest_figure(hist: LengthHistogram, s: Any, title: str) -> Any:
     fig, ax = _figure(2, 1, (11, 5 + 0.35 * lanes), title, sharex=True,
                       height_ratios=(3, 0.6 + 0.4 * lanes))
     table = bucket_table(hist, s.params)
-    distribution(ax[0, 0], hist, table, log=True)
+    top = distribution(ax[0, 0], hist, table, log=True)
     ax[0, 0].set_xlabel("")
     lane = ax[1, 0]
     for y, q in enumerate(s.proposals):
@@ -232,7 +296,7 @@ def suggest_figure(hist: LengthHistogram, s: Any, title: str) -> Any:
     lane.set_ylim(lanes - 0.5, -0.5)
     lane.set_xlabel("bucket edges: sample length (tokens)")
     _thousands(lane.xaxis)
-    return fig
+    return clear_legends(fig, [(ax[0, 0], top)])
 
 
 # ---------------------------------------------------------------- schedule
@@ -289,32 +353,56 @@ def titled(source: str, what: str, split: str | None = None) -> str:
 
 # ---------------------------------------------------------------- compare
 def compare_figure(a: LengthHistogram, b: LengthHistogram, c: Any, title: str) -> Any:
-    """Both distributions overlaid as shares of their samples (linear and log), their
-    cumulative distributions with the KS gap marked, and each bucket's batch share."""
+    """Both distributions overlaid as shares of their samples (linear and log) over the
+    longer of their `plot_extent`, each side's tail past it in a bar of its own; their
+    cumulative distributions with the KS gap marked, and each bucket's batch share. Each
+    side is named by its source, and by its bounds when the two sides' differ
+    (`gpu_profiler.render.compare.side_names`: ``compare --bounds-b`` compares one source
+    under two bucketings)."""
+    from gpu_profiler.render.compare import side_names
+
     fig, ax = _figure(2, 2, (12, 8), title)
-    p = c.a.table.params
-    upto = max(_plot_extent(a, p.max_seq_len), _plot_extent(b, c.b.table.params.max_seq_len))
-    names = (f"A: {c.a.source}", f"B: {c.b.source}")
-    shares_ab = []
+    pa, pb = c.a.table.params, c.b.table.params
+    upto = max(plot_extent(a, pa.max_seq_len), plot_extent(b, pb.max_seq_len))
+    names = side_names(c)
+    shares_ab, tails = [], []
     for h in (a, b):
         x, counts, width = binned(h, upto)
         shares_ab.append(counts / max(h.valid, 1) * 100)
+        tails.append((tail(h, upto)[0] / max(h.valid, 1) * 100, tail_label(h, upto)))
+    right = int(x[-1]) + (4 * width if any(label for _, label in tails) else 0)
+    tops = []
     for log, axis in ((False, ax[0, 0]), (True, ax[0, 1])):
         axis.stairs(shares_ab[0], x, fill=True, color=OKABE_ITO[4], alpha=0.55,
                     label=names[0])
         axis.stairs(shares_ab[1], x, color=OKABE_ITO[5], linewidth=1.3, label=names[1])
-        axis.vlines([e for e in p.bounds if e <= upto], 0, 1,
+        for j, (share, label) in enumerate(tails):
+            if label:  # the side's lengths past the axis: one bar holds them all
+                side = "AB"[j]
+                axis.bar(x[-1], share, 4 * width, align="edge", hatch="//",
+                         **({"color": OKABE_ITO[4], "alpha": 0.55, "edgecolor": "white"}
+                            if j == 0 else {"fill": False, "edgecolor": OKABE_ITO[5],
+                                            "linewidth": 1.3}),
+                         label=f"{side}: {label}")
+        axis.vlines([e for e in pa.bounds if e <= upto], 0, 1,
                     transform=axis.get_xaxis_transform(), colors="#555555",
                     linestyles="dashed", linewidth=0.8, label="bucket edges (A)")
-        axis.axvline(p.max_seq_len, color="#000000", linewidth=1.2,
-                     label=f"max_seq_len (A) {p.max_seq_len:,}")
-        axis.set_xlim(0, x[-1])
-        if log and (shares_ab[0].any() or shares_ab[1].any()):
+        if pb.bounds != pa.bounds:
+            axis.vlines([e for e in pb.bounds if e <= upto], 0, 1,
+                        transform=axis.get_xaxis_transform(), colors=OKABE_ITO[5],
+                        linestyles="dotted", linewidth=1.0, label="bucket edges (B)")
+        axis.axvline(pa.max_seq_len, color="#000000", linewidth=1.2,
+                     label=f"max_seq_len (A) {pa.max_seq_len:,}")
+        axis.set_xlim(0, right)
+        top = max(float(shares_ab[0].max(initial=0)), float(shares_ab[1].max(initial=0)),
+                  *(share for share, _ in tails))
+        if log and top:
             axis.set_yscale("log")
         axis.set_xlabel("sample length (tokens)")
         axis.set_ylabel(f"% of the samples per {width:,}-token bin" + (" (log)" if log else ""))
         _thousands(axis.xaxis)
-        axis.legend(fontsize=7)
+        axis.legend(loc="upper right", fontsize=7)
+        tops.append((axis, top))
     cdf = ax[1, 0]
     ca, cb = (np.cumsum(s) for s in shares_ab)
     cdf.stairs(ca, x, color=OKABE_ITO[4], label=names[0])
@@ -324,20 +412,101 @@ def compare_figure(a: LengthHistogram, b: LengthHistogram, c: Any, title: str) -
                linewidth=2, label=f"ks {c.distances.ks:.4f} (binned: "
                                   f"{abs(ca[gap] - cb[gap]) / 100:.4f})")
     cdf.set_xlim(0, x[-1])
-    cdf.set_xlabel("sample length (tokens)")
+    cdf.set_xlabel("sample length (tokens)" + (f" (to {upto:,}: the tails are in the bars "
+                                               "above)" if right > x[-1] else ""))
     cdf.set_ylabel("% of the samples at most this long")
     cdf.set_title(f"tv {c.distances.tv:.4f}, w1 {c.distances.w1:,.1f} tokens", fontsize=9)
     _thousands(cdf.xaxis)
-    cdf.legend(fontsize=7)
+    cdf.legend(loc="lower right", fontsize=7)
     per = ax[1, 1]
     k = max(len(c.a.table.buckets), len(c.b.table.buckets))
     idx = np.arange(k)
+    highest = 0.0
     for j, side in enumerate((c.a, c.b)):
         pct = [r.batch_pct for r in side.table.buckets] + [0.0] * (k - len(side.table.buckets))
         per.bar(idx + (j - 0.5) * 0.4, pct, 0.4, color=OKABE_ITO[(4, 5)[j]], label=names[j])
+        highest = max(highest, *pct)
     per.set_xticks(idx, [str(i) for i in idx])
     per.set_xlabel("bucket index")
     per.set_ylabel("share of the estimated batches (%)")
-    per.legend(fontsize=7)
-    return fig
+    per.legend(loc="upper right", fontsize=7)
+    return clear_legends(fig, [*tops, (per, highest)])
 
+
+# ---------------------------------------------------------------- diagnose
+def diagnose_figure(r: Any, title: str) -> Any:
+    """A loss-curve diagnosis (`gpu_profiler.analysis.diagnose`): the logged loss coloured
+    by its batches' bucket (by band without the order) over its trend; the histogram of
+    the loss over its trend with the bands; the de-banded loss (with the order) or the
+    window means; the periodogram with the period found. Past `_STRIP` points, evenly
+    spaced points are drawn."""
+    from gpu_profiler.analysis.diagnose import PERIOD_P
+
+    c = r.curves
+    fig, ax = _figure(2, 2, (12, 8), title)
+    n = c.steps.size
+    picks = np.linspace(0, n - 1, min(n, 4 * _STRIP)).round().astype(np.int64)
+    groups = c.bucket if c.bucket is not None else c.band
+    k = int(groups.max()) + 1 if n else 1
+    colours = bucket_colours(k)
+    raw = ax[0, 0]
+    for g in range(k):
+        mine = picks[groups[picks] == g]
+        raw.scatter(c.steps[mine], c.loss[mine], s=4, color=colours[g], linewidths=0,
+                    label=f"{'bucket' if c.bucket is not None else 'band'} {g}")
+    raw.plot(c.steps, c.trend, color="#000000", linewidth=1.0, label="trend")
+    raw.set_xlabel("step")
+    raw.set_ylabel(f"logged loss ({r.series})")
+    raw.set_title(r.verdict if len(r.verdict) < 90 else r.verdict[:87] + "...", fontsize=8)
+    raw.legend(loc="upper right", fontsize=7, markerscale=3, ncols=2)
+    _thousands(raw.xaxis)
+    hist = ax[0, 1]
+    above = c.loss / c.trend if r.scale == "log" else c.loss - c.trend
+    counts, edges = np.histogram(above, bins=min(200, max(10, n // 20)))
+    hist.stairs(counts, edges, fill=True, color=OKABE_ITO[4], alpha=0.85, label="points")
+    for i, b in enumerate(r.bands):
+        members = above[c.band == i]
+        if members.size:
+            hist.axvline(float(np.median(members)), color=OKABE_ITO[(5, 2, 6, 0, 1, 7)[i % 6]],
+                         linewidth=1.4, label=f"band {i}: {b.share:.0%}, loss {b.level:.3g}")
+    hist.set_xlabel("loss / trend" if r.scale == "log" else "loss - trend")
+    hist.set_ylabel("logged points")
+    hist.set_title(f"{len(r.bands)} band{'s' * (len(r.bands) != 1)}: band_r2 "
+                   f"{r.band_r2:.2f}", fontsize=9)
+    hist.legend(loc="upper right", fontsize=7)
+    curve = ax[1, 0]
+    w = r.window_points
+    whole = n // w * w
+    mid = c.steps[:whole].reshape(-1, w).mean(axis=1) if whole else c.steps[:1]
+    means = c.loss[:whole].reshape(-1, w).mean(axis=1) if whole else c.loss[:1]
+    curve.plot(mid, means, color=OKABE_ITO[5], linewidth=1.0,
+               label=f"logged: {r.window:,}-step means (std {r.window_std:.3g} detrended)")
+    if c.debanded is not None:
+        deb = c.debanded[:whole].reshape(-1, w).mean(axis=1) if whole else c.debanded[:1]
+        curve.plot(mid, deb, color=OKABE_ITO[4], linewidth=1.2,
+                   label=f"de-banded (std {r.debanded_window_std:.3g}; stride order "
+                         f"predicted {r.predicted_window_std:.3g})")
+    curve.plot(c.steps, c.trend, color="#000000", linewidth=0.8, label="trend")
+    curve.set_xlabel("step")
+    curve.set_ylabel("loss")
+    curve.set_title("the curve as read" + (", and de-banded (adjusted for each point's "
+                                            "buckets)" if c.debanded is not None else
+                                            " (de-banded: give the batch order)"), fontsize=9)
+    curve.legend(loc="upper right", fontsize=7)
+    _thousands(curve.xaxis)
+    spec = ax[1, 1]
+    if c.frequency.size:
+        spec.loglog(r.log_every / c.frequency, c.power, color=OKABE_ITO[4], linewidth=0.7)
+        spec.invert_xaxis()
+    if r.period is not None:
+        found = r.period_p < PERIOD_P
+        spec.axvline(r.period, color=OKABE_ITO[5], linewidth=1.2,
+                     linestyle="solid" if found else "dotted",
+                     label=f"{'period' if found else 'strongest, no period:'} "
+                           f"{r.period:,.1f} steps ({r.period_share:.0%}, p={r.period_p:.2g})")
+        spec.legend(loc="upper right", fontsize=7)
+    _thousands(spec.xaxis)
+    spec.set_xlabel("period (steps)")
+    spec.set_ylabel("power of the detrended loss")
+    spec.set_title("periodogram", fontsize=9)
+    return fig

@@ -9,7 +9,7 @@ from importlib.resources import files
 from typing import Any
 
 #: The outputs with a schema.
-NAMES = ("profile", "suggest", "schedule", "plan", "compare", "histogram")
+NAMES = ("profile", "suggest", "schedule", "plan", "compare", "histogram", "diagnose")
 
 
 def load(name: str) -> dict[str, Any]:

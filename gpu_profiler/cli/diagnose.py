@@ -1,0 +1,105 @@
+"""``gpu-profiler diagnose``: read a training loss log and say whether batch composition
+bands it, and (given the batch order) how much the buckets explain."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gpu_profiler.cli import analysis as a
+from gpu_profiler.cli import options as o
+from gpu_profiler.cli.output import enforce, gates, guard, show
+
+
+def diagnose(
+    log: Annotated[str, typer.Argument(
+        metavar="LOG", help="The loss log: a TensorBoard run directory or event file, or a "
+        "CSV / JSONL / Parquet table of step and loss (a W&B or MLflow export).",
+        show_default=False)],
+    plan: Annotated[list[str] | None, typer.Option(
+        "--plan", metavar="FILE", help="The batch order: the gpu-profiler plan file the run "
+        "trained on (repeat it for each epoch, in order).", show_default=False)] = None,
+    bucket_order: Annotated[str | None, typer.Option(
+        "--bucket-order", metavar="FILE", help="The batch order as the bucket of every "
+        "batch (--emit-order of plan or schedule: one per line, or .npy).",
+        show_default=False)] = None,
+    world_size: Annotated[int, typer.Option(
+        "--world-size", metavar="N", help="Ranks: consecutive batches of --bucket-order "
+        "per step (a plan file says its own).")] = 1,
+    grad_accum: Annotated[int | None, typer.Option(
+        "--grad-accum", metavar="N", help="Steps of the plan per optimizer step (default: "
+        "the plan's, else 1).", show_default=False)] = None,
+    rank: Annotated[int | None, typer.Option(
+        "--rank", metavar="N", help="The loss logged is this rank's (default: the mean "
+        "over the ranks).", show_default=False)] = None,
+    tag: Annotated[str | None, typer.Option(
+        "--tag", metavar="NAME", help="The loss series: a TensorBoard scalar tag or a "
+        "table column (default: the one named like a training loss).",
+        show_default=False)] = None,
+    step_column: Annotated[str | None, typer.Option(
+        "--step-column", metavar="NAME", help="Tables: the step column (default: step, "
+        "_step, global_step or iteration; else the row number).", show_default=False)] = None,
+    log_format: Annotated[str | None, typer.Option(
+        "--log-format", metavar="[tensorboard|csv|jsonl|parquet]",
+        help="The log's format (default: from the path).", show_default=False)] = None,
+    logged: Annotated[str, typer.Option(
+        "--logged", metavar="[auto|sample|mean]", help="A logged value is the loss of its "
+        "step (sample) or the mean since the last one (mean); auto: the better fit to the "
+        "order.")] = "auto",
+    step_offset: Annotated[int | None, typer.Option(
+        "--step-offset", metavar="N", help="Logged step S is optimizer step S-N, counted "
+        "from 0 (default: the best fit of -2..2).", show_default=False)] = None,
+    window: Annotated[int, typer.Option(
+        "--window", metavar="N", help="Steps per reading window: the curve is judged as "
+        "means over this many steps (at least one logged point).")] = 10,
+    trend_window: Annotated[int | None, typer.Option(
+        "--trend-window", metavar="N", help="Logged points per trend fit (default: 101, or "
+        "a tenth of the points when more).", show_default=False)] = None,
+    skip: Annotated[int, typer.Option(
+        "--skip", metavar="N", help="Leave out the steps before N (warm-up).")] = 0,
+    debanded: Annotated[str | None, typer.Option(
+        "--debanded", metavar="FILE", help="Also write every point's step, loss, trend, "
+        "de-banded loss, band and bucket to FILE (CSV).", show_default=False)] = None,
+    plot: a.Plot = None,
+    fail_if: o.FailIf = None,
+    output_format: o.OutFormat = o.OutputFormat.table,
+    output: o.Output = None,
+    width: o.Width = None,
+) -> None:
+    """Read a training loss log and say whether batch composition bands its curve.
+
+    From the loss alone: its bands (modes, shares, levels), period and ladders. With the
+    batch order (--plan or --bucket-order): how much of the detrended loss each point's
+    buckets explain (R^2), the de-banded curve, and what the stride order would leave.
+    """
+    from gpu_profiler.analysis.diagnose import diagnose_log
+    from gpu_profiler.errors import ProfilerError
+    from gpu_profiler.losslog import read_loss_log
+    from gpu_profiler.render import diagnose as r
+    from gpu_profiler.render import plots
+    from gpu_profiler.trained_order import read_bucket_order, read_plans
+
+    conditions = gates("diagnose", fail_if)
+    if plan and bucket_order:
+        raise ProfilerError("give --plan or --bucket-order, not both")
+    guard({"-o": output, "--plot": plot, "--debanded": debanded}, log, *(plan or ()),
+          bucket_order)
+    if plot:
+        plots.check_plot(plot)
+    loss = read_loss_log(log, series=tag, step_column=step_column, format=log_format)
+    order = read_plans(plan) if plan else \
+        read_bucket_order(bucket_order, world_size) if bucket_order else None
+    result = diagnose_log(loss, order, grad_accum=grad_accum, rank=rank, logged=logged,
+                          step_offset=step_offset, window=window, trend_window=trend_window,
+                          skip=skip)
+    if debanded:
+        from gpu_profiler.render.output import write_atomic
+
+        write_atomic(debanded, r.curve_csv(result))
+    if plot:
+        plots.save_figure(plots.diagnose_figure(result, plots.titled(
+            log, f"loss curve ({result.series})")), plot)
+    show(result, output_format, output, r.print_diagnose, r.diagnose_markdown, r.diagnose_csv,
+         width)
+    enforce(conditions, result)

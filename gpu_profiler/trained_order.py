@@ -1,0 +1,104 @@
+"""The batch order a run trained in, for ``gpu-profiler diagnose``: the bucket of every
+batch, one row per plan step (one batch per rank), read from ``gpu-profiler plan`` files
+(one per epoch, in training order) or from a file of the bucket of every batch (what
+``plan`` and ``schedule --emit-order`` write: one per line, or numpy ``.npy``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_profiler.errors import ProfilerError
+
+#: Bucket indices past this are no bucket table's (and would make the per-bucket sums huge).
+MAX_BUCKETS = 1 << 15
+
+
+@dataclass(frozen=True)
+class TrainedOrder:
+    """Batch ``s * world_size + r`` of the run is rank ``r``'s micro-batch of plan step
+    ``s``, of bucket ``bucket[s, r]``.
+
+    Attributes:
+        epochs: plan steps of each epoch, in order (an optimizer step never spans two).
+        source: where the order was read, for messages.
+        grad_accum: micro-batches per optimizer step recorded in the plan files (None: not
+            recorded, or files that disagree).
+    """
+
+    bucket: np.ndarray
+    epochs: tuple[int, ...]
+    source: str
+    grad_accum: int | None = None
+
+    @property
+    def world_size(self) -> int:
+        return int(self.bucket.shape[1])
+
+    @property
+    def buckets(self) -> int:
+        return int(self.bucket.max()) + 1 if self.bucket.size else 0
+
+
+def order_of(buckets: Sequence[int] | np.ndarray, world_size: int = 1, *,
+             epochs: Sequence[int] | None = None, source: str = "<memory>",
+             grad_accum: int | None = None) -> TrainedOrder:
+    """A `TrainedOrder` from the bucket of every batch in training order (``world_size``
+    consecutive batches per plan step); ``epochs`` splits it into epochs (plan steps each;
+    default: one)."""
+    b = np.asarray(buckets)
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ProfilerError(f"--world-size must be a positive integer, got {world_size!r}")
+    if b.ndim != 1 or (b.size and b.dtype.kind not in "iu"):
+        raise ProfilerError(f"{source}: the bucket order must be one integer per batch")
+    if b.size and (int(b.min()) < 0 or int(b.max()) >= MAX_BUCKETS):
+        raise ProfilerError(f"{source}: bucket indices must lie in 0..{MAX_BUCKETS - 1}, "
+                            f"found {int(b.min()) if b.min() < 0 else int(b.max())}")
+    if b.size == 0:
+        raise ProfilerError(f"{source}: the bucket order is empty")
+    if b.size % world_size:
+        raise ProfilerError(f"{source}: {b.size:,} batches are not whole steps of "
+                            f"{world_size} ranks (--world-size)")
+    rows = b.size // world_size
+    spans = tuple(int(e) for e in epochs) if epochs is not None else (rows,)
+    if sum(spans) != rows or min(spans) < 1:
+        raise ProfilerError(f"{source}: epochs of {list(spans)} plan steps do not make the "
+                            f"order's {rows:,}")
+    return TrainedOrder(b.astype(np.int32).reshape(rows, world_size), spans, source,
+                        grad_accum)
+
+
+def read_plans(paths: Sequence[str | os.PathLike[str]]) -> TrainedOrder:
+    """The order of ``gpu-profiler plan`` files, one per epoch in the order given."""
+    from gpu_profiler.plan_file import load_plan
+
+    plans = [load_plan(os.fspath(p)) for p in paths]
+    worlds = {p.world_size for p in plans}
+    if len(worlds) > 1:
+        raise ProfilerError(f"the plans are for different world sizes ({sorted(worlds)})")
+    accums = {p.summary.get("params", {}).get("grad_accum") for p in plans}
+    accum = accums.pop() if len(accums) == 1 else None
+    names = ", ".join(os.fspath(p) for p in paths)
+    return order_of(np.concatenate([p.bucket for p in plans]), worlds.pop(),
+                    epochs=[p.steps for p in plans], source=names,
+                    grad_accum=accum if isinstance(accum, int) and accum > 0 else None)
+
+
+def read_bucket_order(path: str | os.PathLike[str], world_size: int = 1) -> TrainedOrder:
+    """The order in a file of the bucket of every batch: numpy ``.npy`` (integers), or
+    text with one integer per line."""
+    path = os.fspath(path)
+    try:
+        if path.endswith(".npy"):
+            b = np.load(path, allow_pickle=False)
+        else:
+            with open(path, "rb") as f:
+                b = np.array(f.read().split(), dtype=np.int64)
+    except (OSError, ValueError, EOFError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ProfilerError(f"{path}: not a bucket order (one integer per batch: {first})"
+                            ) from None
+    return order_of(b, world_size, source=path)

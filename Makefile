@@ -1,5 +1,6 @@
 # Two commands do all set-up on a fresh machine (Python 3.11 + pip):
-#   make demo   -> venv, install, profile the embedded demo corpus, write its HTML report
+#   make demo   -> venv, install (which compiles the native CPU kernels), profile the
+#                  embedded demo corpus, write its HTML report
 #   make test   -> venv, install with test extras, ruff, mypy, the suite but its slow groups
 #   make test-slow -> the slow groups (CUDA simulator, ptxas, fuzzers, bombs, and the HTML
 #                  report in a real headless Chromium, which it installs with apt)
@@ -9,39 +10,44 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: demo test test-slow test-integration bench clean chromium
+.PHONY: demo test test-slow test-integration bench clean chromium native
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[plot]'
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 
-$(VENV)/.installed-slow: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-slow: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,ptx]'
 	touch $@ $(VENV)/.installed-test $(VENV)/.installed
 
-$(VENV)/.installed-integration: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-integration: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,integration]'
 	touch $@ $(VENV)/.installed-test $(VENV)/.installed
 
-demo: $(VENV)/.installed
+# The native CPU kernels, built in place by the (editable) install and rebuilt here when a
+# source they are built from changed since: never stale, never built by a scan.
+native: $(VENV)/.installed
+	$(BIN)/python -m gpu_profiler.kernels.aot
+
+demo: $(VENV)/.installed native
 	$(BIN)/gpu-profiler demo --report demo-report.html
 
-test: $(VENV)/.installed-test
-	$(BIN)/ruff check gpu_profiler kernels tests bench
-	$(BIN)/mypy gpu_profiler kernels
+test: $(VENV)/.installed-test native
+	$(BIN)/ruff check gpu_profiler kernels tests bench setup.py
+	$(BIN)/mypy gpu_profiler kernels setup.py
 	$(BIN)/python -m pytest -q -m "not slow and not cudasim and not browser and not integration"
 
 # the slow groups: CUDA kernels under numba's simulator, ptxas, the fuzzers and bombs, and
 # the HTML report in a real browser
-test-slow: $(VENV)/.installed-slow chromium
+test-slow: $(VENV)/.installed-slow native chromium
 	$(BIN)/python -m pytest -q -m "slow or cudasim or browser"
 
 # Debian's Chromium, for the browser group (as root, else through sudo -n)
@@ -53,11 +59,11 @@ chromium:
 	    $$SUDO apt-get update -q >/dev/null && \
 	    $$SUDO apt-get install -y -q --no-install-recommends chromium >/dev/null; }; }
 
-test-integration: $(VENV)/.installed-integration
+test-integration: $(VENV)/.installed-integration native
 	$(BIN)/python -m pytest -q -m integration tests/integration
 
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test native
 	$(BIN)/python bench/bench_core.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info demo-report.html
+	rm -rf $(VENV) build *.egg-info demo-report.html kernels/libkernels.*

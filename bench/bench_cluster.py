@@ -43,7 +43,8 @@ import pyarrow.parquet as pq
 
 import gpu_profiler as gp
 from gpu_profiler import cluster
-from gpu_profiler.readers import Reading, ipc, pread, resolve_spec
+from gpu_profiler.io import pread
+from gpu_profiler.readers import Reading, ipc, resolve_spec
 
 RESULTS = Path(__file__).parent / "results"
 

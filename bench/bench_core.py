@@ -10,10 +10,10 @@ above 8192), clipped to [1, 131072].
 Timed, in one run: the reference loop (``datasets.load_from_disk(dir)["length"]`` iterated in
 Python once per bucket; run once), the hand-written fast path (bench/fast_path.py, in-process
 and as a script process), gpu-profiler in-process (``gpu_profiler.profile``) and as a whole
-CLI process for each CPU backend (the first run, which builds the native kernels into an
-empty kernel cache, reported separately),
-and the micro-benchmark numba backend vs ``np.bincount(np.minimum(x, cap))`` on an in-memory
-int64 array. Every table is checked against the reference loop's (exits 1 on a mismatch).
+CLI process for each CPU backend (the native kernels built by the install: a first run
+costs what the others do, see bench/bench_first_scan.py), and the micro-benchmark numba
+backend vs ``np.bincount(np.minimum(x, cap))`` on an in-memory int64 array. Every table is
+checked against the reference loop's (exits 1 on a mismatch).
 Writes bench/results/core.md and core.json.
 """
 
@@ -44,7 +44,7 @@ CLI = str(Path(sys.executable).parent / "gpu-profiler")
 SEED = 20261130
 CORPUS_VERSION = 1
 CAP = PARAMS["max_seq_len"]
-BACKENDS = ("auto", "numpy", "numba")  # auto: numpy for light scans, else numba
+BACKENDS = ("auto", "numpy", "numba")  # auto: numba here (no GPU)
 TARGETS = {"micro_ratio": 2.0, "cli_vs_reference": 200.0, "cli_vs_fast_script": 1.0}
 
 
@@ -200,7 +200,7 @@ def check_same(label: str, outputs: dict[str, dict]) -> None:
 
 # --------------------------------------------------------------------------- the cases
 
-def bench_case(case: dict, repeats: int, scratch: Path) -> dict:
+def bench_case(case: dict, repeats: int) -> dict:
     """Fast path, gpu-profiler in-process and CLI, all on one corpus and length source."""
     import gpu_profiler
 
@@ -211,15 +211,7 @@ def bench_case(case: dict, repeats: int, scratch: Path) -> dict:
     scans: dict[str, list[float]] = {}
     phases: list[dict] = []
 
-    # Cold: the first CLI run with an empty kernel cache builds the native kernel library.
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(scratch / f"numba-cache-{case['name']}"))
-    shutil.rmtree(env["NUMBA_CACHE_DIR"], ignore_errors=True)
     cli = [CLI, "profile", path, "-f", "json", *src]
-    cold, out = process([*cli, "-b", "numba"], env)
-    outputs["cli numba (cold)"] = json.loads(out)
-    cached = numba_cache(env["NUMBA_CACHE_DIR"])
-    if not cached:
-        sys.exit(f"FAIL: the first CLI run cached nothing in {env['NUMBA_CACHE_DIR']}")
     for b in BACKENDS:  # warm-up: page cache, in-process kernel load
         gpu_profiler.profile(path, backend=b, **kw)
     fast_path(path, offsets_of)
@@ -244,7 +236,7 @@ def bench_case(case: dict, repeats: int, scratch: Path) -> dict:
 
     def cli_run(b: str) -> Callable[[], float]:
         def run() -> float:
-            s, out = process([*cli, "-b", b], env)
+            s, out = process([*cli, "-b", b])
             outputs[f"cli {b}"] = d = json.loads(out)
             scans.setdefault(b, []).append(d["seconds"])
             return s
@@ -256,19 +248,12 @@ def bench_case(case: dict, repeats: int, scratch: Path) -> dict:
                             **{f"gpu-profiler {b} (in-process)": inproc(b) for b in BACKENDS},
                             **{f"gpu-profiler {b} (CLI process)": cli_run(b) for b in BACKENDS}})
     check_same(case["name"], {k: v for k, v in outputs.items() if not k.startswith("fast")})
-    after = numba_cache(env["NUMBA_CACHE_DIR"])
-    if after != cached:
-        changed = sorted(Path(k).name for k in set(after) | set(cached)
-                         if after.get(k) != cached.get(k))
-        sys.exit(f"FAIL: {case['name']}: a warm CLI run compiled again (kernel cache changed: "
-                 f"{', '.join(changed)}; was a kernel source edited during the run?)")
     return {"times": series.times, "median": series.medians(), "loads": series.loads,
-            "cli_cold_numba": cold, "numba_cache_files": sorted(Path(p).name for p in cached),
             "cli_scan_seconds_median": {b: med(v) for b, v in scans.items()},
             "auto_chose": outputs["cli auto"]["backend"],
             "fast_path_phases_median": {k: med([p[k] for p in phases]) for k in phases[0]},
             "reader_only_median": reader_only(path, offsets_of, repeats),
-            "process_anatomy": anatomy(path, offsets_of, env, repeats),
+            "process_anatomy": anatomy(path, offsets_of, repeats),
             "outputs": outputs}
 
 
@@ -295,30 +280,25 @@ t.append(time.perf_counter())
 print(json.dumps([b - a for a, b in zip(t, t[1:])] + ["numba" in sys.modules]))
 """
 PHASES = ("import gpu_profiler.cli.app (typer, numpy, ...)",
-          "load the native kernel library (hash its sources, dlopen)",
+          "load the native kernel library (check its sidecar, dlopen)",
           "first profile(): gpu_profiler's lazy imports, scan",
           "second profile(): the scan alone", "render JSON")
 
 
-def anatomy(path: str, offsets_of: str | None, env: dict[str, str],
-            repeats: int) -> dict[str, float]:
+def anatomy(path: str, offsets_of: str | None, repeats: int) -> dict[str, float]:
     """Median seconds per phase of a fresh process profiling with the numba backend; the
     rest of its wall time is the interpreter's start and exit."""
     runs = []
     for _ in range(repeats):
         wall, stdout = process([sys.executable, "-c", ANATOMY, path,
-                                *([offsets_of] if offsets_of else [])], env)
+                                *([offsets_of] if offsets_of else [])])
         *phases, numba = json.loads(stdout)
         if numba:
-            sys.exit("FAIL: a CLI-like process imported numba (are the native kernels built?)")
+            sys.exit("FAIL: a CLI-like process imported numba (gpu-profiler backends says "
+                     "why the native kernels do not serve)")
         runs.append({"interpreter start + exit": wall - sum(phases),
                      **dict(zip(PHASES, phases, strict=True))})
     return {k: med([r[k] for r in runs]) for k in runs[0]}
-
-
-def numba_cache(folder: str) -> dict[str, float]:
-    """Cache file -> mtime; a warm run that compiles again would change it."""
-    return {str(p): p.stat().st_mtime for p in Path(folder).rglob("*") if p.is_file()}
 
 
 def reader_only(path: str, offsets_of: str | None, repeats: int) -> float:
@@ -424,7 +404,7 @@ def machine() -> dict:
             "pyarrow": pa.__version__, "numba": numba.__version__,
             "datasets": datasets.__version__, "gpu_profiler": gpu_profiler.__version__,
             "git": git, "auto_backend": get_backend("auto").name,
-            "light_mib": engine.LIGHT_BYTES >> 20,
+            "small_mib": engine.SMALL_SCAN_BYTES >> 20,
             "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE", ""),
             "backends": {k: v or "available" for k, v in available_backends().items()},
             "platform": platform.platform()}
@@ -447,8 +427,7 @@ def markdown(r: dict) -> str:
         f"threads {m['cpu_threads']}, kernels {m['cpu_kernels']}), Python {m['python']}, "
         f"numpy {m['numpy']}, pyarrow {m['pyarrow']}, numba {m['numba']}, datasets "
         f"{m['datasets']}. `auto` backend here: {m['auto_backend']} for scans above "
-        f"{m['light_mib']} MiB of input; below, numba once its native kernels are built "
-        "(numpy before: light scans). Medians of "
+        f"{m['small_mib']} MiB of input; numba below. Medians of "
         f"{r['repeats']} runs, methods alternated round-robin; 1-minute load average "
         "(os.getloadavg) noted per section.", "",
         *([f"PYTHONDONTWRITEBYTECODE={m['PYTHONDONTWRITEBYTECODE']} here: the editable "
@@ -469,9 +448,7 @@ def markdown(r: dict) -> str:
                   "| method | median | x faster than reference loop | x faster than fast path "
                   "script |", "|---|---|---|---|"]
         ref = case.get("reference")
-        rows = [("gpu-profiler numba CLI, first run (empty kernel cache: builds the native "
-                 "kernels)",
-                 c["cli_cold_numba"]), *c["median"].items()]
+        rows = list(c["median"].items())
         if ref:
             rows[:0] = [("reference loop: `datasets` Column iterated once per bucket (1 run)",
                          ref["column"]),
@@ -492,7 +469,7 @@ def markdown(r: dict) -> str:
                   + (f" Load at the start of the reference loops: {ref['load']}." if ref
                      else ""), "",
                   "Anatomy of a fresh process profiling with the numba backend (medians; "
-                  "kernels built; numba is not imported):", "",
+                  "numba is not imported):", "",
                   "| phase | seconds |", "|---|---|"]
         lines += [f"| {k} | {v:.3f} |" for k, v in c["process_anatomy"].items()]
     s = r["startup"]
@@ -504,7 +481,7 @@ def markdown(r: dict) -> str:
               f"during rounds: {', '.join(str(x) for x in mi['loads'])}.", "",
               "| method | median | speed-up vs bincount |", "|---|---|---|"]
     lines += [f"| {k} | {fmt_s(v)} | {mi['ratio'][k]:.2f}x |" for k, v in mi["median"].items()]
-    lines += ["", "Every gpu-profiler output (both backends, in-process and CLI, cold and warm) "
+    lines += ["", "Every gpu-profiler output (every backend, in-process and CLI) "
               "was checked equal to the reference loop's table (integers exactly, floats to "
               "1e-9) and to each other; the fast path too.", ""]
     return "\n".join(lines)
@@ -556,12 +533,11 @@ def main() -> None:
                            "checked against the fast path's table"})
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "repeats": args.repeats,
                                "machine": machine(), "cases": []}
-    with tempfile.TemporaryDirectory(prefix="bench-core-", dir=args.data) as scratch:
-        for case in cases:
-            say(f"case {case['name']}")
-            res = bench_case(case, args.repeats, Path(scratch))
-            results["cases"].append({k: str(v) if isinstance(v, Path) else v
-                                     for k, v in case.items()} | {"result": res})
+    for case in cases:
+        say(f"case {case['name']}")
+        res = bench_case(case, args.repeats)
+        results["cases"].append({k: str(v) if isinstance(v, Path) else v
+                                 for k, v in case.items()} | {"result": res})
     say("start-up floors")
     results["startup"] = startup(args.repeats)
     say("micro-benchmark")
@@ -607,8 +583,6 @@ def main() -> None:
             verdict(med1["fast path (script process)"] / cli, TARGETS["cli_vs_fast_script"]),
         "(context) CLI vs reference list variant, 10M HF dir":
             f"{c1['reference']['list'] / cli:.1f}x",
-        "(context) native kernel build, first CLI run minus warm median":
-            fmt_s(c1["result"]["cli_cold_numba"] - cli),
     }
     for case in results["cases"]:
         del case["result"]["outputs"]

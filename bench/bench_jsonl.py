@@ -131,8 +131,6 @@ def main() -> int:
     tiny = DATA / "jsonl-tiny.jsonl"
     tiny.write_text('{"num_tokens": 1}\n')
     load0 = os.getloadavg()[0]
-    subprocess.run([sys.executable, "-c", "from gpu_profiler import native; native.library()"],
-                   check=True, env=dict(os.environ, PYTHONPATH=str(BENCH.parent)))  # built first
     runs: dict[tuple[str, str], list[dict]] = {}
     kinds = [("histogram", plain), ("lengths", plain), ("open_json", plain),
              ("histogram", packed), ("lengths", packed), ("open_json", packed)]

@@ -14,8 +14,8 @@ Every measurement is a fresh subprocess, so its ``ru_maxrss`` is that run's peak
 loading the native kernel library, as a training process's first epoch pays it). Reported
 per run: that wall time (and the process's CPU time over it), the resident set right
 before it (lengths + interpreter, ``VmRSS``) and the peak (``ru_maxrss``), so the plan's own
-increment shows. One warm-up process first builds the native kernels if need be (each run
-records whether they were built beforehand and what ``native.status()`` said).
+increment shows. One warm-up process first (each run records what ``native.status()``
+said: the kernels must run natively).
 
 Cases: fixed and sorted with world_size 1, fixed with world_size 8, ``--repeat`` runs each
 (cases alternated round-robin); side by side, ``--baseline-repeat`` runs of a naive numpy
@@ -106,7 +106,7 @@ def child(spec: dict) -> dict:
     from gpu_profiler import native, piles
     from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams
 
-    out: dict[str, Any] = {"kind": spec["kind"], "native_ready": native.ready()}
+    out: dict[str, Any] = {"kind": spec["kind"]}
     t = time.perf_counter()
     x = sft_lengths(spec["samples"])
     out["generate_s"] = time.perf_counter() - t
@@ -141,7 +141,7 @@ def child(spec: dict) -> dict:
     out |= since(u)
     out["cpu_s"] = out["user_s"] + out["sys_s"]
     out["peak_mib"] = maxrss_mib()
-    out["native"] = native.status(build=False)
+    out["native"] = native.status()
     out["above_8192_pct"] = above(x, np)
     if spec["kind"] == "breakdown":
         # Then epochs 1 and 2 in this process, as a training process runs them: the sampler
@@ -223,24 +223,15 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-#: Runs thrown away because the native library was not built when they started (the
-#: kernel sources changed under the benchmark: the run built it, so it timed a build).
-DISCARDED: list[dict] = []
-
-
 def run_child(spec: dict) -> dict:
-    """One measuring process; rerun (up to 3 times) when it had to build the kernels."""
-    for _ in range(4):
-        load_at = load()
-        p = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
-                           capture_output=True, text=True, cwd=ROOT)
-        if p.returncode:
-            sys.exit(f"FAIL: {spec} exited {p.returncode}:\n{p.stderr}")
-        r = json.loads(p.stdout.strip().splitlines()[-1])
-        r["load_1m"] = load_at
-        if spec["kind"] == "baseline" or r["native_ready"]:
-            return r
-        DISCARDED.append({"spec": spec, "native": r.get("native"), "wall_s": r["wall_s"]})
+    """One measuring process."""
+    load_at = load()
+    p = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+                       capture_output=True, text=True, cwd=ROOT)
+    if p.returncode:
+        sys.exit(f"FAIL: {spec} exited {p.returncode}:\n{p.stderr}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["load_1m"] = load_at
     return r
 
 
@@ -312,7 +303,7 @@ def main() -> None:
 
     n = args.samples
     m = machine(n)
-    say(f"warm-up process (builds the native kernels if need be); {m['native']}")
+    say(f"warm-up process; {m['native']}")
     warm = run_child({"kind": "plan", "policy": "fixed", "world_size": 1, "samples": n})
     runs: dict[str, list[dict]] = {name: [] for name in (*CASES, BASELINE)}
     for i in range(max(args.repeat, args.baseline_repeat)):
@@ -346,10 +337,7 @@ def main() -> None:
         say(f"pile {pile}: {piles[pile]['wall_s']:.2f} s")
 
     end = machine(n)
-    every = [warm, *(x for r in runs.values() for x in r), *breakdown.values(), *piles.values()]
-    m["at_end"] = {"git": end["git"], "code_changed": end["code_changed"],
-                   "libraries": sorted({x["native"] for x in every if "native" in x}),
-                   "discarded": DISCARDED}
+    m["at_end"] = {"git": end["git"], "code_changed": end["code_changed"]}
     problems = check(warm, runs)
     result = {"date": datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": m,
               "command": " ".join(["python", "bench/bench_plan.py", *sys.argv[1:]]),
@@ -369,14 +357,14 @@ def main() -> None:
 
 
 def check(warm: dict, runs: dict[str, list[dict]]) -> list[str]:
-    """What is wrong with the runs: unbuilt kernels, uncovered samples, plans that differ
+    """What is wrong with the runs: kernels not native, uncovered samples, plans that differ
     between runs, or samples per bucket that differ from the baseline's."""
     problems = []
     want = runs[BASELINE][0]["bucket_samples"] if runs[BASELINE] else None
     for name in CASES:
         for r in runs[name]:
-            if not r["native_ready"] or not r["native"].startswith("native"):
-                problems.append(f"{name}: kernels not native and built ({r['native']})")
+            if not r["native"].startswith("native"):
+                problems.append(f"{name}: kernels not native ({r['native']})")
             if not r["layout_ok"]:
                 problems.append(f"{name}: the layout does not cover every sample once")
             if want is not None and r["bucket_samples"] != want:
@@ -405,22 +393,13 @@ def markdown(r: dict) -> str:
     n, end = m["samples"], m["at_end"]
     first = cases["fixed, world_size 1"]["runs"][0]
     reps = len(cases["fixed, world_size 1"]["runs"])
-    changed = len(end["libraries"]) > 1 or end["discarded"]
     lines = [
         "# Epoch planning benchmark (issue 14)", "",
         f"Generated by `{r['command']}` (`bench/bench_plan.py`) on {r['date']}, "
         f"git `{m['git']}`"
         + (f" (measured code differs from it: {', '.join(m['code_changed'])})"
            if m["code_changed"] else "") + "."
-        + (f" The kernel sources changed during the run (other work in this tree): "
-           f"{len(end['libraries'])} native libraries were used, and "
-           f"{len(end['discarded'])} runs that found theirs unbuilt (so timed its build) "
-           "were thrown away and rerun." if changed else "")
-        + (f" At the end: git `{end['git']}`." if end["git"] != m["git"] else "")
-        + (" The planning code (" + ", ".join(f"`{c}`" for c in CODE) + ") was the same "
-           "throughout: as committed at the start and at the end, and every run's plan "
-           "identical." if changed and not m["code_changed"] and not end["code_changed"]
-           and not any("differs" in p for p in r["problems"]) else ""),
+        + (f" At the end: git `{end['git']}`." if end["git"] != m["git"] else ""),
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['mem_gib']} GiB (shared with other "
         f"work; kernels {m['native'].split(' (')[0]}), Python {m['python']}, numpy "
         f"{m['numpy']}, pyarrow {m['pyarrow']}, numba {m['numba']}; transparent huge pages: "
@@ -437,8 +416,7 @@ def markdown(r: dict) -> str:
         f"{','.join(map(str, first['bounds']))}, max_seq_len {first['max_seq_len']}, token "
         "budget 49152, at most 64 rows).", "",
         "Timed: `BucketBatchSampler(x, policy=P, world_size=W).plan()`, construction + plan, "
-        "in a fresh process (loading the native library included; its path, a hash of the "
-        "kernel sources, is computed before, to check that it is built). *Before* is the "
+        "in a fresh process (loading the native library included). *Before* is the "
         "resident set right before it (VmRSS: the lengths + the interpreter); *peak* is the "
         "process's ru_maxrss after it; *plan's own* is peak - before.", "",
         "## Targets", "",

@@ -4,32 +4,10 @@ padding, packing and schedule statistic derived from them."""
 from __future__ import annotations
 
 import importlib as _importlib
-import os as _os
 import sys as _sys
-import tempfile as _tempfile
 import types as _types
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
-
-
-def _numba_cache_dir() -> str:
-    """A writable per-user kernel cache (read-only installs and homes included)."""
-    base = _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache")
-    for path in (_os.path.join(base, "gpu-profiler", "numba"),
-                 _os.path.join(_tempfile.gettempdir(), f"gpu-profiler-numba-{_os.getuid()}")):
-        try:
-            _os.makedirs(path, exist_ok=True)
-        except OSError:
-            continue
-        if _os.access(path, _os.W_OK):
-            return path
-    return _tempfile.mkdtemp(prefix="gpu-profiler-numba-")
-
-
-# Kernels are cached on disk (the native kernel library, and numba's JIT cache): set before
-# numba is first imported (numba itself is imported lazily, and only to build or replay).
-if "NUMBA_CACHE_DIR" not in _os.environ:
-    _os.environ["NUMBA_CACHE_DIR"] = _numba_cache_dir()
 
 #: Public name -> defining module, imported on first use (PEP 562): `import gpu_profiler`
 #: and `gpu-profiler --help` stay instant; numba, pyarrow and the readers load only when

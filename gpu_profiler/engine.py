@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpu_profiler import execute, native
+from gpu_profiler import execute
 from gpu_profiler.backends import Backend, get_backend
 from gpu_profiler.backends.numba_backend import cores
 from gpu_profiler.errors import ProfilerError
@@ -34,11 +34,8 @@ from gpu_profiler.readers.base import same_schema
 from gpu_profiler.request import DEFAULT, Execution, Source
 
 #: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
-#: native kernels), not a GPU. Until those kernels are built on this machine (5-15 s, once;
-#: see `gpu_profiler.native`) it is also *light*: numpy histograms it and pyarrow reads
-#: dense IPC files, so that a first small scan of those does not wait for the build;
-#: ``--backend numpy`` scans are light whenever small. Measured in bench/bench_core.py.
-LIGHT_BYTES = 256 << 20
+#: native kernels), not a GPU. Measured in bench/bench_core.py.
+SMALL_SCAN_BYTES = 256 << 20
 #: A scan with at least this many parts per worker thread runs them at once, each read
 #: inline (`gpu_profiler.execute`); fewer, larger parts are read one after another, each
 #: with its readers' own threads.
@@ -148,17 +145,15 @@ def _planned(source: Source, execution: Execution, splits: dict[str, list[Part]]
     """The plan of ``splits`` (already listed)."""
     backend, options = execution.backend, execution.backend_options
     parts = [p for ps in splits.values() for p in ps]
-    small = backend in ("auto", "numpy") and not options and _small(parts)
-    light = small and (backend == "numpy" or not native.ready())
     engine = get_backend(backend if backend != "auto" else
-                         "numpy" if light else "numba" if small else "auto", options)
+                         "numba" if not options and _small(parts) else "auto", options)
     if not parts:
         return Planned(source, execution, splits, engine, None, ("", None), started)
     label, first = _reference(parts, skip_bad)
     spec = resolve_spec(first, source.column, source.offsets_of, label,
                         getattr(parts[0], "list_offsets", True)
                         ).described_by(parts[0], source.options)
-    reading = _reading(parts, spec, engine, light, source.options)
+    reading = _reading(parts, spec, engine, source.options)
     return Planned(source, execution, splits, engine, reading, (label, first), started)
 
 
@@ -216,10 +211,10 @@ def exact(hist: LengthHistogram, parts: list[Part], spec: LengthSpec) -> LengthH
     return replace(hist, above_tokens=n * lo + (hist.above_tokens - n * lo) % (1 << 64))
 
 
-def _reading(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool,
+def _reading(parts: list[Part], spec: LengthSpec, backend: Backend,
              source: SourceOptions) -> Reading:
-    """How this scan reads every part, decided once: the readers that start fastest for a
-    light scan, segmented chunks for a backend that takes them, Parquet decoded on the GPU
+    """How this scan reads every part, decided once: segmented chunks for a backend that
+    takes them, Parquet decoded on the GPU
     for cuda (with cudf), an IPC reader forced by ``$GPU_PROFILER_IPC_READER``, the
     options of the formats that take them (``source``). Parts in GPU memory need the cuda
     backend."""
@@ -233,7 +228,7 @@ def _reading(parts: list[Part], spec: LengthSpec, backend: Backend, light: bool,
         from gpu_profiler.readers import device
 
         gpu_parquet = device.cudf_available()
-    return Reading(spec, light=light, segmented=backend.segmented, counted=backend.counted,
+    return Reading(spec, segmented=backend.segmented, counted=backend.counted,
                    gpu_parquet=gpu_parquet,
                    ipc_reader=ipc.forced_reader(), inline=_many(parts, backend),
                    source=source)
@@ -248,10 +243,10 @@ def _many(parts: list[Part], backend: Backend) -> bool:
 
 
 def _small(parts: list[Part]) -> bool:
-    """Whether the scan is small (see `LIGHT_BYTES`)."""
+    """Whether the scan is small (see `SMALL_SCAN_BYTES`)."""
     if any(p.on_device for p in parts):
         return False
-    return sum(p.nbytes for p in parts) <= LIGHT_BYTES
+    return sum(p.nbytes for p in parts) <= SMALL_SCAN_BYTES
 
 
 def check_schemas(parts: list[Part], like: tuple[str, Any], spec: LengthSpec) -> None:

@@ -190,9 +190,8 @@ def reads_together(part: Part, reading: Reading) -> bool:
 
 def _together(part: Part, reading: Reading) -> Together | None:
     """The `Together` that reads ``part`` with its neighbours: for a small part whose
-    class's reader takes it in this scan (`together_of`), in a scan neither light (whose
-    kernels may not be built yet) nor ordered."""
-    if reading.light or reading.ordered or part.nbytes > SMALL_BYTES:
+    class's reader takes it in this scan (`together_of`), in a scan that is not ordered."""
+    if reading.ordered or part.nbytes > SMALL_BYTES:
         return None
     return together_of(part, reading)
 

@@ -265,7 +265,7 @@ class LengthHistogram:
 
     def save(self, path: str | Path, provenance: dict[str, Any] | None = None) -> None:
         """Write :meth:`to_json` to ``path`` (atomically)."""
-        from gpu_profiler.render.output import write_atomic
+        from gpu_profiler.io.output import write_atomic
 
         write_atomic(path, self.to_json(provenance))
 

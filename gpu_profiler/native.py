@@ -1,9 +1,11 @@
-"""The CPU kernels, compiled once into a shared library and called without starting numba.
+"""The CPU kernels, compiled into a shared library when the package is built or installed,
+and called without starting numba.
 
 Starting numba costs every process ~0.3-0.45 s (its import, its CPU target, loading cached
-kernels): a third of a billion-sample scan. So the numba sources in ``gpu_profiler.kernels``
-are compiled by numba once, ahead of time, into one shared library in the kernel cache
-(`gpu_profiler.kernels.aot`), which later processes load with ctypes in a millisecond.
+kernels): a third of a billion-sample scan. So building or installing the package compiles
+the numba sources in ``gpu_profiler.kernels`` ahead of time into one shared library in that
+package (`gpu_profiler.kernels.aot`), which a process loads with ctypes in a millisecond.
+Nothing is ever built while a scan runs.
 
 Each kernel in :data:`EXPORTS` is one C function ``int64 f(int64 *words)``: the words hold
 its arguments in order (an array as its address then its shape, a scalar as itself),
@@ -11,22 +13,20 @@ followed by room for its integer results. It returns 0, or 1 when the kernel rai
 call is then replayed through numba's JIT, which raises the same exception with its
 arguments (corrupt input is rare; starting numba then costs nothing that matters).
 
-Without a C compiler, with ``GPU_PROFILER_NATIVE=0``, or when the build fails (recorded
-next to the library, not retried), the same kernels run through numba's JIT
-(``cache=True``) instead: the same code, the same results.
+Beside the library, a JSON sidecar (:data:`SIDECAR`) says what it needs: the CPU flags its
+code uses, the kernels it holds, and, for a library built in place next to its sources (an
+editable install, `make`), each source's size and modification time. When this CPU lacks a
+flag, a source changed since the build, the library is missing or does not load, or with
+``GPU_PROFILER_NATIVE=0``, the same kernels run through numba's JIT (``cache=True``)
+instead: the same code, the same results; `status` says why, and the fix.
 """
 
 from __future__ import annotations
 
 import ctypes
-import fcntl
-import hashlib
 import importlib
-import importlib.util
+import json
 import os
-import shutil
-import sys
-import time
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -123,9 +123,27 @@ EXPORTS: dict[str, Export] = {
                              _OUT_I8), 1),
 }
 
-#: Modules the library is built from, besides the kernels' own (their sources and every
-#: gpu_profiler module they import are part of its key: see `key_sources`).
+#: Modules the library is built from besides the kernels' own (see `key_sources`).
 _BUILDERS = ("gpu_profiler.native", "gpu_profiler.kernels.aot")
+
+
+#: The library and its sidecar, in the ``gpu_profiler.kernels`` package.
+LIBRARY, SIDECAR = "libkernels.so", "libkernels.json"
+
+#: The CPU flags (as /proc/cpuinfo names them) each x86-64 microarchitecture level adds to
+#: the one before: ``GPU_PROFILER_CPU=<level>`` builds a library that needs exactly these.
+LEVELS = {
+    "x86-64": ("cmov", "cx8", "fpu", "fxsr", "mmx", "sse", "sse2"),
+    "x86-64-v2": ("cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"),
+    "x86-64-v3": ("abm", "avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave"),
+    "x86-64-v4": ("avx512bw", "avx512cd", "avx512dq", "avx512f", "avx512vl"),
+}
+
+
+def level_flags(level: str) -> set[str]:
+    """Every CPU flag the x86-64 ``level`` of :data:`LEVELS` needs (its own and those below)."""
+    names = list(LEVELS)
+    return {f for name in names[:names.index(level) + 1] for f in LEVELS[name]}
 
 
 @cache
@@ -137,128 +155,119 @@ def kernel(name: str) -> Callable[..., tuple[int, ...]]:
     return _Native(name, lib[f"gp_{name}"])
 
 
-def status(build: bool = True) -> str:
-    """How the CPU kernels run in this process, in words (``build=False``: without building
-    the library when it is not there yet)."""
-    path = _library_path()
-    if (not build and not _why_jit() and not path.exists()
-            and not Path(f"{path}.failed").exists()):
-        return "native, built by the first scan that needs it (5-15 s, once)"
+def status() -> str:
+    """How the CPU kernels run in this process, in words: ``native (<library>)``, or
+    ``numba JIT (<why>)`` with what would make them native."""
     lib, why = _load()
     return f"native ({lib._name})" if lib is not None else f"numba JIT ({why})"
 
 
-def ready() -> bool:
-    """Whether the library is built here and loads (so that calling a kernel builds
-    nothing, and runs natively)."""
-    return not _why_jit() and _library_path().exists() and library() is not None
-
-
 def library() -> ctypes.CDLL | None:
-    """The kernel library for this machine and these sources, built on first use; None
-    when the kernels run through the JIT here (`status` says why)."""
+    """The kernel library; None when the kernels run through the JIT here (`status` says
+    why)."""
     return _load()[0]
 
 
 @cache
 def _load() -> tuple[ctypes.CDLL | None, str]:
-    """The library (built first if need be), or None and why not."""
-    why = _why_jit()
+    """The library, or None and why not."""
+    if os.environ.get("GPU_PROFILER_NATIVE", "1") == "0":
+        return None, "GPU_PROFILER_NATIVE=0"
+    where = folder()
+    why = why_not(where)
     if why:
         return None, why
-    path = _library_path()
-    failed = Path(f"{path}.failed")
     try:
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)  # NUMBA_CACHE_DIR may be new
-            with open(f"{path}.lock", "w") as lock:  # one process builds; the others wait
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if not path.exists() and not failed.exists():
-                    _build(path, failed)
-        if failed.exists():  # recorded by this or an earlier process: not retried
-            said = failed.read_text().splitlines()
-            return None, f"the native build failed: {said[0] if said else 'no reason given'}"
-        return ctypes.CDLL(str(path)), ""
+        return ctypes.CDLL(str(where / LIBRARY)), ""
     except OSError as exc:
-        return None, f"the native library cannot be built or loaded here: {exc}"
+        return None, f"the native library cannot be loaded: {exc}"
 
 
-def _build(path: Path, failed: Path) -> None:
-    # Said on any stderr, a terminal or a cluster job's log: a first scan or plan would
-    # otherwise look hung for the build's seconds to minutes.
-    print(f"gpu-profiler: building the native CPU kernels in {path.parent} (once per machine "
-          "and version; 15 s to 2 min on a busy 2-core machine)", file=sys.stderr, flush=True)
-    began = time.perf_counter()
+def folder() -> Path:
+    """Where the library is: the ``gpu_profiler.kernels`` package (in a checkout installed
+    in place, its ``kernels/``)."""
+    return Path(importlib.import_module("gpu_profiler.kernels").__path__[0])
+
+
+def sidecar(where: Path) -> dict[str, Any] | None:
+    """The sidecar of the library in ``where``; None when there is none (or it is not one)."""
     try:
-        from gpu_profiler.kernels import aot
-    except ImportError as exc:
-        failed.write_text(f"cannot import the compiler: {exc}\n")
-        return
-    try:
-        aot.build(path, EXPORTS)
-    except aot.BuildError as exc:
-        failed.write_text(f"{exc}\n")
-    took = f"{time.perf_counter() - began:.0f} s"
-    print("gpu-profiler: " + (f"the native CPU kernels' build failed after {took}; they run "
-                              "through numba's JIT" if failed.exists() else
-                              f"native CPU kernels built in {took}"),
-          file=sys.stderr, flush=True)
+        found = json.loads((where / SIDECAR).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
-@cache
-def _why_jit() -> str:
-    """Why kernels run through numba's JIT here ('' when they need not)."""
-    if os.environ.get("GPU_PROFILER_NATIVE", "1") == "0":
-        return "GPU_PROFILER_NATIVE=0"
-    if sys.platform != "linux":
-        return f"native kernels are built on Linux only, not {sys.platform}"
-    if not shutil.which(os.environ.get("CC", "cc")):
-        return "no C compiler to link the native kernels (install gcc)"
+def why_not(where: Path) -> str:
+    """Why the library in ``where`` cannot run here ('' when it can), with the fix; from its
+    sidecar and a few stat calls (nothing hashed, numba not imported)."""
+    said = sidecar(where)
+    if said is None:
+        return (f"no native kernel library in {where}: the install did not build one; "
+                "reinstall (`pip install .`; in a checkout, `make`)")
+    rebuild = "run `make` or `pip install -e .`" if "sources" in said else \
+        "reinstall (`pip install .`)"
+    if said.get("error"):
+        return f"the native build failed: {said['error']}; fix that, then {rebuild}"
+    if not (where / LIBRARY).is_file():
+        return f"{where / LIBRARY} is missing: {rebuild}"
+    lacking = set(EXPORTS) - set(said.get("exports", ()))
+    if lacking:
+        return f"the native library lacks the kernels {', '.join(sorted(lacking))}: {rebuild}"
+    needed = set(said.get("flags", ()))
+    have = cpu_flags() if needed else set()
+    if have is None:
+        return "cannot read this CPU's flags in /proc/cpuinfo to check those the native " \
+               "library needs"
+    if needed - have:
+        fits = [level for level in LEVELS if level_flags(level) <= have]
+        other = f", or build it with GPU_PROFILER_CPU={fits[-1]}" if fits else ""
+        return (f"this CPU lacks {', '.join(sorted(needed - have))}, which the native "
+                f"library was built for ({said.get('target')}): reinstall on this "
+                f"machine{other}")
+    for name, size, mtime in said.get("sources", ()):
+        try:
+            st = os.stat(where.parent / name)
+        except OSError:
+            return f"{name} is gone since the native build: {rebuild}"
+        if (st.st_size, st.st_mtime_ns) != (size, mtime):
+            return f"{name} changed since the native build: {rebuild}"
     return ""
 
 
-@cache
-def _library_path() -> Path:
-    """``<kernel cache>/native-<key>.so``; the key covers the kernel sources and every
-    module they import from this package (numba compiles their globals in), the numba and
-    llvmlite installs, the interpreter and the CPU (the code uses its features)."""
-    h = hashlib.sha256(sys.version.encode())
-    h.update(" ".join(EXPORTS).encode())  # (which depends on the C library)
-    for path in key_sources(_roots()):
-        h.update(path.read_bytes())
-    for mod in ("numba", "llvmlite"):
-        spec = importlib.util.find_spec(mod)
-        origin = spec.origin if spec and spec.origin else mod
-        st = os.stat(origin) if os.path.exists(origin) else None
-        h.update(f"{origin}:{st and st.st_mtime_ns}:{st and st.st_size}".encode())
+def cpu_flags() -> set[str] | None:
+    """This CPU's flags as /proc/cpuinfo lists them (its first processor's); None when it
+    cannot be read."""
     try:
         with open("/proc/cpuinfo") as f:
-            h.update(next((ln for ln in f if ln.startswith(("flags", "Features"))), "").encode())
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.partition(":")[2].split())
     except OSError:
         pass
-    cache_dir = Path(os.environ["NUMBA_CACHE_DIR"])
-    return cache_dir / f"native-{h.hexdigest()[:20]}.so"
+    return None
 
 
-def _roots() -> dict[str, Path]:
+def source_roots() -> dict[str, Path]:
     """Where the two source trees are (``kernels/`` installs as ``gpu_profiler.kernels``)."""
     return {package: Path(importlib.import_module(package).__path__[0])
             for package in ("gpu_profiler.kernels", "gpu_profiler")}
 
 
 def key_sources(roots: dict[str, Path]) -> list[Path]:
-    """The source files of the kernel modules of :data:`EXPORTS` and the builders, and of
-    every module of this package they import at module level, transitively (read and
-    parsed, not imported: the kernels import numba)."""
+    """The sources the library is built from: the kernel modules of :data:`EXPORTS` and the
+    builders, and every module of this package they import at module level, transitively
+    (read and parsed, not imported: the kernels import numba). A library built in place
+    records each one's size and modification time (`why_not` checks them)."""
     import ast
 
     def file_of(module: str) -> Path | None:
-        for package, folder in roots.items():  # the most specific root first
+        for package, where in roots.items():  # the most specific root first
             if module == package or module.startswith(package + "."):
                 rel = Path(*module[len(package) + 1:].split(".")) if module != package \
                     else Path()
-                for candidate in (folder / rel.with_suffix(".py") if rel.parts else None,
-                                  folder / rel / "__init__.py"):
+                for candidate in (where / rel.with_suffix(".py") if rel.parts else None,
+                                  where / rel / "__init__.py"):
                     if candidate is not None and candidate.is_file():
                         return candidate
         return None

@@ -25,7 +25,7 @@ def save_plan(path: str, indices: np.ndarray, offsets: np.ndarray, bucket: np.nd
     """Write a plan as ``.npz``: ``indices`` (int64, every sample index in batch order),
     ``offsets`` (batch ``j`` is ``indices[offsets[j]:offsets[j + 1]]``), ``bucket`` (per
     batch) and ``params`` (the summary, as JSON text); atomically."""
-    from gpu_profiler.render.output import write_atomic
+    from gpu_profiler.io.output import write_atomic
 
     buf = io.BytesIO()
     np.savez(buf, indices=indices, offsets=offsets, bucket=bucket,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpu_profiler.kernels.cpu import _tally
+from gpu_profiler.kernels.cpu import tally
 
 _GROUP = 64  # tokens tested at once for an end-of-text token
 
@@ -27,7 +27,7 @@ def _walk(x, e, lo, hi, shift, top, row, st, first, prev):
         if x[i] == e:
             p = np.int64(i) + shift
             if prev >= 0:
-                _tally(np.int64(p - prev), top, row, st)
+                tally(np.int64(p - prev), top, row, st)
             else:
                 first = p
             prev = p

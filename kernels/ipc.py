@@ -5,9 +5,9 @@ Footer), plus the kernels that gather the length column's bytes out of file byte
 Every read is checked against the bytes it parses, so hostile metadata raises
 :class:`Corrupt` instead of reading out of bounds; every loop is bounded by the input size,
 so nothing can hang. Positions inside a message are relative to its flatbuffer; the
-``state`` array tells the caller which message was being parsed. Readers call these
-through `gpu_profiler.readers.ipc_format` (which holds the constants named here), natively
-compiled (`gpu_profiler.native`).
+``state`` array tells the caller which message was being parsed. The constants named here
+are in `gpu_profiler.kernels.ipc_format`; readers call these through
+`gpu_profiler.readers.ipc_format`, natively compiled (`gpu_profiler.native`).
 See https://arrow.apache.org/docs/format/Columnar.html#serialization-and-interprocess-communication-ipc
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpu_profiler.readers.ipc_format import (
+from gpu_profiler.kernels.ipc_format import (
     DICTIONARY_BATCH,
     E_BODY,
     E_BOUNDS,

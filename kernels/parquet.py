@@ -9,7 +9,7 @@ anything malformed or inconsistent) makes a file *left*, never an error: the ker
 why in ``info`` and goes on with the next file, and pyarrow then reads that one. Every read
 is bounds-checked against the file (or page) it belongs to and every loop is bounded by its
 input's size, so hostile bytes can neither crash nor hang the kernel. Buffers are the
-caller's (the native build allows no allocation). Constants: `gpu_profiler.readers.
+caller's (the native build allows no allocation). Constants: `gpu_profiler.kernels.
 parquet_format`. See https://github.com/apache/parquet-format and
 https://github.com/google/snappy/blob/main/format_description.txt
 """
@@ -21,10 +21,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from gpu_profiler.kernels.cpu import _span, _tally
-from gpu_profiler.kernels.posix import read_file
-from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
-from gpu_profiler.readers.parquet_format import (
+from gpu_profiler.kernels.cpu import tally, tally_span
+from gpu_profiler.kernels.parquet_format import (
     I_ARROW,
     I_ARROW_END,
     I_NEED,
@@ -46,6 +44,8 @@ from gpu_profiler.readers.parquet_format import (
     NINFO,
     READ,
 )
+from gpu_profiler.kernels.posix import read_file
+from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
 
 # Thrift compact protocol types.
 # (np.int64, not int: numba compiles a function again for each int literal it is passed.)
@@ -1072,10 +1072,10 @@ def count_files(names, name_at, sizes, flags, buf, second, name, width, scratch,
         if nulls:
             for j in range(rows):
                 if valid[j]:
-                    _tally(values[j], top, row, st)
+                    tally(values[j], top, row, st)
                 else:
                     st[NULLS] += 1
         else:
-            _span(values, 0, rows, False, top, row, st)
+            tally_span(values, 0, rows, False, top, row, st)
         state[0] += 1
     return (COUNT_DONE,)

@@ -12,11 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpu_profiler.kernels.cpu import _length, _span, _tally
+from gpu_profiler.kernels.cpu import length_at, tally, tally_span
 from gpu_profiler.kernels.ipc import check, walk
-from gpu_profiler.kernels.posix import read_file
-from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
-from gpu_profiler.readers.ipc_format import (
+from gpu_profiler.kernels.ipc_format import (
     FULL,
     NEED_MORE,
     R_CHILD,
@@ -26,6 +24,8 @@ from gpu_profiler.readers.ipc_format import (
     R_TYPE,
     RECORD_BATCH,
 )
+from gpu_profiler.kernels.posix import read_file
+from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
 
 
 @njit(cache=True)
@@ -53,7 +53,7 @@ def _longest(x, bits, rows, nulls, child, offsets):
         return -2
     most = np.int64(-1)
     for j in range(rows):
-        v = _length(x, np.uint64(j), offsets)
+        v = length_at(x, np.uint64(j), offsets)
         if offsets and v < 0:
             return -2
         if (not nulls or _valid(bits, j)) and v > most:
@@ -65,11 +65,11 @@ def _longest(x, bits, rows, nulls, child, offsets):
 def _count(x, bits, rows, nulls, offsets, top, row, st):
     """Tally ``rows`` lengths into ``row`` and ``st`` as the CPU kernel does."""
     if not nulls:
-        _span(x, 0, rows, offsets, top, row, st)
+        tally_span(x, 0, rows, offsets, top, row, st)
         return
     for j in range(rows):
         if _valid(bits, j):
-            _tally(_length(x, np.uint64(j), offsets), top, row, st)
+            tally(length_at(x, np.uint64(j), offsets), top, row, st)
         else:
             st[NULLS] += 1
 

@@ -3,7 +3,8 @@ an address-space limit and prints one JSON line per case.
 
 ``python fuzz_child.py MANIFEST FIRST`` runs cases ``FIRST..`` of MANIFEST (a JSON list of
 ``{"path", "kind", "column", "offsets_of", "backend", "reader", "io", "trust"}``, and
-``"options"``: more arguments of `histogram`, e.g. ``eot`` or ``unit``). For each it
+``"options"``: more arguments of `histogram`, e.g. ``eot`` or ``unit``; ``reader``
+``dense``: an IPC file read as inline scans read them, dense files by pyarrow). For each it
 prints ``start I``, then ``done I {"ok": fields} | {"error": line} | {"bug": repr}``,
 then ``ref I {"ok": fields} | {"fail": ...}``: a reference reading of the file, done
 after the scan: pyarrow's for Arrow IPC and Parquet (pyarrow may allocate what a hostile
@@ -27,8 +28,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpu_profiler import ProfilerError, histogram
-from gpu_profiler.readers import ipc, pread
+from gpu_profiler import ProfilerError, get_backend, histogram
+from gpu_profiler.io import pread
+from gpu_profiler.readers import LengthSpec, ipc
 
 #: Address space granted beyond what the warmed-up child maps.
 HEADROOM = 1 << 30
@@ -43,11 +45,16 @@ def fields(h) -> dict:
 
 def scan(case: dict) -> dict:
     os.environ[pread.IO_ENV] = case["io"]
-    if case["reader"]:
+    if case["reader"] in ipc.READERS:
         os.environ[ipc.READER_ENV] = case["reader"]
     else:
         os.environ.pop(ipc.READER_ENV, None)
     try:
+        if case["reader"] == "dense":
+            spec = LengthSpec(case["offsets_of"] or case["column"],
+                              offsets=bool(case["offsets_of"]))
+            chunks = ipc.chunks(case["path"], case["kind"], spec, dense_by_pyarrow=True)
+            return {"ok": fields(get_backend(case["backend"]).histogram(chunks, CAP))}
         h = histogram(case["path"], column=case["column"], offsets_of=case["offsets_of"],
                       backend=case["backend"], cap=CAP,
                       trust_statistics=case.get("trust", False), **case.get("options", {}))

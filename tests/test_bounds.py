@@ -14,7 +14,7 @@ from gpu_profiler import BucketParams, LengthHistogram, ProfilerError
 from gpu_profiler.analysis import bounds as bounds_mod
 from gpu_profiler.analysis.bounds import METHODS, suggest_bounds
 from gpu_profiler.analysis.buckets import clipped_counts
-from gpu_profiler.analysis.policies import _log_falling, _segment, evaluate_policy
+from gpu_profiler.analysis.policies import evaluate_policy, log_falling, present_lengths
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.demo import demo_lengths
@@ -118,7 +118,7 @@ def test_binned_costs_are_close_to_the_exact_ones(name, drop_last):
     """The search's costs of 300 random buckets against the exact ones: the same batches,
     expected padded tokens within 1% (the median within 0.1%)."""
     p = BucketParams()
-    values, cnt = _segment(clipped_counts(corpora()[name], 8192), 0, 8193)
+    values, cnt = present_lengths(clipped_counts(corpora()[name], 8192), 0, 8193)
     cum, gaps = np.cumsum(cnt), np.diff(values).astype(np.float64)
     rng = np.random.default_rng(7)
     a = rng.integers(0, values.size - 1, 300)
@@ -135,7 +135,7 @@ def test_binned_costs_are_close_to_the_exact_ones(name, drop_last):
 
 def test_binned_costs_are_exact_when_every_bin_is_one_length():
     p = BucketParams()
-    values, cnt = _segment(clipped_counts(corpora()["sparse"], 8192), 0, 8193)
+    values, cnt = present_lengths(clipped_counts(corpora()["sparse"], 8192), 0, 8193)
     cum, gaps = np.cumsum(cnt), np.diff(values).astype(np.float64)
     a, b = np.triu_indices(values.size + 1, 1)
     pick = np.random.default_rng(1).choice(a.size, 500, replace=False)
@@ -165,8 +165,8 @@ def test_the_series_for_log_falling_matches_stirling():
     k = np.array([2, 5, 17, 24, 40, 64, 64, 300])
     for m in (k + 40.0, k * 30.0, np.full(k.size, 1e6), np.full(k.size, 3e12)):
         falling = bounds_mod._Falling(k, m)
-        assert falling(m) == pytest.approx(_log_falling(m, k), rel=1e-13, abs=1e-9)
-        assert falling(m, np.arange(k.size)) == pytest.approx(_log_falling(m, k), rel=1e-13,
+        assert falling(m) == pytest.approx(log_falling(m, k), rel=1e-13, abs=1e-9)
+        assert falling(m, np.arange(k.size)) == pytest.approx(log_falling(m, k), rel=1e-13,
                                                               abs=1e-9)
 
 

@@ -122,8 +122,7 @@ def test_backends_and_version(capsys):
     assert "cuda" in out
     from gpu_profiler import native
 
-    native.library()  # built: the line names the library
-    assert f"kernels: {native.status()}" in run(["backends"], capsys)[1]
+    assert f"kernels: {native.status()}" in out
     rc, out, _ = run(["--version"], capsys)
     assert rc == 0 and out.startswith("gpu-profiler ")
 

@@ -83,6 +83,7 @@ def test_peak_memory_is_bounded(request, small_chunks, reference, source, backen
 
 
 def test_shards_are_opened_at_most_one_per_worker(tmp_path, monkeypatch):
+    from gpu_profiler import execute
     from gpu_profiler.backends.numba_backend import cores
     from gpu_profiler.readers import parquet
 
@@ -107,6 +108,7 @@ def test_shards_are_opened_at_most_one_per_worker(tmp_path, monkeypatch):
         return real(path, spec, *args, **kw)
 
     monkeypatch.setattr(parquet, "chunks", spy)
+    monkeypatch.setattr(execute, "SMALL_BYTES", 0)  # each shard by its own reader
     h = histogram(tmp_path, cap=2000, backend="numpy")
     assert h.valid == 12_000 and len(open_at_start) == 12
     # each worker holds the shard it reads, and has closed those it read before

@@ -142,7 +142,7 @@ def test_a_shard_with_another_schema_is_named_before_any_is_read(parquet_shards,
 def test_huge_batches_are_fetched_in_bounded_groups(tmp_path, monkeypatch):
     """Record batches whose column exceeds the sparse-read threshold are fetched a few at a
     time (FETCH_BYTES of column bytes), not SPARSE_BATCH at once."""
-    from gpu_profiler.readers import pread
+    from gpu_profiler.io import pread
 
     monkeypatch.setattr(ipc_selective, "SPARSE_SKIP", 1000)
     monkeypatch.setattr(ipc_selective, "FETCH_BYTES", 10_000)
@@ -172,7 +172,7 @@ def test_huge_batches_are_fetched_in_bounded_groups(tmp_path, monkeypatch):
 def test_one_huge_batch_is_fetched_in_bounded_pieces(tmp_path, monkeypatch, kind):
     """A record batch whose column alone exceeds FETCH_BYTES is fetched in pieces of rows:
     its lengths (with nulls) and a list column's offsets read as from pyarrow."""
-    from gpu_profiler.readers import pread
+    from gpu_profiler.io import pread
 
     monkeypatch.setattr(ipc_selective, "SPARSE_SKIP", 1000)
     monkeypatch.setattr(ipc_selective, "FETCH_BYTES", 10_000)

@@ -1,4 +1,4 @@
-"""Many files at once (`gpu_profiler.readers.files`): the sizes the native kernel looks up,
+"""Many files at once (`gpu_profiler.io.files`): the sizes the native kernel looks up,
 natively and through the JIT, in threads, are ``os.lstat`` 's answers for every kind of path
 a listing meets; a Dataset dir listed that way names each bad shard as before, at any
 size; names are encoded for a kernel that opens files itself; the collector is given
@@ -20,7 +20,8 @@ import pytest
 from conftest import run_cli
 
 import gpu_profiler as gp
-from gpu_profiler.readers import files, open_source
+from gpu_profiler.io import files
+from gpu_profiler.readers import open_source
 
 
 def _lstat_size(path: str) -> int:

@@ -1,10 +1,10 @@
 """Hostile files, fuzzed: small Arrow IPC (stream and file, plain, LZ4, ZSTD) and Parquet
 (plain, snappy, ZSTD) files truncated at many offsets, with random bytes changed and with
 crafted sizes (2**62, negative, beyond the file, 2**31 metadata lengths, compression
-bombs), scanned by every reader (selective, pyarrow, a light scan's, Parquet trusting its
-statistics or not) and I/O mode, in a
-child process under an address-space limit (1 GiB above what it maps when warm) and a
-time limit per case (tests/fuzz_child.py).
+bombs), scanned by every reader (selective, pyarrow, pyarrow's of dense files as inline
+scans read them, Parquet trusting its statistics or not) and I/O mode, in a child process
+under an address-space limit (1 GiB above what it maps when warm) and a time limit per
+case (tests/fuzz_child.py).
 
 Every scan must end in numbers or in one line naming the file, never a signal, an
 exception that is not `ProfilerError`, the memory limit or the time limit; numbers must
@@ -48,7 +48,7 @@ SEED = 20261201
 
 def _table(rng: np.random.Generator, n: int, lists: bool | None) -> pa.Table:
     """Lengths with nulls, and a list column (``lists``), a text column (False) or
-    nothing else (None: a dense file, which light scans read with pyarrow)."""
+    nothing else (None: a dense file, which inline scans read with pyarrow)."""
     lengths = rng.integers(0, 300, n)
     null = rng.random(n) < 0.1
     cols = {"length": pa.array(lengths.astype(np.int32), mask=null)}
@@ -150,7 +150,7 @@ def _corpus(tmp: Path) -> list[dict]:
     files += [(p, kind, None) for p, kind in _crafted_ipc(tmp)]
     cases = []
     for path, kind, offsets in files:
-        fmt_modes = [("numpy", None, "auto"), ("numba", "selective", "buffered"),
+        fmt_modes = [("numpy", "dense", "auto"), ("numba", "selective", "buffered"),
                      ("numba", "selective", "mapped"), ("numba", "pyarrow", "auto")]
         if kind == "parquet":  # and trusting statistics (which a mutation may make lie)
             fmt_modes = [("numpy", None, "auto"), ("numba", None, "auto"),
@@ -211,9 +211,6 @@ def _run(manifest: Path, n: int) -> tuple[dict[int, dict], dict[int, dict], dict
 
 
 def test_hostile_files_end_in_numbers_or_one_line(tmp_path):
-    from gpu_profiler import native
-
-    native.library()  # built here, if need be, not inside a child's time limit
     cases = _corpus(tmp_path)
     done, refs, problems = _run_cases(tmp_path, cases, "pyarrow's", strict=set())
     # the two IPC readers agree: selective (buffered) vs pyarrow, per file
@@ -514,9 +511,6 @@ def test_every_other_format_ends_in_numbers_or_one_line(tmp_path):
     plain and zstd: every mutant gives the reference's numbers (where the reference reads
     it) or one line naming the file; never another exception, a signal, the memory or the
     time limit."""
-    from gpu_profiler import native
-
-    native.library()
     cases = _other_corpus(tmp_path)
     done, refs, problems = _run_cases(tmp_path, cases, "the reference's", strict=STRICT)
     assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems[:30])

@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_profiler as gp
-from gpu_profiler import native
 from gpu_profiler.backends import get_backend
 from gpu_profiler.cli import main
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import ipc, ipc_selective, pread
+from gpu_profiler.io import pread
+from gpu_profiler.readers import ipc, ipc_selective
 from gpu_profiler.readers.arrow import LengthSpec
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
@@ -487,15 +487,11 @@ def test_big_endian_is_refused(tmp_path, capsys):
     assert "big-endian" in err and str(stream) in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("reader", ["selective", None])
+@pytest.mark.parametrize("reader", ["selective", "pyarrow"])
 def test_corrupt_file_exits_2_naming_file_and_byte(tmp_path, capsys, monkeypatch, reader):
-    """The selective reader names the byte, also when a light scan of this small dense file
-    (before the native kernels are built) started with pyarrow's reader (which hands over
-    on failure)."""
-    if reader:
-        monkeypatch.setenv(ipc.READER_ENV, reader)
-    else:
-        monkeypatch.setattr(native, "ready", lambda: False)
+    """The selective reader names the byte, also when pyarrow's reader is forced (which
+    hands such a file over to it)."""
+    monkeypatch.setenv(ipc.READER_ENV, reader)
     path, data = _one_batch(tmp_path, "stream")
     path.write_bytes(_patch(data, *CRAFTED["buffer offset beyond the file"]))
     with pytest.raises(SystemExit) as exc:
@@ -532,44 +528,44 @@ def test_dense_files_are_those_that_are_mostly_length_column(columns, spec, expe
 
 
 @pytest.mark.parametrize("kind", ["stream", "file"])
-def test_light_reads_equal_selective_reads(tmp_path, kind):
-    """A light scan of a dense file goes through pyarrow, grouped into large chunks."""
+def test_dense_reads_by_pyarrow_equal_selective_reads(tmp_path, kind):
+    """A dense file read by pyarrow (as inline scans do) comes in large chunks."""
     t = lengths_table(5000, pa.int16(), seed=7, nulls=0.2).select(["length"])
     path = write(tmp_path / "l.arrow", t.to_batches(max_chunksize=333), kind)
-    light = list(ipc.chunks(path, kind, LengthSpec("length"), light=True))
-    assert len(light) == 1  # 16 batches, one chunk
-    assert NUMPY.histogram(iter(light), None) == NUMPY.histogram(
+    dense = list(ipc.chunks(path, kind, LengthSpec("length"), dense_by_pyarrow=True))
+    assert len(dense) == 1  # 16 batches, one chunk
+    assert NUMPY.histogram(iter(dense), None) == NUMPY.histogram(
         ipc.chunks(path, kind, LengthSpec("length"), reader="selective"), None)
 
 
 @pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("case", sorted(CRAFTED))
-def test_crafted_files_in_light_scans(tmp_path, kind, case):
-    """A light scan reads these small dense files with pyarrow, which hands over to the
+def test_crafted_dense_files_read_by_pyarrow(tmp_path, kind, case):
+    """pyarrow reads these small dense files (as inline scans do) and hands over to the
     selective reader when it fails: the same one-line error either way."""
     path, data = _one_batch(tmp_path, kind)
     path.write_bytes(_patch(data, *CRAFTED[case]))
     assert ipc.dense(ipc.schema(path, kind), LENGTH)
-    got = light_outcome(path, kind)
+    got = dense_outcome(path, kind)
     assert isinstance(got, ProfilerError) and str(got) == str(outcome(path, kind))
 
 
-def light_outcome(path: Path, kind: str):
+def dense_outcome(path: Path, kind: str):
     try:
-        return NUMPY.histogram(ipc.chunks(path, kind, LENGTH, light=True), 1 << 16)
+        return NUMPY.histogram(ipc.chunks(path, kind, LENGTH, dense_by_pyarrow=True), 1 << 16)
     except ProfilerError as exc:
         return exc
 
 
 @pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("compression", [None, "zstd"])
-def test_truncated_dense_files_in_light_scans(tmp_path, kind, compression):
+def test_truncated_dense_files_read_by_pyarrow(tmp_path, kind, compression):
     t = lengths_table(300, pa.int32(), nulls=0.1).select(["length"])
     data = write(tmp_path / "full.arrow", t, kind, 64, compression=compression).read_bytes()
     cut = tmp_path / "cut.arrow"
     for size in sorted({*range(0, 200, 7), *range(0, len(data), 29), len(data) - 1}):
         cut.write_bytes(data[:size])
-        got, want = light_outcome(cut, kind), outcome(cut, kind)
+        got, want = dense_outcome(cut, kind), outcome(cut, kind)
         assert type(got) is type(want) and str(got) == str(want)
         assert isinstance(got, ProfilerError) or got == want
 
@@ -585,11 +581,11 @@ def test_other_columns_do_not_fail_either_reader(tmp_path):
     bad = tmp_path / "bad.arrows"
     bad.write_bytes(data[:at] + struct.pack("<qq", 800, 1 << 40) + data[at + 16:])
     want = reference(tmp_path / "ok.arrows", "stream")
-    assert reference(bad, "stream") == outcome(bad, "stream") == light_outcome(bad, "stream")
+    assert reference(bad, "stream") == outcome(bad, "stream") == dense_outcome(bad, "stream")
     assert outcome(bad, "stream") == want and want.total == 1000
 
 
-def test_light_scan_hands_over_mid_file(tmp_path, monkeypatch):
+def test_pyarrow_hands_a_dense_file_over_mid_file(tmp_path, monkeypatch):
     """pyarrow's reader fails after 3 of 5 arrays (600 samples, chunks of 200): the
     selective reader takes over after them, so nothing is counted twice."""
     monkeypatch.setattr(ipc, "CHUNK_ROWS", 200)
@@ -604,17 +600,17 @@ def test_light_scan_hands_over_mid_file(tmp_path, monkeypatch):
             yield column
 
     monkeypatch.setattr(ipc, "_columns", failing)
-    got = light_outcome(path, "stream")
+    got = dense_outcome(path, "stream")
     assert got == outcome(path, "stream") and got.total == 1000
 
 
-def test_compressed_light_files_are_read_selectively(tmp_path, monkeypatch):
-    """pyarrow inflates a buffer whole, so a light scan leaves compressed files to the
+def test_compressed_dense_files_are_read_selectively(tmp_path, monkeypatch):
+    """pyarrow inflates a buffer whole, so compressed dense files are left to the
     selective reader (which inflates in steps) from the start."""
     path = write(tmp_path / "z.arrows", pa.table({"length": pa.array(np.arange(500) % 7)}),
                  "stream", 100, compression="zstd")
     monkeypatch.setattr(ipc, "_pyarrow_chunks", None)  # any use would fail
-    assert light_outcome(path, "stream") == outcome(path, "stream")
+    assert dense_outcome(path, "stream") == outcome(path, "stream")
 
 
 # -- repeated metadata and buffer reuse ------------------------------------------------------
@@ -622,7 +618,8 @@ def test_compressed_light_files_are_read_selectively(tmp_path, monkeypatch):
 def test_repeated_metadata_is_copied_not_misread(tmp_path):
     """A record copied from the previous message (identical metadata bytes) equals the
     record of that message parsed alone, batch sizes changing or not."""
-    from gpu_profiler.readers import ipc_format as fmt
+    from gpu_profiler.kernels import ipc_format as fmt
+    from gpu_profiler.readers import ipc_format as parsers
     from gpu_profiler.readers.ipc_layout import column_layout
 
     t = lengths_table(5000, pa.int32(), nulls=0.2, seed=9)
@@ -633,11 +630,11 @@ def test_repeated_metadata_is_copied_not_misread(tmp_path):
         start, schema = r._start, r.schema
     layout = column_layout(schema, schema.get_field_index("length"), -1).vector()
     out = np.empty((200, fmt.NREC), np.int64)
-    k, _, status = fmt.walk(b, start, b.size, out, layout, np.zeros(2, np.int64))
+    k, _, status = parsers.walk(b, start, b.size, out, layout, np.zeros(2, np.int64))
     assert status == fmt.END and k == len(batches)
     one = np.empty((1, fmt.NREC), np.int64)
     for rec in out[:k]:
-        fmt.walk(b, rec[fmt.R_MSG], b.size, one, layout, np.zeros(2, np.int64))
+        parsers.walk(b, rec[fmt.R_MSG], b.size, one, layout, np.zeros(2, np.int64))
         np.testing.assert_array_equal(one[0], rec)
 
 

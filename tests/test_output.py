@@ -12,7 +12,7 @@ import pytest
 
 from gpu_profiler import ProfilerError
 from gpu_profiler.cli import main
-from gpu_profiler.render.output import write_atomic
+from gpu_profiler.io.output import write_atomic
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ import gpu_profiler as gp
 from gpu_profiler import LengthHistogram, ProfilerError, native
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.readers import parquet_format as fmt
+from gpu_profiler.kernels import parquet_format as fmt
+from gpu_profiler.readers import parquet_format as parsers
 from gpu_profiler.readers import parquet_many
 from gpu_profiler.readers.arrow import LengthSpec
 from gpu_profiler.readers.base import Reading, SourceOptions
@@ -102,8 +103,7 @@ def assert_same_as_pyarrow(paths: list[Path], left: list[int], values: np.ndarra
 
 @pytest.fixture(scope="module", autouse=True)
 def built() -> None:
-    """The scans below read shards together only with the native kernels built (a light
-    scan does not)."""
+    """The scans below run the native kernels (never silently the JIT)."""
     assert native.library() is not None, native.status()
 
 
@@ -372,8 +372,9 @@ def test_hostile_files_are_left_or_read_as_pyarrow_reads_them(tmp_path, options)
     values = np.empty(len(files) * 1000 + 1, np.int64)
     valid = np.empty(values.size, bool)
     info = np.empty((len(files), fmt.NINFO), np.int64)
-    written, _ = fmt.lengths(buf, starts, sizes, b"length", 64, np.empty(1 << 16, np.uint8),
-                             np.empty((1 << 14) + 1, np.int64), values, valid, info)
+    written, _ = parsers.lengths(buf, starts, sizes, b"length", 64,
+                                 np.empty(1 << 16, np.uint8), np.empty((1 << 14) + 1, np.int64),
+                                 values, valid, info)
     status = info[:, fmt.I_STATUS]
     assert status[0] == fmt.READ
     assert set(status) <= {fmt.READ, *fmt.LEFT}

@@ -14,11 +14,11 @@ from conftest import reference_table
 from gpu_profiler import BucketParams, ProfilerError
 from gpu_profiler.analysis.policies import (
     POLICIES,
-    _log_falling,
     draw_all_below,
     evaluate_policies,
     evaluate_policy,
     expected_max,
+    log_falling,
     pack_rows,
     parse_policies,
 )
@@ -229,12 +229,12 @@ def test_draw_all_below_multiplies_its_factors_in_order():
 def test_log_falling_takes_one_k_per_value_and_is_minus_inf_below_it():
     m = np.array([0, 3, 5, 40, 10**6, 10**12, 7], dtype=np.float64)
     k = np.array([1, 4, 5, 30, 64, 3, 7])
-    got = _log_falling(m, k)
+    got = log_falling(m, k)
     want = [sum(math.log(x - i) for i in range(j)) if x >= j else -math.inf
             for x, j in zip(m.tolist(), k.tolist(), strict=True)]
     assert got[:2].tolist() == [-math.inf, -math.inf]
     assert got[2:] == pytest.approx(want[2:], rel=1e-13)
-    assert _log_falling(m[2:4], 5) == pytest.approx(_log_falling(m[2:4], np.full(2, 5)))
+    assert log_falling(m[2:4], 5) == pytest.approx(log_falling(m[2:4], np.full(2, 5)))
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -13,7 +13,7 @@ import pytest
 
 import gpu_profiler as gp
 from gpu_profiler import ProfilerError
-from gpu_profiler.readers import pread
+from gpu_profiler.io import pread
 
 
 def _evict(path: Path) -> None:

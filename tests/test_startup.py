@@ -1,7 +1,7 @@
-"""Start-up: heavy modules load only when a scan needs them. The CPU kernels are built once
-into a native library in the kernel cache (a per-user directory, so read-only installs
-work), and later scans load it without starting numba; through the JIT instead, every
-numba kernel a scan uses is loaded from numba's on-disk cache, not compiled again."""
+"""Start-up: heavy modules load only when a scan needs them. The install built the CPU
+kernels into a native library, which scans load without starting numba; through the JIT
+instead, every numba kernel a scan uses is loaded from numba's on-disk cache, not compiled
+again."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import gpu_profiler  # noqa: F401  (sets NUMBA_CACHE_DIR, which children inherit)
+from gpu_profiler import native
 
 # Scans covering every kernel signature the CLI uses on CPU: an HF dir (IPC stream) by
 # length column and by list offsets, Parquet int32 with nulls, an auto cap,
@@ -42,7 +41,7 @@ WORKLOAD = textwrap.dedent("""
                     "hits": sum(f.stats.cache_hits.values()),
                     "misses": sum(f.stats.cache_misses.values()),
                     "path": f._cache._cache_path}
-    print(json.dumps({"cache_dir": numba.config.CACHE_DIR, "stats": stats}))
+    print(json.dumps({"stats": stats}))
 """)
 
 
@@ -74,11 +73,8 @@ def test_second_process_starts_no_numba(corpus):
         from gpu_profiler import native
         print(json.dumps({"numba": "numba" in sys.modules, "status": native.status()}))
     """)
-    run(code, hf, pqt)  # builds the library if this machine has none yet
     report = json.loads(run(code, hf, pqt).splitlines()[-1])
-    assert report == {"numba": False, "status": report["status"]}
-    lib = report["status"].removeprefix("native (").removesuffix(")")
-    assert Path(lib).parent.resolve() == Path(os.environ["NUMBA_CACHE_DIR"]).resolve()
+    assert report == {"numba": False, "status": f"native ({native.folder() / native.LIBRARY})"}
 
 
 def test_second_process_compiles_nothing_through_the_jit(corpus):
@@ -92,24 +88,14 @@ def test_second_process_compiles_nothing_through_the_jit(corpus):
     compiled = {k: v for k, v in stats.items() if v["misses"]}
     assert not compiled, f"compiled again instead of loaded from the cache: {compiled}"
     assert all(v["hits"] for v in stats.values())
-    cache_dir = os.path.realpath(report["cache_dir"])
-    assert cache_dir == os.path.realpath(os.environ["NUMBA_CACHE_DIR"])
-    for name, v in stats.items():  # never next to the (possibly read-only) sources
-        assert os.path.realpath(v["path"]).startswith(cache_dir), (name, v["path"])
-
-
-def test_default_cache_dir_is_per_user(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    env["XDG_CACHE_HOME"] = str(tmp_path)
-    out = run("import gpu_profiler, numba; print(numba.config.CACHE_DIR)", env=env)
-    assert Path(out.strip()) == tmp_path / "gpu-profiler" / "numba"
 
 
 def test_import_and_help_stay_light():
-    code = ("import sys, gpu_profiler, gpu_profiler.cli.app; "
+    """... and leave the environment alone (numba's settings are the user's)."""
+    code = ("import os, sys; env = dict(os.environ); import gpu_profiler, gpu_profiler.cli.app; "
             "print(sorted(m for m in ('numba', 'numba.cuda', 'pyarrow', 'numpy') "
-            "if m in sys.modules))")
-    assert run(code).strip() == "[]"
+            "if m in sys.modules), env == os.environ)")
+    assert run(code).strip() == "[] True"
 
 
 def test_public_names_resolve_lazily():
@@ -129,26 +115,14 @@ def test_auto_backend_skips_numba_cuda_without_a_driver():
     assert run(code, env=env).split() == ["numba", "False"]
 
 
-def test_unwritable_home_falls_back_to_a_temp_cache(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    env.update(HOME="/proc", XDG_CACHE_HOME="/proc/not-writable",  # mkdir fails here
-               GPU_PROFILER_NATIVE="0")  # the JIT caches one kernel there: no whole build
-    out = run("import os, numpy as np, gpu_profiler as g; "
-              "print(g.histogram(np.arange(5), backend='numba').valid); "
-              "print(os.environ['NUMBA_CACHE_DIR'])", env=env).split()
-    assert out[0] == "5"
-    assert not out[1].startswith("/proc") and os.access(out[1], os.W_OK)
-
-
-# A light scan (input below engine.LIGHT_BYTES) on auto: numpy and, for dense IPC files,
-# pyarrow's reader; the first line says whether numba was ever imported.
-LIGHT = textwrap.dedent("""
+# A scan on auto of an input below engine.SMALL_SCAN_BYTES (or, "large", taken as above
+# it); the first line says whether numba was ever imported, and the backend.
+SCAN = textwrap.dedent("""
     import sys
     from gpu_profiler import engine, profile
-    if sys.argv[2] == "heavy":
-        engine.LIGHT_BYTES = 0
-    kw = {"offsets_of": "input_ids"} if sys.argv[3] == "offsets" else {"column": "length"}
-    r = profile(sys.argv[1], **kw)
+    if sys.argv[2] == "large":
+        engine.SMALL_SCAN_BYTES = 0
+    r = profile(sys.argv[1], column="length")
     print("numba" in sys.modules, r.backend)
     print(r.to_dict()["buckets"])
 """)
@@ -158,27 +132,18 @@ LIGHT = textwrap.dedent("""
 def lengths_dir(tmp_path_factory):
     import datasets
 
-    d = tmp_path_factory.mktemp("light") / "hf"
+    d = tmp_path_factory.mktemp("scan") / "hf"
     lens = np.random.default_rng(1).integers(0, 9000, 20_000)
     datasets.Dataset.from_dict({"length": lens}).save_to_disk(str(d), num_shards=3)
     return d
 
 
-def test_small_and_heavy_scans_never_start_numba(lengths_dir):
-    run(LIGHT, str(lengths_dir), "heavy", "column")  # builds the library if none yet
-    small = run(LIGHT, str(lengths_dir), "light", "column").splitlines()
-    heavy = run(LIGHT, str(lengths_dir), "heavy", "column").splitlines()
-    jit = dict(os.environ, GPU_PROFILER_NATIVE="0")  # as before a first build: light
-    light = run(LIGHT, str(lengths_dir), "light", "column", env=jit).splitlines()
-    assert small[0] == "False numba"  # built: auto takes the native kernels
-    assert heavy[0] == "False numba"  # the native kernels, not numba's JIT
-    assert light[0] == "False numpy"  # numpy and pyarrow's reader: no numba either
-    assert small[1] == heavy[1] == light[1]  # same table every way
-
-
-def test_light_scan_still_reads_sparse_files_selectively(corpus):
-    env = dict(os.environ, GPU_PROFILER_NATIVE="0")
-    light = run(LIGHT, str(corpus[0]), "light", "offsets", env=env).splitlines()
-    heavy = run(LIGHT, str(corpus[0]), "heavy", "offsets").splitlines()
-    assert light[0] == "True numpy"  # the selective reader's kernels, through the JIT
-    assert light[1] == heavy[1]
+def test_scans_run_the_native_kernels_else_the_jit(lengths_dir):
+    small = run(SCAN, str(lengths_dir), "small").splitlines()
+    large = run(SCAN, str(lengths_dir), "large").splitlines()
+    jit = run(SCAN, str(lengths_dir), "small", env=dict(os.environ, GPU_PROFILER_NATIVE="0"))
+    jit = jit.splitlines()
+    assert small[0] == "False numba"  # the native kernels: numba never imported
+    assert large[0] == "False numba"
+    assert jit[0] == "True numba"  # no library: the same kernels through numba's JIT
+    assert small[1] == large[1] == jit[1]  # same table every way

@@ -37,11 +37,11 @@ import numpy as np
 from gpu_profiler.analysis.buckets import clipped_counts
 from gpu_profiler.analysis.policies import (
     PolicyResult,
-    _log_falling,
-    _segment,
     batch_size_for,
     draw_all_below,
     evaluate_policy,
+    log_falling,
+    present_lengths,
 )
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
@@ -152,7 +152,7 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
         raise ProfilerError(f"--balance must be >= 0, got {balance!r}")
     lo, hi = p.bounds[0], p.bounds[-1]
     hist = _clipped(hist, p.max_seq_len)  # once, not in every evaluate_policy
-    values, cnt = _segment(clipped_counts(hist, p.max_seq_len), lo, hi)
+    values, cnt = present_lengths(clipped_counts(hist, p.max_seq_len), lo, hi)
     if not values.size:
         raise ProfilerError(f"no samples inside the bounds [{lo}, {hi}) to split")
     if not batch_size_for(int(values[-1]), p):
@@ -725,7 +725,7 @@ class _Falling:
     """``log(m (m-1) ... (m-k+1))`` for the jobs' ``k`` (one per job; ``-inf`` where ``m <
     k``): the series in ``1 / c``, ``c = m - (k-1)/2`` (``k log c - M2/(2c^2) - M4/(4c^4) -
     M6/(6c^6)``, the ``M`` the even moments of ``(k-1)/2 - i``; its next term is below 1e-10
-    when ``c >= 5 k^(9/8)``), `policies._log_falling` below that. ``least``: the least ``m``
+    when ``c >= 5 k^(9/8)``), `policies.log_falling` below that. ``least``: the least ``m``
     each job is asked at by element (so the check for small ones is skipped when none is)."""
 
     def __init__(self, k: np.ndarray, least: np.ndarray):
@@ -751,5 +751,5 @@ class _Falling:
         if self.check or job is None:
             small = m < pick(self.small)
             if small.any():
-                out[small] = _log_falling(m[small], pick(self.k)[small])
+                out[small] = log_falling(m[small], pick(self.k)[small])
         return out

@@ -136,14 +136,16 @@ def evaluate_policy(hist: LengthHistogram, name: str, params: BucketParams | Non
     counts = clipped_counts(hist, p.max_seq_len)
     if name in _PACKING:
         return _packed(counts, p, drop_last, _PACKING[name])
-    rows = [_BUCKET_FNS[name](_segment(counts, lo, hi), lo, p, drop_last)
+    rows = [_BUCKET_FNS[name](present_lengths(counts, lo, hi), lo, p, drop_last)
             for lo, hi in zip(p.bounds[:-1], p.bounds[1:], strict=True)]
     return _assemble(name, rows, p, drop_last, expected=name == "fixed")
 
 
 # ---------------------------------------------------------------- histogram segments
-def _segment(counts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """The present lengths of bucket ``[lo, hi)`` (ascending) and their counts."""
+def present_lengths(counts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The present lengths of bucket ``[lo, hi)`` (ascending) and their counts, out of
+    `clipped_counts`: what every policy, and the bounds search (`analysis.bounds`), works
+    on."""
     lo_, hi_ = min(lo, counts.size), min(hi, counts.size)
     nz = np.flatnonzero(counts[lo_:hi_])
     return (lo_ + nz).astype(np.int64), counts[lo_:hi_][nz]
@@ -162,7 +164,7 @@ _PRODUCT_MAX_K = 24
 _PRODUCT_AT_ONCE = 1 << 18
 
 
-def _log_falling(m: np.ndarray, k: Any) -> np.ndarray:
+def log_falling(m: np.ndarray, k: Any) -> np.ndarray:
     """``log(m (m-1) ... (m-k+1))`` (float array; ``-inf`` where ``m < k``), stable for huge
     ``m``; ``k`` is an int or an int array of ``m``'s shape.
 
@@ -213,7 +215,7 @@ def draw_all_below(m: np.ndarray, n: int, k: int) -> np.ndarray:
         for i in range(k):
             prob *= (mf - i) * (1.0 / (n - i))
         return prob
-    return np.exp(_log_falling(m, k) - _log_falling(np.array([n]), k)[0])
+    return np.exp(log_falling(m, k) - log_falling(np.array([n]), k)[0])
 
 
 def expected_max(values: np.ndarray, counts: np.ndarray, k: int) -> float:
@@ -368,7 +370,7 @@ def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last:
 def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
             ) -> PolicyResult:
     lo, hi = p.bounds[0], p.bounds[-1]
-    values, cnt = _segment(counts, lo, hi)
+    values, cnt = present_lengths(counts, lo, hi)
     samples, tokens = int(cnt.sum()), int(cnt @ values)
     rows = pack_rows(values, cnt, p.max_seq_len, algorithm)
     per_batch = min(p.token_budget // p.max_seq_len, p.max_batch_size)

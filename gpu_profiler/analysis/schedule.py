@@ -195,7 +195,7 @@ def _uniform_bucket(counts: np.ndarray, rng: np.random.Generator, dtype: Any) ->
 
 def write_order(path: str | Path, order: np.ndarray) -> None:
     """Write an order atomically: ``.npy`` (numpy) or text, one bucket index per line."""
-    from gpu_profiler.render.output import write_atomic
+    from gpu_profiler.io.output import write_atomic
 
     if str(path).endswith(".npy"):
         buf = io.BytesIO()

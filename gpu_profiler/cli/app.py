@@ -122,8 +122,8 @@ def demo(
 
     if report:
         from gpu_profiler.cli.report import command_line, write_report
+        from gpu_profiler.io.output import check_writable
         from gpu_profiler.render import plots
-        from gpu_profiler.render.output import check_writable
 
         plots.require_matplotlib("--report")
         check_writable(report)
@@ -154,7 +154,7 @@ def backends() -> None:
         if name == "numba" and reason is None:
             from gpu_profiler import native
 
-            typer.echo(f"       kernels: {native.status(build=False)}")
+            typer.echo(f"       kernels: {native.status()}")
 
 
 from gpu_profiler.cli.compare import compare  # noqa: E402

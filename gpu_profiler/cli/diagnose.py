@@ -94,7 +94,7 @@ def diagnose(
                           step_offset=step_offset, window=window, trend_window=trend_window,
                           skip=skip)
     if debanded:
-        from gpu_profiler.render.output import write_atomic
+        from gpu_profiler.io.output import write_atomic
 
         write_atomic(debanded, r.curve_csv(result))
     if plot:

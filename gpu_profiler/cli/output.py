@@ -20,10 +20,10 @@ def gates(command: str, exprs: list[str] | None) -> list[Any]:
 
 def guard(outputs: dict[str, str | None], *inputs: str | None) -> None:
     """Before any scan: refuse an output that would replace an input or another output
-    (`gpu_profiler.render.output.check_outputs`: one line, exit 2), then say on stderr how
+    (`gpu_profiler.io.output.check_outputs`: one line, exit 2), then say on stderr how
     each PATH whose name exists and whose glob would match other files is read (as itself)."""
+    from gpu_profiler.io.output import check_outputs
     from gpu_profiler.readers import glob_also_matches, named_paths
-    from gpu_profiler.render.output import check_outputs
 
     given = [p for p in inputs if p]
     check_outputs(outputs, given, named_paths)
@@ -54,7 +54,7 @@ def enforce(conditions: list[Any], result: Any) -> None:
 def emit(text: str, output: str | None) -> None:
     """Print ``text`` or write it atomically to ``output``."""
     if output:
-        from gpu_profiler.render.output import write_atomic
+        from gpu_profiler.io.output import write_atomic
 
         write_atomic(output, text)
     else:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers import files, hf, ipc, jsonl, megatron, parquet, tokens
+from gpu_profiler.io import files
+from gpu_profiler.readers import hf, ipc, jsonl, megatron, parquet, tokens
 from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
 from gpu_profiler.readers.base import (
     COLUMN_OPTIONS,

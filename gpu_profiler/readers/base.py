@@ -80,8 +80,6 @@ class Reading:
 
     Attributes:
         spec: the length source (a column, or a list column's offsets).
-        light: the scan is small: take the readers that start fastest (pyarrow's, for dense
-            IPC files).
         segmented: hand record batches over where they were read (`Chunk.segments`): the
             backend histograms them in place.
         counted: a reader of many small shards may count their lengths itself, with the
@@ -99,7 +97,6 @@ class Reading:
     """
 
     spec: LengthSpec
-    light: bool = False
     segmented: bool = False
     counted: bool = False
     gpu_parquet: bool = False
@@ -122,7 +119,7 @@ class Together(Protocol):
     metadata parsed and their columns gathered by one kernel call each, instead of a reader
     set up per shard (whose cost is most of a small shard's). A `Part` class that has one
     names it ``together``; `gpu_profiler.execute` hands it runs of consecutive small parts
-    (`SMALL_BYTES`) of that class, when the scan is neither light nor ordered."""
+    (`SMALL_BYTES`) of that class, when the scan is not ordered."""
 
     def __call__(self, parts: list[Part], reading: Reading,
                  like: tuple[str, pa.Schema] | None, cap: int | None
@@ -152,7 +149,7 @@ class Part(Protocol):
 
     Attributes:
         label: names the part in errors and progress.
-        nbytes: size on disk or in memory, for progress and the light-scan rule.
+        nbytes: size on disk or in memory, for progress and the small-scan rule.
         on_device: the data is in GPU memory (the cuda backend reads it in place).
         read_ahead: reading it in a background thread, ahead of the backend, pays off.
     """
@@ -182,7 +179,7 @@ class FileShard:
     """The part of a `Part` every shard on disk shares: its path names and sizes it.
     ``at`` is the path as listed, a `Path` or a string: a listing of thousands of shards
     makes no `Path` for them (each costs more than looking up the file's size), and a
-    shard read by a kernel that opens it itself (`gpu_profiler.readers.files.names`)
+    shard read by a kernel that opens it itself (`gpu_profiler.io.files.names`)
     never needs one."""
 
     at: str | Path

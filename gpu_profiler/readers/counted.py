@@ -2,7 +2,7 @@
 (`kernels.streams.count_streams` for IPC streams, `kernels.parquet.count_files` for
 Parquet) share: their int32 bins, stats and resumption, turned into a `LengthHistogram`.
 
-A counting kernel opens the files itself (named by `gpu_profiler.readers.files.names`) and
+A counting kernel opens the files itself (named by `gpu_profiler.io.files.names`) and
 reads one after another into a small buffer, decodes it and tallies its lengths while
 they are still in the core's cache; it stops early for the caller to widen its bins
 (``cap=None``: a file holds a length past them) or to fold them into int64 (before the next

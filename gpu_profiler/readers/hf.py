@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TypeGuard
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.io import files
 from gpu_profiler.kernels.stats import MISSING, OTHER
-from gpu_profiler.readers import files
 
 
 def is_dataset_dir(path: Path) -> bool:

@@ -6,12 +6,11 @@ Two readers give identical chunks:
 - the *selective* reader (:mod:`.ipc_selective`) reads only the length column's bytes,
   never token values, and parses metadata in numba: the default;
 - pyarrow's IPC reader: the reference the tests check the selective reader against,
-  and the reader of *light* scans (inputs small enough that starting numba would
-  cost more than the whole scan; see :data:`gpu_profiler.engine.LIGHT_BYTES`) for files
-  whose rows are (almost) all length column, where reading selectively saves nothing.
-  It reads only the length column (``included_fields``), opens only files whose framing
-  `ipc_check` passed, and hands over to the selective reader where it fails, so both
-  readers give the same numbers or the same error.
+  and the reader of *dense* files (rows (almost) all length column, where reading
+  selectively saves nothing) in scans that read many parts inline, since it starts
+  faster. It reads only the length column (``included_fields``), opens only files whose
+  framing `ipc_check` passed, and hands over to the selective reader where it fails, so
+  both readers give the same numbers or the same error.
 
 ``GPU_PROFILER_IPC_READER=selective|pyarrow`` (read by the engine's plan) or ``reader=``
 forces one. A schema costs two
@@ -60,8 +59,8 @@ class IpcPart(FileShard):
     """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``). Its schema,
     once read (a scan checks every part's first), is kept until the part is read.
 
-    A light scan, or one that reads many parts inline (small shards, mostly), reads dense
-    files with pyarrow: it starts faster than the selective reader."""
+    A scan that reads many parts inline (small shards, mostly) reads dense files with
+    pyarrow: it starts faster than the selective reader."""
 
     kind: str
 
@@ -89,7 +88,7 @@ class IpcPart(FileShard):
 
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.ipc_reader,
-                      light=(reading.light or reading.inline) and not reading.ordered,
+                      dense_by_pyarrow=reading.inline and not reading.ordered,
                       segmented=reading.segmented, known=self.__dict__.pop("_schema", None))
 
 
@@ -221,15 +220,15 @@ def schema(path: Path, kind: str, reader: str | None = None) -> pa.Schema:
 
 
 def chunks(path: Path, kind: str, spec: LengthSpec, reader: str | None = None,
-           light: bool = False, segmented: bool = False,
+           dense_by_pyarrow: bool = False, segmented: bool = False,
            known: pa.Schema | None = None) -> Iterator[Chunk]:
     """Chunks of the length column. ``reader`` forces ``selective`` or ``pyarrow``;
-    otherwise a ``light`` scan reads dense files with pyarrow and everything else is read
-    selectively, in ``segmented`` chunks if asked. ``known``: the file's schema, if
-    already read."""
+    otherwise dense files are read with pyarrow if ``dense_by_pyarrow`` and everything
+    else is read selectively, in ``segmented`` chunks if asked. ``known``: the file's
+    schema, if already read."""
     if reader is not None and reader not in READERS:
         raise ProfilerError(f"unknown IPC reader {reader!r}: choose one of: {', '.join(READERS)}")
-    if reader is None and light and dense(known or schema(path, kind), spec):
+    if reader is None and dense_by_pyarrow and dense(known or schema(path, kind), spec):
         return _handed_over(path, kind, spec, inflate=False, known=known)
     if reader == "pyarrow":
         return _handed_over(path, kind, spec, inflate=True, known=known)
@@ -250,9 +249,9 @@ def _handed_over(path: Path, kind: str, spec: LengthSpec, inflate: bool,
     so a damaged file gives the selective reader's result or error (which names the byte
     offset) whichever reader started, and damage outside the length column (which only
     pyarrow reads) does not matter. A file that fails `ipc_check.check` is read
-    selectively from the start, and so is a compressed one unless ``inflate``: a light
-    scan leaves those to the selective reader, which inflates in bounded steps where
-    pyarrow inflates whole buffers. A small file is read once, for the check and for
+    selectively from the start, and so is a compressed one unless ``inflate`` (pyarrow's
+    reader forced): the selective reader inflates in bounded steps where pyarrow inflates
+    whole buffers. A small file is read once, for the check and for
     pyarrow (`WHOLE_BYTES`)."""
     data = None
     try:

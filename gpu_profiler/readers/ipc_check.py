@@ -7,9 +7,9 @@ the selective reader's rules: every message's metadata and body must lie inside 
 (a file's footer blocks too, and they must agree with the messages they point to), and a
 record batch's compressed buffers may declare at most :data:`MAX_INFLATED` bytes in all.
 It reads metadata and 8-byte buffer prefixes only, through one small window, never the
-data. A file that fails is refused with the selective reader's kind of error (file and
-byte offset); a light scan then hands the file to the selective reader, which inflates
-in bounded steps whatever a buffer declares.
+data. A file that fails (an error naming the file and byte offset, as the selective
+reader's do) is read by the selective reader instead, which inflates in bounded steps
+whatever a buffer declares.
 """
 
 from __future__ import annotations
@@ -20,13 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers.ipc_format import (
-    DICTIONARY_BATCH,
-    FILE_MAGIC,
-    RECORD_BATCH,
-    SCHEMA,
-    corrupt,
-)
+from gpu_profiler.kernels.ipc_format import DICTIONARY_BATCH, RECORD_BATCH, SCHEMA
+from gpu_profiler.readers.ipc_format import FILE_MAGIC, corrupt
 
 #: Decompressed bytes one record batch's buffers may declare for pyarrow to decode it.
 MAX_INFLATED = 256 << 20

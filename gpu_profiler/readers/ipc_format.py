@@ -1,6 +1,7 @@
-"""Arrow IPC metadata for the selective reader: the constants shared with the numba
-parsers in `gpu_profiler.kernels.ipc`, and those parsers as the reader calls them (native,
-see `gpu_profiler.native`; they raise :class:`Corrupt` on hostile metadata)."""
+"""Arrow IPC metadata for the selective reader: the numba parsers of
+`gpu_profiler.kernels.ipc` as the readers call them (native, see `gpu_profiler.native`;
+they raise `gpu_profiler.kernels.ipc_format.Corrupt` on hostile metadata, and their records
+and codes are named there), and how the readers name a damaged IPC file."""
 
 from __future__ import annotations
 
@@ -43,51 +44,6 @@ def arrow_schema(framed: bytes | np.ndarray) -> pa.Schema:
     schema = pa.ipc.read_schema(pa.py_buffer(framed))
     schema.names  # noqa: B018
     return schema
-
-
-class Corrupt(Exception):
-    """Raised by the kernels with ``args = (position, reason code)``."""
-
-
-(E_BOUNDS, E_VTABLE, E_FRAME, E_VERSION, E_HEADER, E_BODY, E_NODES, E_BUFFERS, E_CODEC,
- E_TRUNC) = range(10)
-REASONS = {
-    E_BOUNDS: "metadata offset points outside the message",
-    E_VTABLE: "malformed flatbuffer vtable",
-    E_FRAME: "negative message length",
-    E_VERSION: "unsupported metadata version (need V4 or V5)",
-    E_HEADER: "unexpected message type",
-    E_BODY: "negative body length",
-    E_NODES: "field node count does not match the schema",
-    E_BUFFERS: "buffer count does not match the schema",
-    E_CODEC: "unknown body compression",
-    E_TRUNC: "message body runs past the end of the file",
-}
-
-# Message header types (the MessageHeader union).
-SCHEMA, DICTIONARY_BATCH, RECORD_BATCH = 1, 2, 3
-
-# Columns of a parsed-message record (one int64 row per message).
-(R_MSG, R_TYPE, R_BODY, R_BODYLEN, R_ROWS, R_LEN, R_NULLS, R_VOFF, R_VLEN, R_DOFF, R_DLEN,
- R_CODEC, R_DICT, R_DELTA, R_CHILD) = range(15)
-NREC = 15
-
-# Layout vector handed to the parsers (see ipc_layout.Layout.vector).
-L_NODE, L_BUF, L_NODES, L_BUFS, L_VIEWS, L_VTOTAL, L_DICT = range(7)
-
-# walk() outcomes
-NEED_MORE, END, FULL = 0, 1, 2
-
-#: Why `check` refused a record (its second result indexes this).
-CHECKS = (
-    "the column's length differs from the batch's",
-    "null count out of range",
-    "negative buffer offset or length",
-    "buffer runs past the end of the message body",
-    "buffer too short for the batch's rows",
-    "validity bitmap too short for the batch's rows",
-    "compressed buffer without its length prefix",
-)
 
 
 def frame(b: np.ndarray, p: int) -> tuple[int, ...]:

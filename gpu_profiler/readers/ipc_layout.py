@@ -33,7 +33,7 @@ class Layout:
     dict_id: int = -1
 
     def vector(self) -> np.ndarray:
-        """The layout as the int64 vector the numba parsers take (``ipc_format.L_*``)."""
+        """The layout as the int64 vector the numba parsers take (``kernels.ipc_format.L_*``)."""
         return np.array([self.node, self.buffer, self.nodes, self.buffers,
                          self.views_before, self.views, self.dict_id], np.int64)
 

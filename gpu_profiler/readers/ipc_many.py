@@ -29,12 +29,14 @@ from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
-from gpu_profiler.readers import counted, files
-from gpu_profiler.readers import ipc_format as fmt
+from gpu_profiler.io import files
+from gpu_profiler.io.pread import OPEN_FLAGS, Fetched, read_whole, whole_buffer
+from gpu_profiler.kernels import ipc_format as fmt
+from gpu_profiler.readers import counted
+from gpu_profiler.readers import ipc_format as parsers
 from gpu_profiler.readers.base import Reading, same_schema
 from gpu_profiler.readers.ipc_layout import column_layout
-from gpu_profiler.readers.ipc_selective import _Assembler, _Column
-from gpu_profiler.readers.pread import OPEN_FLAGS, Fetched, read_whole, whole_buffer
+from gpu_profiler.readers.ipc_selective import Assembler, Column
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.ipc import IpcPart
@@ -89,7 +91,7 @@ _COUNTED = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint64))
 
 
 def count(paths: Sequence[str | Path], sizes: np.ndarray, framed: np.ndarray,
-          layout: np.ndarray, col: _Column, cap: int | None
+          layout: np.ndarray, col: Column, cap: int | None
           ) -> tuple[LengthHistogram, np.ndarray]:
     """``(histogram, left)``: the streams ``paths`` (of ``sizes`` bytes, each opening with
     the ``framed`` schema message) read one by one into a small buffer and counted there
@@ -120,10 +122,10 @@ def _reference(buf: np.ndarray, start: int, end: int) -> tuple[pa.Schema, np.nda
     every other stream must open with)."""
     data = buf[start:end]
     try:
-        pre, m = fmt.frame(data, 0)
+        pre, m = parsers.frame(data, 0)
         if m <= 0 or pre + m > data.size:
             raise _Leave
-        big, fields, _, body = fmt.schema_info(data[pre:pre + m], -1)
+        big, fields, _, body = parsers.schema_info(data[pre:pre + m], -1)
     except fmt.Corrupt:
         raise _Leave from None
     if big or pre + m + body > data.size:
@@ -140,12 +142,12 @@ def _schema(framed: bytes) -> pa.Schema:
     runs of a scan (their first streams' messages are the same bytes); `_Leave` if it is
     bad (the stream's own reader says why)."""
     try:
-        return fmt.arrow_schema(framed)
-    except fmt.SCHEMA_ERRORS:
+        return parsers.arrow_schema(framed)
+    except parsers.SCHEMA_ERRORS:
         raise _Leave from None
 
 
-def _column(schema: pa.Schema, reading: Reading) -> tuple[_Column, np.ndarray]:
+def _column(schema: pa.Schema, reading: Reading) -> tuple[Column, np.ndarray]:
     """The length column of ``schema`` and its layout; `_Leave` unless it is one integer
     column (or list column, for offsets) of that name (the streams' own readers then read
     it, or say what is wrong)."""
@@ -157,7 +159,7 @@ def _column(schema: pa.Schema, reading: Reading) -> tuple[_Column, np.ndarray]:
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) if offsets
             else pa.types.is_integer(t)):
         raise _Leave
-    col = _Column(t, offsets, -1)
+    col = Column(t, offsets, -1)
     return col, column_layout(schema, index).vector()
 
 
@@ -171,7 +173,7 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, framed: np.ndar
     state = np.array([0, -1, 0, 0], np.int64)
     parts = []
     while state[0] < len(starts):
-        k = fmt.walk_streams(buf, starts, ends, framed, out, owner, layout, state, left)[0]
+        k = parsers.walk_streams(buf, starts, ends, framed, out, owner, layout, state, left)[0]
         parts.append((out[:k].copy(), owner[:k].copy()) if state[0] < len(starts) else
                      (out[:k], owner[:k]))
     recs, of = (np.concatenate(x) for x in zip(*parts, strict=True)) if len(parts) > 1 else parts[0]
@@ -181,14 +183,14 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, framed: np.ndar
     return recs[keep], of[keep]
 
 
-def _checked(recs: np.ndarray, of: np.ndarray, col: _Column, left: np.ndarray
+def _checked(recs: np.ndarray, of: np.ndarray, col: Column, left: np.ndarray
              ) -> np.ndarray:
-    """``recs`` (of streams ``of``) whose buffers lie inside their bodies (`fmt.check`); a
+    """``recs`` (of streams ``of``) whose buffers lie inside their bodies (`parsers.check`); a
     stream with one that does not is left, with all its records."""
     ranges = np.empty((len(recs), 4), np.int64)
     while len(recs):
-        bad, _ = fmt.check(recs, -1, col.offsets, col.item.itemsize, col.dtype.itemsize,
-                           ranges)
+        bad, _ = parsers.check(recs, -1, col.offsets, col.item.itemsize, col.dtype.itemsize,
+                               ranges)
         if bad < 0:
             break
         left[of[bad]] = 1
@@ -197,13 +199,13 @@ def _checked(recs: np.ndarray, of: np.ndarray, col: _Column, left: np.ndarray
     return recs
 
 
-def _chunks(buf: np.ndarray, recs: np.ndarray, col: _Column, reading: Reading
+def _chunks(buf: np.ndarray, recs: np.ndarray, col: Column, reading: Reading
             ) -> Iterator[Chunk]:
     """The length column of ``recs``, assembled as the selective reader assembles one
     file's (in place where the backend takes segments)."""
     fetched = Fetched(buf, np.zeros(1, np.int64), np.array([buf.size], np.int64),
                       np.zeros(1, np.int64))
-    out = _Assembler(_Run(buf.size), col, reading.segmented)
+    out = Assembler(_Run(buf.size), col, reading.segmented)
     yield from out.add(recs, fetched)
     yield from out.finish()
 

@@ -25,11 +25,12 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
-from gpu_profiler.readers import ipc_format as fmt
+from gpu_profiler.io.pread import ALIGN, PAGE, Fetched, PositionedFile, Reuse
+from gpu_profiler.kernels import ipc_format as fmt
+from gpu_profiler.readers import ipc_format as parsers
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec
 from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt
 from gpu_profiler.readers.ipc_layout import column_layout
-from gpu_profiler.readers.pread import ALIGN, PAGE, Fetched, PositionedFile, Reuse
 
 #: First read of a stream (its schema and first messages' metadata).
 FIRST_READ = 16 << 10
@@ -138,20 +139,20 @@ class SelectiveReader:
             pos = 8
         b = self._file.read(pos, FIRST_READ).data
         try:
-            pre, m = fmt.frame(b, 0)
+            pre, m = parsers.frame(b, 0)
             if 0 < m and pre + m > b.size:
                 b = self._file.read(pos, int(pre + m)).data
             if m <= 0 or pre + m > b.size:
                 raise self.error(pos, "the file ends before its schema message")
             meta = b[pre:pre + m].copy()
-            big, nfields, _, body = fmt.schema_info(meta, -1)
+            big, nfields, _, body = parsers.schema_info(meta, -1)
         except fmt.Corrupt as exc:
             raise self._corrupt(exc, pos, "schema message") from None
         if big:
             raise big_endian_error(self.path)
         try:
-            sch = fmt.arrow_schema(b[:pre + m])
-        except fmt.SCHEMA_ERRORS as exc:
+            sch = parsers.arrow_schema(b[:pre + m])
+        except parsers.SCHEMA_ERRORS as exc:
             raise self.error(pos, f"schema message: {first_line(exc)}") from None
         if len(sch) != nfields:
             raise self.error(pos, "schema message: field count mismatch")
@@ -165,7 +166,7 @@ class SelectiveReader:
         col, layout = self._column(spec)
         groups = self._file_groups(layout, col) if self.kind == "file" else \
             self._stream_groups(layout, col)
-        out = _Assembler(self, col, segmented)
+        out = Assembler(self, col, segmented)
         for recs, fetched in groups:
             yield from out.add(recs, fetched)
         yield from out.finish()
@@ -200,7 +201,7 @@ class SelectiveReader:
                 want = _to_granule(pos, int(last[fmt.R_BODY] - last[fmt.R_MSG]) + 256,
                                    self._file.granule)
 
-    def _column(self, spec: LengthSpec) -> tuple[_Column, np.ndarray]:
+    def _column(self, spec: LengthSpec) -> tuple[Column, np.ndarray]:
         """The length column and the layout vector the parsers find it by."""
         index = self.schema.get_field_index(spec.name)
         if index < 0:
@@ -209,18 +210,18 @@ class SelectiveReader:
         dict_id = -1
         if pa.types.is_dictionary(t):
             try:
-                dict_id = int(fmt.schema_info(self._schema_meta, index)[2])
+                dict_id = int(parsers.schema_info(self._schema_meta, index)[2])
             except fmt.Corrupt as exc:
                 raise self._corrupt(exc, 0, "schema message") from None
-        return _Column(t, spec.offsets, dict_id), \
+        return Column(t, spec.offsets, dict_id), \
             column_layout(self.schema, index, dict_id).vector()
 
-    def _checked(self, recs: np.ndarray, col: _Column) -> tuple[np.ndarray, ...]:
+    def _checked(self, recs: np.ndarray, col: Column) -> tuple[np.ndarray, ...]:
         """Validate parsed records against their bodies; return their needed byte ranges
         ``(validity lo, hi, data lo, hi)`` (empty ranges where nothing is needed)."""
         ranges = np.empty((len(recs), 4), np.int64)
-        bad, why = fmt.check(recs, col.dict_id, col.offsets, col.item.itemsize,
-                             col.dtype.itemsize, ranges)
+        bad, why = parsers.check(recs, col.dict_id, col.offsets, col.item.itemsize,
+                                 col.dtype.itemsize, ranges)
         if bad >= 0:
             rec = recs[bad]
             raise self.error(int(rec[fmt.R_MSG]), f"{col.what(rec)}: {fmt.CHECKS[why]}")
@@ -248,7 +249,7 @@ class SelectiveReader:
             want = _to_granule(pos, need, self._file.granule)
 
     def _stream_groups(self, layout: np.ndarray,
-                       col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+                       col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         state = np.zeros(2, np.int64)
         for at in self._dictionaries:  # the message at each, alone
             yield from self._fetch(self._messages(at, FIRST_READ, layout, state)[1][:1], col)
@@ -298,7 +299,7 @@ class SelectiveReader:
         out = np.empty((min(_MAX_MESSAGES, data.size // 128 + 1), fmt.NREC), np.int64)
         while status == fmt.FULL:
             try:
-                k, start, status = fmt.walk(data, start, self._end - pos, out, layout, state)
+                k, start, status = parsers.walk(data, start, self._end - pos, out, layout, state)
             except fmt.Corrupt as exc:
                 raise self._corrupt(exc, pos + state[0]) from None
             parts.append(out[:k].copy())
@@ -307,7 +308,7 @@ class SelectiveReader:
         recs[:, fmt.R_BODY] += pos
         return recs, pos + int(start), int(status)
 
-    def _fetch(self, recs: np.ndarray, col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+    def _fetch(self, recs: np.ndarray, col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         """The column's buffers of ``recs``, fetched in groups of about
         :data:`FETCH_BYTES` (chunks read ahead hold a few groups, never the whole file)."""
         self._checked(recs, col)  # the records as the file declares them, then their pieces
@@ -323,7 +324,7 @@ class SelectiveReader:
     # -- file format ---------------------------------------------------------------------
 
     def _file_groups(self, layout: np.ndarray,
-                     col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+                     col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         dicts, batches = self._footer()
         if col.dict_id >= 0:
             yield from self._blocks(dicts, fmt.DICTIONARY_BATCH, layout, col)
@@ -345,7 +346,7 @@ class SelectiveReader:
         if flen <= 0 or fstart < 8:
             raise self.error(size - 10, f"footer length {flen} out of range")
         try:
-            dicts, batches = fmt.footer_blocks(self._file.read(fstart, flen).data)
+            dicts, batches = parsers.footer_blocks(self._file.read(fstart, flen).data)
         except fmt.Corrupt as exc:
             raise self.error(fstart, f"footer: {fmt.REASONS[exc.args[1]]}") from None
         for name, blocks in (("dictionary", dicts), ("record batch", batches)):
@@ -359,7 +360,7 @@ class SelectiveReader:
         return dicts, batches
 
     def _blocks(self, blocks: np.ndarray, kind: int, layout: np.ndarray,
-                col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+                col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         """Parse and fetch the messages of footer Blocks: runs of small adjacent messages
         in windows, large ones by their metadata and then their column's buffers."""
         if not len(blocks):
@@ -395,7 +396,7 @@ class SelectiveReader:
             yield from self._big_blocks(blocks[big], kind, layout, col)
 
     def _big_blocks(self, blocks: np.ndarray, kind: int, layout: np.ndarray,
-                    col: _Column) -> Iterator[tuple[np.ndarray, Fetched]]:
+                    col: Column) -> Iterator[tuple[np.ndarray, Fetched]]:
         metas = self._file.fetch(blocks[:, 0], blocks[:, 0] + blocks[:, 1])
         yield from self._fetch(self._parse_at(metas, blocks, kind, layout), col)
 
@@ -405,7 +406,7 @@ class SelectiveReader:
         state = np.zeros(2, np.int64)
         starts = fetched.locate(blocks[:, 0])
         try:
-            fmt.parse_at(fetched.data, starts, blocks[:, 1], out, layout, state)
+            parsers.parse_at(fetched.data, starts, blocks[:, 1], out, layout, state)
         except fmt.Corrupt as exc:
             k = int(np.argmax(starts == state[0]))
             raise self._corrupt(exc, blocks[k, 0]) from None
@@ -418,8 +419,9 @@ class SelectiveReader:
         return out
 
 
-class _Column:
-    """What the length column is made of: element widths, offsets or not, dictionary."""
+class Column:
+    """What the length column is made of: element widths, offsets or not, dictionary (for
+    this reader, and for `ipc_many`, which reads it out of many streams at once)."""
 
     def __init__(self, t: pa.DataType, offsets: bool, dict_id: int) -> None:
         self.offsets = offsets
@@ -452,8 +454,9 @@ class _Column:
             "record batch"
 
 
-class _Source(Protocol):
-    """What `_Assembler` asks of the reader whose bytes it assembles."""
+class AssemblerSource(Protocol):
+    """What `Assembler` asks of the reader whose bytes it assembles (a `SelectiveReader`,
+    or `ipc_many`'s run of streams in one buffer)."""
 
     @property
     def file_size(self) -> int: ...
@@ -461,11 +464,12 @@ class _Source(Protocol):
     def error(self, offset: int, reason: str) -> ProfilerError: ...
 
 
-class _Assembler:
+class Assembler:
     """Gathers the column out of fetched bytes into chunks of at least ``CHUNK_ROWS``, or
-    (``segmented``) hands plain batches over where they were read."""
+    (``segmented``) hands plain batches over where they were read: for this reader, and
+    for `ipc_many`, whose streams read together become chunks the same way."""
 
-    def __init__(self, reader: _Source, col: _Column, segmented: bool) -> None:
+    def __init__(self, reader: AssemblerSource, col: Column, segmented: bool) -> None:
         self.r = reader
         self.col = col
         self.segmented = segmented and not col.offsets
@@ -579,13 +583,13 @@ class _Assembler:
             tmp = np.empty(n + len(rows), self.col.item)
             at = _starts(rows + 1)
             _gather(fetched.data, src, rows + 1, tmp, at)
-            fmt.offset_lengths(tmp, at, rows, self.out, dst)
+            parsers.offset_lengths(tmp, at, rows, self.out, dst)
             self._check_offsets(recs, tmp[at], tmp[at + rows], self.out[dst[0]:dst[0] + n])
         else:
             _gather(fetched.data, src, rows, self.out, dst)
         if nulls.any():
-            fmt.unpack_validity(fetched.data, bits, rows[nulls], self._valid_mask(),
-                                dst[nulls])
+            parsers.unpack_validity(fetched.data, bits, rows[nulls], self._valid_mask(),
+                                    dst[nulls])
         self.fill += n
         if self.fill >= CHUNK_ROWS:
             yield self._emit()
@@ -688,7 +692,7 @@ class _Inflater:
     """One buffer of a message read front to back, decompressed a piece at a time when it
     is compressed, and checked against the size it declares once closed."""
 
-    def __init__(self, reader: _Source, rec: np.ndarray, fetched: Fetched,
+    def __init__(self, reader: AssemblerSource, rec: np.ndarray, fetched: Fetched,
                  off: int, length: int, need: int) -> None:
         self.r = reader
         self.where = int(rec[fmt.R_BODY] + rec[off])
@@ -762,12 +766,12 @@ def _gather(data: np.ndarray, src: np.ndarray, counts: np.ndarray, out: np.ndarr
     types), else bytewise."""
     w = out.itemsize
     if w in (4, 8) and (src % w == 0).all() and data.ctypes.data % w == 0:
-        fmt.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
+        parsers.gather(data[:data.size - data.size % w].view(out.dtype), src // w, counts, out, dst)
     else:
-        fmt.gather(data, src, counts * w, out.view(np.uint8), dst * w)
+        parsers.gather(data, src, counts * w, out.view(np.uint8), dst * w)
 
 
-def _pieces(recs: np.ndarray, col: _Column) -> np.ndarray:
+def _pieces(recs: np.ndarray, col: Column) -> np.ndarray:
     """``recs`` with every plain record batch whose column holds more than
     :data:`FETCH_BYTES` cut into records of consecutive rows (a multiple of 8 each, so
     that validity bitmaps stay byte-aligned): a huge batch is fetched in bounded pieces."""

@@ -1,7 +1,8 @@
-"""Parquet decoded in numba, for many small shards at once: the constants shared with the
-kernel in `gpu_profiler.kernels.parquet`, and the kernel as `parquet_many` calls it (native,
-see `gpu_profiler.native`). The kernel never raises on a file: it *leaves* it, with one of
-the reasons below, and pyarrow then reads it (or gives its error)."""
+"""Parquet decoded in numba, for many small shards at once: the kernel in
+`gpu_profiler.kernels.parquet` as `parquet_many` calls it (native, see
+`gpu_profiler.native`). The kernel never raises on a file: it *leaves* it, with one of the
+reasons in `gpu_profiler.kernels.parquet_format` (which names the columns of ``info``
+too), and pyarrow then reads it (or gives its error)."""
 
 from __future__ import annotations
 
@@ -9,26 +10,6 @@ import numpy as np
 
 from gpu_profiler import native
 
-# Why a file was left (``info[f, I_STATUS]``); READ: its lengths are in ``values``.
-(READ, L_FOOTER, L_METADATA, L_SCHEMA, L_COLUMN, L_CODEC, L_ENCODING, L_PAGES, L_ROOM,
- L_REFERENCE, L_RANGE) = map(np.int64, range(11))  # (np.int64: see kernels.parquet)
-LEFT = {
-    L_FOOTER: "no Parquet footer (bad magic or length, or an encrypted footer)",
-    L_METADATA: "footer metadata malformed or of a kind not read here",
-    L_SCHEMA: "schema differs from the first file's",
-    L_COLUMN: "length column missing, nested, repeated or not a signed integer of the "
-              "expected width",
-    L_CODEC: "compression other than none or snappy",
-    L_ENCODING: "an encoding other than PLAIN or dictionary",
-    L_PAGES: "pages malformed or disagreeing with the metadata",
-    L_ROOM: "more rows or a larger page than the buffers hold",
-    L_REFERENCE: "the first file's footer could not be read",
-    L_RANGE: "a value outside the column's integer width",
-}
-
-# Columns of the per-file ``info`` array.
-(I_STATUS, I_ROWS, I_NULLS, I_NEED, I_SCHEMA, I_SCHEMA_END, I_ARROW, I_ARROW_END) = range(8)
-NINFO = 8
 #: Size of the kernel's int64 work array (its reason, a needed size, its stacks and
 #: struct fields, and every leaf column's levels: a file of more leaves is left).
 WORK = 4096

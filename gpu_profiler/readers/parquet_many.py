@@ -24,11 +24,13 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
-from gpu_profiler.readers import arrow, counted, files
-from gpu_profiler.readers import parquet_format as fmt
+from gpu_profiler.io import files
+from gpu_profiler.io.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
+from gpu_profiler.kernels import parquet_format as fmt
+from gpu_profiler.readers import arrow, counted
+from gpu_profiler.readers import parquet_format as parsers
 from gpu_profiler.readers.arrow import LengthSpec
 from gpu_profiler.readers.base import Reading, same_schema
-from gpu_profiler.readers.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.parquet import ParquetPart
@@ -84,9 +86,9 @@ def count(parts: list[ParquetPart], name: bytes, width: int, cap: int | None
 
     def call(bins: int, grow: bool, fold_after: int, row: np.ndarray, st: np.ndarray,
              state: np.ndarray) -> tuple[int, ...]:
-        return fmt.count(blob, at, sizes, OPEN_FLAGS, buf, second, name, width,
-                         scratch, dictionary, values, valid, info, bins, grow, fold_after, row,
-                         st, state)
+        return parsers.count(blob, at, sizes, OPEN_FLAGS, buf, second, name, width,
+                             scratch, dictionary, values, valid, info, bins, grow, fold_after,
+                             row, st, state)
 
     return counted.tally(call, len(parts), cap), info
 
@@ -164,8 +166,8 @@ def _call(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes, w
     valid = np.empty(rows, bool)
     scratch = np.empty(page, np.uint8)
     dictionary = np.empty(page // 4 + 1, np.int64)
-    n, nulls = fmt.lengths(buf, starts, sizes, name, width, scratch, dictionary, values,
-                           valid, info)
+    n, nulls = parsers.lengths(buf, starts, sizes, name, width, scratch, dictionary, values,
+                               valid, info)
     return info, values[:n], valid[:n] if nulls else None
 
 

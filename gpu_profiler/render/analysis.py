@@ -29,7 +29,9 @@ def _pct(x: float, hot: bool = False) -> str:
     return f"[bold yellow]{s}[/]" if hot and x > DOMINANT_BATCH_PCT else s
 
 
-def _table(title: str, columns: Sequence[str], caption: str | None = None) -> Any:
+def rich_table(title: str, columns: Sequence[str], caption: str | None = None) -> Any:
+    """An empty rich Table in the style of every analysis view (and `render.compare`'s):
+    the first column left-aligned and unwrapped, the others right-aligned numbers."""
     from rich import box
     from rich.table import Table
 
@@ -53,7 +55,8 @@ def _split_line(split: str | None) -> list[str]:
     return [f"**split `{split}`**", ""] if split else []
 
 
-def _warn(console: Any, warnings: Sequence[str]) -> None:
+def print_warnings(console: Any, warnings: Sequence[str]) -> None:
+    """Each warning on its own line, flagged in bold yellow (as every analysis view ends)."""
     for w in warnings:
         console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
 
@@ -81,12 +84,12 @@ def policy_note(pol: PolicyResult) -> str:
 def policies_view(pols: Sequence[PolicyResult], params: Any) -> Any:
     """One row per policy: batches, optimizer steps, tokens, padding."""
     split = pols[0].split if pols else None
-    view = _table(f"batching policies{_of(split)} ({params.grad_accum * params.world_size} "
-                  f"batches per optimizer step: grad_accum {params.grad_accum} x world_size "
-                  f"{params.world_size})",
-                  ("policy", "batches", "steps", "tokens", "padded tokens", "padding %"),
-                  caption="padded tokens: rows x longest row, summed over batches "
-                          "(fixed: expected over random within-bucket batches)")
+    view = rich_table(f"batching policies{_of(split)} "
+                      f"({params.grad_accum * params.world_size} batches per optimizer step: "
+                      f"grad_accum {params.grad_accum} x world_size {params.world_size})",
+                      ("policy", "batches", "steps", "tokens", "padded tokens", "padding %"),
+                      caption="padded tokens: rows x longest row, summed over batches "
+                              "(fixed: expected over random within-bucket batches)")
     for p in pols:
         view.add_row(p.name + (" (drop_last)" if p.drop_last else ""), _n(p.total_batches),
                      _n(p.steps_per_epoch), _n(p.tokens), _n(round(p.padded_tokens, 1)),
@@ -96,7 +99,7 @@ def policies_view(pols: Sequence[PolicyResult], params: Any) -> Any:
 
 def policy_buckets_view(pol: PolicyResult, caption: bool = True) -> Any:
     """One policy's buckets: batch size, batches and the three shares side by side."""
-    view = _table(f"{pol.name}: {policy_note(pol)}", (
+    view = rich_table(f"{pol.name}: {policy_note(pol)}", (
         "bucket", "bsz", "batches", "samples %", "tokens %", "batches %", "pad %"),
         caption=SHARES_NOTE if caption else None)
     for b in pol.buckets:
@@ -122,7 +125,7 @@ def print_policies(pols: Sequence[PolicyResult], params: Any, console: Any) -> N
             console.print(policy_buckets_view(p, caption=i == last))
         else:
             console.print(f"{p.name}: {policy_note(p)}", highlight=False)
-    _warn(console, [w for p in pols for w in p.warnings])
+    print_warnings(console, [w for p in pols for w in p.warnings])
     console.print()
 
 
@@ -157,11 +160,11 @@ def print_suggestion(s: Any, console: Any) -> None:
     """The proposals side by side, then each proposal's bucket table."""
     cols = ["method", "padded tokens", "padding %", "batches", "steps",
             "largest share %"] + (["objective"] if s.balance else [])
-    view = _table(f"bounds for {s.buckets} buckets{_of(s.split)}, scored under the fixed "
-                  "policy"
-                  + (f" (balance {s.balance:g})" if s.balance else ""), cols,
-                  caption="padding: expected over random within-bucket batches; each "
-                          "proposal's bounds and buckets follow")
+    view = rich_table(f"bounds for {s.buckets} buckets{_of(s.split)}, scored under the "
+                      "fixed policy"
+                      + (f" (balance {s.balance:g})" if s.balance else ""), cols,
+                      caption="padding: expected over random within-bucket batches; each "
+                              "proposal's bounds and buckets follow")
     for q in s.proposals:
         row = [q.method, _n(round(q.padded_tokens)), f"{q.padding_pct:.2f}",
                f"{q.total_batches:,}", f"{q.steps_per_epoch:,}",
@@ -170,12 +173,12 @@ def print_suggestion(s: Any, console: Any) -> None:
     console.print(view)
     for q in s.proposals:
         console.print(proposal_view(q))
-    _warn(console, s.warnings)
+    print_warnings(console, s.warnings)
 
 
 def proposal_view(q: Any) -> Any:
     """One proposal's buckets under the fixed policy."""
-    view = _table(f"{q.method}: {_bounds(q.bounds)}", (
+    view = rich_table(f"{q.method}: {_bounds(q.bounds)}", (
         "bucket", "samples", "samples %", "tokens %", "bsz", "batches", "batches %", "pad %"))
     for b in q.policy.buckets:
         view.add_row(_bucket(b), f"{b.samples:,}", f"{b.sample_pct:.1f}", f"{b.token_pct:.1f}",
@@ -229,14 +232,15 @@ def _first_out(o: Any) -> str:
 def print_schedule(r: Any, console: Any) -> None:
     """The orders side by side, then per bucket: exhaustion point and tail mix per order."""
     trials = next((o.trials for o in r.orders if o.trials), None)
-    view = _table(f"batch orders{_of(r.split)} ({sum(r.batches):,} batches, policy "
-                  f"{r.policy})",
-                  ("order", "longest run", "of bucket", "mean longest", "P(run>=4)", "lag-1 corr",
-                   "window spread", "first out %"),
-                  caption=(f"mean longest, P(run>=4): over {trials} seeds. " if trials else "")
-                  + f"window spread: std of the mean batch length over windows of "
-                  f"{r.log_window} batches (what bands a logged loss curve). first out: epoch "
-                  "fraction when the first bucket runs dry")
+    view = rich_table(f"batch orders{_of(r.split)} ({sum(r.batches):,} batches, policy "
+                      f"{r.policy})",
+                      ("order", "longest run", "of bucket", "mean longest", "P(run>=4)",
+                       "lag-1 corr", "window spread", "first out %"),
+                      caption=(f"mean longest, P(run>=4): over {trials} seeds. " if trials
+                               else "")
+                      + f"window spread: std of the mean batch length over windows of "
+                      f"{r.log_window} batches (what bands a logged loss curve). first out: "
+                      "epoch fraction when the first bucket runs dry")
     for o in r.orders:
         view.add_row(
             o.name, str(o.longest_run), "" if o.longest_run_bucket is None
@@ -247,9 +251,9 @@ def print_schedule(r: Any, console: Any) -> None:
             f"{o.window_spread:,.1f}", _first_out(o))
     console.print(view)
     cols = ["bucket", "batches", "%", "mean len"] + [o.name for o in r.orders]
-    per = _table("per bucket (per order: out % / tail %)", cols, caption="out: % of the "
-                 "epoch done when the bucket's last batch runs; tail: the bucket's share of "
-                 "the last 10% of batches")
+    per = rich_table("per bucket (per order: out % / tail %)", cols,
+                     caption="out: % of the epoch done when the bucket's last batch runs; "
+                             "tail: the bucket's share of the last 10% of batches")
     for column in per.columns:
         column.no_wrap = True
     p = r.params
@@ -261,7 +265,7 @@ def print_schedule(r: Any, console: Any) -> None:
             row.append(f"{'-' if e is None else f'{e * 100:.1f}'}/{o.tail_mix[i] * 100:.1f}")
         per.add_row(*row)
     console.print(per)
-    _warn(console, r.warnings)
+    print_warnings(console, r.warnings)
 
 
 def schedule_markdown(r: Any) -> str:

@@ -73,20 +73,20 @@ def print_compare(c: Any, console: Any) -> None:
     """Summary side by side, the distances, then the per-bucket deltas."""
     from rich.markup import escape
 
-    from gpu_profiler.render.analysis import _table, _warn
+    from gpu_profiler.render.analysis import print_warnings, rich_table
 
-    view = _table(escape("  vs  ".join(side_names(c))), ("", "A", "B", "B - A"))
+    view = rich_table(escape("  vs  ".join(side_names(c))), ("", "A", "B", "B - A"))
     for row in _summary(c):
         view.add_row(*row)
     console.print(view)
     console.print(distance_line(c), highlight=False)
-    per = _table("per bucket", ("bucket", "A", "B", "samples A", "samples B", "Δ samples",
-                                "batches Δ", "padding % Δ"),
-                 caption="A, B: bucket edges; batches: est. batches; padding: fixed policy")
+    per = rich_table("per bucket", ("bucket", "A", "B", "samples A", "samples B", "Δ samples",
+                                    "batches Δ", "padding % Δ"),
+                     caption="A, B: bucket edges; batches: est. batches; padding: fixed policy")
     for b in c.buckets:
         per.add_row(*_bucket_cells(b))
     console.print(per)
-    _warn(console, c.warnings)
+    print_warnings(console, c.warnings)
 
 
 def compare_markdown(c: Any) -> str:

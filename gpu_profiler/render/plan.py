@@ -28,18 +28,18 @@ def _lines(s: Any) -> list[tuple[str, str]]:
 
 def print_plan(s: Any, console: Any) -> None:
     """The plan's summary, then its batches per bucket, in the plain tables every other
-    command prints (`gpu_profiler.render.analysis._table`)."""
-    from gpu_profiler.render.analysis import _table
+    command prints (`gpu_profiler.render.analysis.rich_table`)."""
+    from gpu_profiler.render.analysis import rich_table
 
-    view = _table("epoch plan", ("", ""),
-                  caption="longest run: the most steps in a row in which a rank's "
-                          "batches share one bucket")
+    view = rich_table("epoch plan", ("", ""),
+                      caption="longest run: the most steps in a row in which a rank's "
+                              "batches share one bucket")
     view.show_header = False
     view.columns[1].justify = "left"
     for k, v in _lines(s):
         view.add_row(k, v)
     console.print(view)
-    per = _table("batches per bucket", ("bucket", "batches"))
+    per = rich_table("batches per bucket", ("bucket", "batches"))
     p = s.params
     for i, (lo, hi, n) in enumerate(zip(p.bounds[:-1], p.bounds[1:], s.bucket_batches,
                                         strict=True)):

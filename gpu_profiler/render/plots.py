@@ -53,7 +53,7 @@ def plot_format(path: str | Path) -> str:
 
 def check_plot(path: str | Path) -> None:
     """Fail early (before a long scan) on a plot file that cannot be written."""
-    from gpu_profiler.render.output import check_writable
+    from gpu_profiler.io.output import check_writable
 
     plot_format(path)
     require_matplotlib(f"--plot {path}")
@@ -80,7 +80,7 @@ def figure_bytes(fig: Any, fmt: str) -> bytes:
 
 def save_figure(fig: Any, path: str | Path) -> None:
     """Write ``fig`` atomically to ``path`` in the format its extension names."""
-    from gpu_profiler.render.output import write_atomic
+    from gpu_profiler.io.output import write_atomic
 
     write_atomic(path, figure_bytes(fig, plot_format(path)))
 

@@ -41,8 +41,8 @@ def check_outputs(outputs: Mapping[str, str | Path | None],
     resolved path, so ``./x`` is ``x``), or is one of the files the command reads (by
     device and inode: through symlinks and hard links; every file under an input directory,
     every file an input glob matches, a Megatron-LM prefix's ``.idx`` and ``.bin``: the
-    paths ``expand`` gives for an input, `gpu_profiler.readers.named_paths` from the CLI,
-    which renderers do not import). Streams (``-``, a FIFO, a character device) replace
+    paths ``expand`` gives for an input, `gpu_profiler.readers.named_paths` from the CLI:
+    the io layer imports no reader). Streams (``-``, a FIFO, a character device) replace
     nothing and never collide."""
     named = {o: os.fspath(p) for o, p in outputs.items() if p is not None and p != "-"}
     seen: dict[object, str] = {}

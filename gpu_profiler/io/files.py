@@ -17,8 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from gpu_profiler import native
+from gpu_profiler.io.pread import OPEN_FLAGS
 from gpu_profiler.kernels.stats import MISSING, OTHER, STATX_WORDS
-from gpu_profiler.readers.pread import OPEN_FLAGS
 
 #: Fewer paths than this are looked up one by one in Python (no thread worth starting).
 NATIVE_FROM = 256
@@ -89,7 +89,7 @@ def _native(paths: Sequence[str], follow: bool, width: int
     """``(out, heads)`` of `kernels.posix.look` for every path, on up to `THREADS`
     threads; None where Python should ask instead (few paths, no native kernel here, a
     name that cannot be encoded)."""
-    if len(paths) < NATIVE_FROM or "look" not in native.EXPORTS or not native.ready():
+    if len(paths) < NATIVE_FROM or "look" not in native.EXPORTS or native.library() is None:
         return None
     try:
         blob, starts = names(paths)

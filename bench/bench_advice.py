@@ -36,6 +36,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -66,6 +67,9 @@ HF_BATCH = 1000
 HF_SHARD_BYTES = 500 * 10**6
 PARQUET_ROW_GROUP = 1 << 16
 TARGET = 1.2
+#: Names of gpu_profiler.analysis.policies the bounds search imported before they were made
+#: public.
+RENAMED = {"_segment": "present_lengths", "_log_falling": "log_falling"}
 
 
 def lengths(n: int) -> np.ndarray:
@@ -163,6 +167,15 @@ def load_bounds(rev: str) -> Any:
     text = subprocess.run(["git", "-C", str(ROOT), "show",
                            f"{rev}:gpu_profiler/analysis/bounds.py"],
                           check=True, capture_output=True, text=True).stdout
+    # names of gpu_profiler.analysis.policies made public since: imported as they are now
+    from gpu_profiler.analysis import policies
+    start = text.index("from gpu_profiler.analysis.policies import (")
+    end = text.index(")", start)
+    block = text[start:end]
+    for then, now in RENAMED.items():
+        if not hasattr(policies, then) and hasattr(policies, now):
+            block = re.sub(rf"\b{then}\b", f"{now} as {then}", block)
+    text = text[:start] + block + text[end:]
     path = Path(tempfile.mkdtemp(prefix="bounds-before-")) / "bounds_before.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("bounds_before", path)

@@ -133,7 +133,7 @@ def evaluate_policy(hist: LengthHistogram, name: str, params: BucketParams | Non
     p = params or BucketParams()
     if name not in POLICIES:
         raise ProfilerError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
-    counts = clipped_counts(hist, p.max_seq_len)
+    counts = _clipped_counts(hist, p.max_seq_len)
     if name in _PACKING:
         return _packed(counts, p, drop_last, _PACKING[name])
     rows = [_BUCKET_FNS[name](present_lengths(counts, lo, hi), lo, p, drop_last)
@@ -142,6 +142,17 @@ def evaluate_policy(hist: LengthHistogram, name: str, params: BucketParams | Non
 
 
 # ---------------------------------------------------------------- histogram segments
+def _clipped_counts(hist: LengthHistogram, cap: int) -> np.ndarray:
+    """`clipped_counts` (the same array), without `LengthHistogram.with_cap`'s exact
+    statistics above ``cap``, which no policy reads: half a millisecond on a histogram
+    binned to 151k."""
+    if cap >= hist.cap:
+        return clipped_counts(hist, cap)
+    counts = hist.counts[:cap + 1].copy()
+    counts[cap] += int(hist.counts[cap + 1:].sum()) + hist.above_count
+    return counts
+
+
 def present_lengths(counts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """The present lengths of bucket ``[lo, hi)`` (ascending) and their counts, out of
     `clipped_counts`: what every policy, and the bounds search (`analysis.bounds`), works

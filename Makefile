@@ -35,7 +35,7 @@ $(VENV)/.installed-integration: pyproject.toml setup.py | $(BIN)/python
 # The native CPU kernels, built in place by the (editable) install and rebuilt here when a
 # source they are built from changed since: never stale, never built by a scan.
 native: $(VENV)/.installed
-	$(BIN)/python -m gpu_profiler.kernels.aot
+	$(BIN)/python -m gpu_profiler.native_build
 
 demo: $(VENV)/.installed native
 	$(BIN)/gpu-profiler demo --report demo-report.html

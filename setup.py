@@ -1,6 +1,6 @@
 """Builds the native CPU kernels with the package (everything else is in pyproject.toml).
 
-After the usual build_py step, the kernels are compiled (`gpu_profiler.kernels.aot`) into the
+After the usual build_py step, the kernels are compiled (`gpu_profiler.native_build`) into the
 package being built, or in place into ``kernels/`` for an editable install; the wheel is
 then platform-tagged (py3-none-<platform>: the library does not link Python). A failed
 build leaves a sidecar saying why, and the kernels run through numba's JIT.
@@ -26,8 +26,8 @@ root, *argv = sys.argv[1:]
 for name, folder in (("gpu_profiler", "gpu_profiler"), ("gpu_profiler.kernels", "kernels")):
     package = sys.modules[name] = types.ModuleType(name)
     package.__path__ = [f"{root}/{folder}"]
-from gpu_profiler.kernels import aot
-sys.exit(aot.main(argv))
+from gpu_profiler import native_build
+sys.exit(native_build.main(argv))
 """
 
 

@@ -4,7 +4,7 @@ and called without starting numba.
 Starting numba costs every process ~0.3-0.45 s (its import, its CPU target, loading cached
 kernels): a third of a billion-sample scan. So building or installing the package compiles
 the numba sources in ``gpu_profiler.kernels`` ahead of time into one shared library in that
-package (`gpu_profiler.kernels.aot`), which a process loads with ctypes in a millisecond.
+package (`gpu_profiler.native_build`), which a process loads with ctypes in a millisecond.
 Nothing is ever built while a scan runs.
 
 Each kernel in :data:`EXPORTS` is one C function ``int64 f(int64 *words)``: the words hold
@@ -124,7 +124,7 @@ EXPORTS: dict[str, Export] = {
 }
 
 #: Modules the library is built from besides the kernels' own (see `key_sources`).
-_BUILDERS = ("gpu_profiler.native", "gpu_profiler.kernels.aot")
+_BUILDERS = ("gpu_profiler.native", "gpu_profiler.native_build")
 
 
 #: The library and its sidecar, in the ``gpu_profiler.kernels`` package.

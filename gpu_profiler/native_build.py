@@ -10,7 +10,7 @@ into the library. The little of numba's runtime the code refers to is stubbed in
 kernel raises) and the Python-error path of an uncaught exception, which the ``try`` makes
 unreachable.
 
-``python -m gpu_profiler.kernels.aot`` builds the library in place, next to its sources,
+``python -m gpu_profiler.native_build`` builds the library in place, next to its sources,
 unless it is current there (an editable install; `make` runs it); ``--into DIR`` builds it
 into a package being built (setup.py). The code is for this machine's CPU, or for the
 x86-64 level ``GPU_PROFILER_CPU`` names (e.g. ``x86-64-v3``: a portable wheel). A build
@@ -180,7 +180,7 @@ def _write_sidecar(where: Path, said: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Build the library and its sidecar (see the module's docstring); 1 when the build
     failed (the sidecar then says why)."""
-    parser = argparse.ArgumentParser(prog="python -m gpu_profiler.kernels.aot",
+    parser = argparse.ArgumentParser(prog="python -m gpu_profiler.native_build",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--into", type=Path, help="build into this folder (a package being "
                         "built), without recording the sources")

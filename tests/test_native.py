@@ -137,8 +137,8 @@ def test_the_in_place_build_records_every_source_it_was_built_from():
     stamped = {name for name, _, _ in said["sources"]}
     assert stamped == {os.path.relpath(p, root)
                        for p in native.key_sources(native.source_roots())}
-    assert {"kernels/ipc.py", "gpu_profiler/native.py", "kernels/aot.py"} <= stamped
-    p = subprocess.run([sys.executable, "-m", "gpu_profiler.kernels.aot"], capture_output=True,
+    assert {"kernels/ipc.py", "gpu_profiler/native.py", "gpu_profiler/native_build.py"} <= stamped
+    p = subprocess.run([sys.executable, "-m", "gpu_profiler.native_build"], capture_output=True,
                        text=True, timeout=120)  # current: not built again
     assert p.returncode == 0 and p.stdout.endswith("are up to date\n"), p.stdout + p.stderr
 
@@ -148,7 +148,7 @@ def test_a_failed_build_leaves_its_reason(tmp_path, env):
     """A build that fails (here in milliseconds, before compiling anything) leaves no library
     and a sidecar whose error the loader gives as its reason."""
     (tmp_path / native.LIBRARY).write_bytes(b"an older library")
-    p = subprocess.run([sys.executable, "-m", "gpu_profiler.kernels.aot", "--into",
+    p = subprocess.run([sys.executable, "-m", "gpu_profiler.native_build", "--into",
                         str(tmp_path)], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, **env))
     assert p.returncode == 1 and "the native CPU kernels were not built: " in p.stderr
@@ -163,12 +163,12 @@ def test_a_failed_build_leaves_its_reason(tmp_path, env):
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86-64 levels")
 def test_targets():
-    from gpu_profiler.kernels import aot
+    from gpu_profiler import native_build
 
-    cpu, features, flags = aot.target("host")
+    cpu, features, flags = native_build.target("host")
     assert {"sse2", "cmov"} <= set(flags) <= native.cpu_flags()
     assert "+sse2" in features.split(",")
-    assert aot.target("x86-64-v3") == ("x86-64-v3", "",
+    assert native_build.target("x86-64-v3") == ("x86-64-v3", "",
                                        sorted(native.level_flags("x86-64-v3")))
     assert native.level_flags("x86-64-v2") < native.level_flags("x86-64-v3")
 

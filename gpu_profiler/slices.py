@@ -117,7 +117,9 @@ def merge_partials(paths: Sequence[str]) -> tuple[LengthHistogram, dict[str, Any
         hist, prov = load_partial(path)
         if i == 0:
             first_path, same = path, {k: prov[k] for k in _TYPES if k != "slices"}
-        for field, value in same.items():
+        # the source options first: the flag that differs is what the user can fix (the
+        # length source names some of them too: a token stream's EOT)
+        for field, value in sorted(same.items(), key=lambda kv: kv[0] != "source"):
             if field == "source":
                 for n in OPTIONS:
                     if prov[field][n] != value[n]:
@@ -147,5 +149,5 @@ def merge_partials(paths: Sequence[str]) -> tuple[LengthHistogram, dict[str, Any
 
 
 _FIELDS = {"listing": "the source listing", "shards": "the number of shards",
-           "length_source": "the length column", "cap": "the cap",
+           "length_source": "the length source", "cap": "the cap",
            "slicing": "the slicing", "parts": "the number of slices"}

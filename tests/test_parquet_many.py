@@ -412,3 +412,29 @@ def test_hostile_files_counted_as_read_are_left_or_counted_as_pyarrow_reads_them
     valid = np.concatenate([w[1] for w in wants])
     assert hist == get_backend("numpy").histogram([Chunk(values, valid)], None)
     assert (status != fmt.READ).sum() > 100
+
+
+def test_large_shards_are_pyarrows(tmp_path, monkeypatch):
+    """A shard over MOST_BYTES is left (pyarrow reads its footer and length column; the
+    kernel would read it whole: 0.45x on 2.2 MiB shards); the small ones are read."""
+    monkeypatch.setattr(parquet_many, "MOST_BYTES", 4096)
+    paths = [write(tmp_path / "0.parquet", pa.table({"length": lengths(3000, 0)})),
+             write(tmp_path / "1.parquet", pa.table({"length": lengths(100, 1)})),
+             write(tmp_path / "2.parquet", pa.table({"length": lengths(100, 2)}))]
+    assert paths[0].stat().st_size > 4096 >= max(p.stat().st_size for p in paths[1:])
+    left, values, valid = read_together(paths)
+    assert left == [0]
+    assert_same_as_pyarrow(paths, left, values, valid)
+
+
+def test_a_codec_the_kernel_lacks_is_learnt_from_the_first_file(tmp_path, monkeypatch):
+    """polars writes zstd: the first file says so, and no other file is read whole for
+    nothing (that cost 1.4-1.7x the pyarrow path alone)."""
+    paths = [write(tmp_path / f"{i}.parquet", pa.table({"length": lengths(100, i)}),
+                   compression="zstd") for i in range(5)]
+    reads = []
+    real = parquet_many.read_whole
+    monkeypatch.setattr(parquet_many, "read_whole",
+                        lambda ps, sizes: reads.append(len(ps)) or real(ps, sizes))
+    assert read_together(paths)[0] == [0, 1, 2, 3, 4]
+    assert reads and max(reads) == 1

@@ -204,7 +204,7 @@ def test_parts_merge_and_record_their_source_options(parts, shards, tmp_path, ca
                  "trust_statistics": None}}, "--eot differs"),
     ({"source": {"unit": None, "eot": None, "eot_position": None, "token_dtype": "uint32",
                  "trust_statistics": None}}, "--token-dtype differs"),
-    ({"length_source": "offsets of input_ids"}, "the length column differs"),
+    ({"length_source": "offsets of input_ids"}, "the length source differs"),
     ({"cap": 4096}, "cap"),
     ({"parts": 0}, "a scan has 1 to 65536 slices"),
     ({"parts": 10**9}, "a scan has 1 to 65536 slices"),

@@ -4,7 +4,8 @@ by one native kernel call (`gpu_profiler.kernels.parquet`), their lengths handed
 few large chunks; or, where `Reading.counted`, each file read by that call itself and its
 lengths counted as they are decoded (`count`). pyarrow's set-up per file (its
 ParquetFile, footer, Thrift objects and threads: ~0.3-1 ms) costs more than decoding a
-small shard, which the kernel does in tens of microseconds.
+small shard, which the kernel does in tens of microseconds; a shard over `MOST_BYTES`, or
+of a codec the kernel does not decode, is pyarrow's (bench/results/parquet_decoder.md).
 
 What the kernel does not read itself (another codec or encoding, a nested, unsigned or
 logical-typed column, a footer or schema unlike the first file's, damage) it leaves, and
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
 
 #: Bits of the Arrow integer types whose columns are read here.
 WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+#: A shard larger than this is left to pyarrow, which reads only its footer and the length
+#: column: reading such files whole costs more than pyarrow's set-up per file, which the
+#: kernel saves (bench/results/parquet_decoder.md: 2.6-3x pyarrow's best on shards of 55-120
+#: KiB, 0.45x on 2.2 MiB ones whose length column is 1.6% of the file).
+MOST_BYTES = 256 << 10
 #: Bytes of decompressed page the kernel is first given (pyarrow writes pages of 1 MiB).
 PAGE_BYTES = 1 << 20
 #: Files needing more rows (together, in the second call), or a larger page, than this are
@@ -47,15 +53,29 @@ MOST_ROWS, MOST_PAGE = 4 * arrow.CHUNK_ROWS, 1 << 28
 def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Schema] | None,
              cap: int | None) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
     """``(indices of the parts left to their own readers, chunks of the others)`` (see
-    `Together`), or where `Reading.counted` their histogram at ``cap`` (`count`); every
-    part is left when the scan needs what this reader lacks (list offsets, statistics, the
-    GPU decoder) or the first part's column is not read here."""
+    `Together`), or where `Reading.counted` their histogram at ``cap`` (`count`). The
+    kernel reads whole files, which pays only for small ones (`MOST_BYTES`): larger parts
+    are left to pyarrow, which reads a footer and the length column; so is every part
+    when the scan needs what this reader lacks (list offsets, statistics, the GPU decoder)
+    or the first small part's column is not one the kernel decodes (another codec, such
+    as polars' zstd: learnt from that one file, not by reading every file whole)."""
+    every = list(range(len(parts)))
+    mine = [i for i in every if parts[i].nbytes <= MOST_BYTES]
+    if not mine:
+        return every, iter(())
+    left, out = _together([parts[i] for i in mine], reading, like, cap)
+    return sorted({mine[i] for i in left} | (set(every) - set(mine))), out
+
+
+def _together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Schema] | None,
+              cap: int | None) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
+    """`together` of parts of at most `MOST_BYTES` each."""
     every = list(range(len(parts)))
     spec = reading.spec
     if not parts[0].joins(reading):  # list offsets, statistics, the GPU decoder
         return every, iter(())
     width = _width(parts[0], spec, like)
-    if width is None:
+    if width is None or not _decodes(parts[0], spec.name.encode(), width):
         return every, iter(())
     if reading.counted:
         hist, info = count(parts, spec.name.encode(), width, cap)
@@ -108,6 +128,13 @@ def _width(first: ParquetPart, spec: LengthSpec, like: tuple[str, pa.Schema] | N
             return None
     index = schema.get_field_index(spec.name)
     return None if index < 0 else WIDTHS.get(schema.field(index).type)
+
+
+def _decodes(first: ParquetPart, name: bytes, width: int) -> bool:
+    """Whether the kernel reads the first part's column (its codec and encodings)."""
+    buf, starts, sizes, unread = _read([first])
+    return not unread and int(_decode(buf, starts, sizes, name, width)[0][0, fmt.I_STATUS]) \
+        == fmt.READ
 
 
 def _read(parts: list[ParquetPart]) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[int]]:

@@ -9,17 +9,7 @@ from typing import Any
 
 from rich.markup import escape
 
-
-def _table(title: str, columns: tuple[str, ...], caption: str | None = None) -> Any:
-    from rich import box
-    from rich.table import Table
-
-    view = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
-                 collapse_padding=True, pad_edge=False, caption=caption,
-                 caption_justify="left")
-    for i, col in enumerate(columns):
-        view.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    return view
+from gpu_profiler.render.analysis import rich_table
 
 
 def _g(x: float | None, digits: int = 3) -> str:
@@ -67,20 +57,20 @@ def print_diagnose(r: Any, console: Any) -> None:
     """The verdict, the numbers, the bands and (with the order) the buckets and the fix."""
     console.print(escape(_title(r)), highlight=False)
     console.print(f"[bold]{escape(r.verdict)}[/]", highlight=False)
-    view = _table("numbers", ("name", "value"))
+    view = rich_table("numbers", ("name", "value"))
     view.columns[1].justify = "left"
     for name, value in _numbers(r):
         view.add_row(name, escape(value))
     console.print(view)
     if r.bands:
-        view = _table("bands (from the loss alone)", ("band", "share %", "mean loss",
+        view = rich_table("bands (from the loss alone)", ("band", "share %", "mean loss",
                                                       "10-90%"))
         for i, b in enumerate(r.bands):
             view.add_row(str(i), f"{b.share * 100:.1f}", f"{b.level:.4g}",
                          f"{b.lo:.4g}-{b.hi:.4g}")
         console.print(view)
     if r.buckets:
-        view = _table("buckets (regression on each point's bucket mix)",
+        view = rich_table("buckets (regression on each point's bucket mix)",
                       ("bucket", "batches %", "loss at end", "effect", "longest run",
                        "loss in it"),
                       caption="loss at end: the de-banded trend's last value with the "

@@ -180,18 +180,21 @@ def _one_format(source: str, found: list[tuple[str, int, bytes | None]], fmt: st
     one format: ``x.parquet`` beside ``x.arrow`` is most often one corpus saved twice, and
     counting both would double it silently. Files named one by one as PATHs are the
     user's choice, and are read whatever their formats."""
-    if fmt is None:
-        kinds: dict[str, list[str]] = {}
-        for path, _, head in found:
-            kinds.setdefault(sniff(path, head).title, []).append(path)
-        if len(kinds) > 1:
-            said = "; ".join(f"{len(paths):,} {title} (e.g. {paths[0]})"
-                             for title, paths in kinds.items())
-            raise ProfilerError(
-                f"{source}: holds files of several formats: {said}; counting them all could "
-                "count one corpus twice: pick one with --format or a glob of one suffix "
-                "(e.g. 'DIR/**/*.parquet'), or name the files as PATHs")
-    return _unique([_file_part(*f, fmt, given) for f in found])
+    if fmt is not None:
+        return _unique([_file_part(*f, fmt, given) for f in found])
+    sniffed = [sniff(path, head) for path, _, head in found]  # once: _file_part is told
+    kinds: dict[str, list[str]] = {}
+    for (path, _, _), f in zip(found, sniffed, strict=True):
+        kinds.setdefault(f.title, []).append(path)
+    if len(kinds) > 1:
+        said = "; ".join(f"{len(paths):,} {title} (e.g. {paths[0]})"
+                         for title, paths in kinds.items())
+        raise ProfilerError(
+            f"{source}: holds files of several formats: {said}; counting them all could "
+            "count one corpus twice: pick one with --format or a glob of one suffix "
+            "(e.g. 'DIR/**/*.parquet'), or name the files as PATHs")
+    return _unique([_file_part(*entry, f.name, given)
+                    for entry, f in zip(found, sniffed, strict=True)])
 
 
 def _magic(source: str) -> bool:

@@ -147,10 +147,12 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
     src, ex, sh = gather(source, options, execution, sharding)
 
     def table(hist: LengthHistogram) -> BucketTable:
-        return attach(padded(hist), advise(hist, params, drop_last=drop_last))
+        fixed = evaluate_policy(hist, "fixed", params, drop_last=drop_last)  # once, for both
+        return attach(padded(hist, fixed), advise(hist, params, drop_last=drop_last,
+                                                  fixed=fixed))
 
-    def padded(hist: LengthHistogram) -> BucketTable:
-        fixed = evaluate_policy(hist, "fixed", params, drop_last=drop_last)
+    def padded(hist: LengthHistogram, fixed: PolicyResult | None = None) -> BucketTable:
+        fixed = fixed or evaluate_policy(hist, "fixed", params, drop_last=drop_last)
         return replace(bucket_table(hist, params), padding_pct=fixed.padding_pct)
 
     given = _histogram_given(src, sh)

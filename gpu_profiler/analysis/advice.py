@@ -91,20 +91,22 @@ class Advice:
 
 def advise(hist: LengthHistogram, params: BucketParams | None = None,
            buckets: int | None = None, *, drop_last: bool = False,
-           suggestion: Suggestion | None = None) -> Advice | None:
+           suggestion: Suggestion | None = None, fixed: PolicyResult | None = None
+           ) -> Advice | None:
     """The advice on ``hist`` under ``params`` (None when no bucket makes more than 40% of
     the batches, or when neither fix would help, e.g. one bucket of one length).
 
     ``buckets`` defaults to the current bucket count; ``suggestion``, when the caller has
     it (``suggest``), is ``suggest_bounds(hist, buckets, params, drop_last=drop_last)``,
-    reused instead of computed again.
+    reused instead of computed again; so is ``fixed``, ``evaluate_policy(hist, "fixed",
+    params, drop_last=drop_last)``, when the caller has it (``profile``'s table).
     """
     p = params or BucketParams()
     k = buckets or len(p.bounds) - 1
     if suggestion is not None and (suggestion.params, suggestion.buckets,
                                    suggestion.drop_last) != (p, k, drop_last):
         raise ValueError("the suggestion was made for other parameters")
-    current = suggestion["current"].policy if suggestion else evaluate_policy(
+    current = suggestion["current"].policy if suggestion else fixed or evaluate_policy(
         hist, "fixed", p, drop_last=drop_last)
     top = max(current.buckets, key=lambda b: b.batch_pct, default=None)
     if top is None or top.batch_pct <= DOMINANT_BATCH_PCT:

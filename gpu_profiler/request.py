@@ -6,7 +6,7 @@ name (`gather`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -159,11 +159,6 @@ def gather(source: Any, options: dict[str, Any], execution: Execution | None = N
     src = made(Source, source) if isinstance(source, Source) else Source(
         source, **{k: v for k, v in options.items() if k in names[Source]})
     return src, made(Execution, execution), made(Sharding, sharding)
-
-
-def with_split(source: Source, split: str | None) -> Source:
-    """``source`` narrowed to ``split``."""
-    return replace(source, split=split)
 
 
 #: The defaults: count with ``auto``, no cap, quietly; in this process, every shard at once.

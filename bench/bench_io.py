@@ -283,12 +283,12 @@ def evict(paths: list[Path]) -> int:
     return sum(int(v) for v in out)
 
 
-def cold_run(path: Path, offsets_of: str | None, reader: str) -> dict:
+def cold_run(path: Path, offsets_of: str | None) -> dict:
     args = ["profile", str(path), "--quiet", "-f", "json"]
     if offsets_of:
         args += ["--offsets-of", offsets_of]
     cached = evict(hf_files(path))
-    r = cli(*args, env=dict(os.environ, GPU_PROFILER_IPC_READER=reader))
+    r = cli(*args)
     table = json.loads(r.pop("stdout"))
     r.update(cached_before=cached, table={k: table[k] for k in ("buckets", "total_samples")})
     return r
@@ -447,18 +447,14 @@ def section_cold(n_ids: int) -> dict:
         col_bytes = column_bytes(path, col, as_offsets)
         limit = TARGETS["cold_read_factor"] * col_bytes + TARGETS["cold_read_slack"]
         cli("profile", str(path), "--quiet")  # warm imports and kernels
-        tables = {}
-        for reader in ("selective", "pyarrow"):
-            r = cold_run(path, offsets_of, reader)
-            tables[reader] = r.pop("table")
-            r.update(source=label, reader=reader, column_bytes=col_bytes, limit_bytes=limit,
-                     ok=r["read_bytes"] <= limit)
-            out["runs"].append(r)
-            print(f"  cold {label:24s} {reader:9s} read {r['read_bytes'] / MIB:9.1f} MiB "
-                  f"(column {col_bytes / MIB:.1f} MiB, limit {limit / MIB:.1f}) "
-                  f"{r['wall']:.2f} s", flush=True)
-        if tables["selective"] != tables["pyarrow"]:
-            sys.exit(f"FAIL: selective and pyarrow readers disagree on {label}")
+        r = cold_run(path, offsets_of)
+        r.pop("table")
+        r.update(source=label, reader="selective", column_bytes=col_bytes, limit_bytes=limit,
+                 ok=r["read_bytes"] <= limit)
+        out["runs"].append(r)
+        print(f"  cold {label:24s} read {r['read_bytes'] / MIB:9.1f} MiB "
+              f"(column {col_bytes / MIB:.1f} MiB, limit {limit / MIB:.1f}) "
+              f"{r['wall']:.2f} s", flush=True)
     return out
 
 

@@ -1,9 +1,9 @@
 """The project's own Parquet decoder against the pyarrow ways (issue 25, item 4).
 
 ``kernels/parquet.py`` (Thrift + snappy in numba, called through
-``gpu_profiler/readers/parquet_many.py``) reads runs of small Parquet shards (at most
+``gpu_profiler/readers/parquet/many.py``) reads runs of small Parquet shards (at most
 ``readers.base.SMALL_BYTES`` each) together; whatever it does not read (zstd, other
-encodings, ...) goes to the project's pyarrow path (``readers/parquet.py``). It stays only
+encodings, ...) goes to the project's pyarrow path (``readers/parquet/__init__.py``). It stays only
 where it is >= 2x faster than the best pyarrow way. This script measures the full job,
 "exact histogram of the ``length`` column over every shard", on the same corpora, side by
 side in one process (methods in turn, each round starting with the next method), with:
@@ -12,7 +12,8 @@ side in one process (methods in turn, each round starting with the next method),
   backend="numba")`` (what ``gpu-profiler profile DIR`` does on a CPU machine: the
   ``auto`` backend is numba here), which reads small shards with the kernel decoder;
 * ``project-pyarrow``: the same call with ``ParquetPart.together = None`` (in process,
-  restored after): every shard read by the project's pyarrow reader (``readers/parquet.py``,
+  restored after): every shard read by the project's pyarrow reader
+  (``readers/parquet/__init__.py``,
   shards run at once on one worker thread per core); what the project does without the
   kernel;
 * ``pq.read_table``: ``pq.read_table(dir, columns=["length"])`` + ``np.bincount`` (of its
@@ -194,18 +195,20 @@ def describe(root: Path) -> dict:
 
 def kernel_status(files: list[Path]) -> dict:
     """How many files the kernel decoder reads and why it leaves the others (one call of
-    `parquet_many.count`, as the default route makes; files over SMALL_BYTES never reach
+    `Files.counting`, as the default route makes; files over SMALL_BYTES never reach
     it)."""
-    from gpu_profiler.readers import parquet_format as fmt
-    from gpu_profiler.readers import parquet_many
+    from gpu_profiler.backends.numba_backend import NumbaBackend
+    from gpu_profiler.kernels import parquet_format as fmt
     from gpu_profiler.readers.base import SMALL_BYTES
     from gpu_profiler.readers.parquet import ParquetPart
+    from gpu_profiler.readers.parquet import many as parquet_many
 
     small = [ParquetPart(str(f)) for f in files if f.stat().st_size <= SMALL_BYTES]
     out = {"over_small_bytes": len(files) - len(small)}
     if small:
-        _, info = parquet_many.count(small, b"length", 64, None)
-        status = info[:, fmt.I_STATUS]
+        run = parquet_many.Files(small, list(range(len(small))), b"length", 64)
+        NumbaBackend().count(run.counting(), None)
+        status = run.status
         out["read"] = int((status == fmt.READ).sum())
         for code, why in fmt.LEFT.items():
             n = int((status == code).sum())
@@ -454,7 +457,7 @@ def report(res: dict) -> str:
         "`bincount` of the generated lengths. `kernel` is the project's default route "
         "(`gp.histogram(dir, column='length', backend='numba')`, what `gpu-profiler "
         "profile DIR` runs on a CPU machine); `project-pyarrow` the same call with "
-        "`ParquetPart.together = None` (every shard by `readers/parquet.py`); "
+        "`ParquetPart.together = None` (every shard by `readers/parquet/__init__.py`); "
         "`dataset fr=F br=B`: `pyarrow.dataset.dataset(dir).to_batches(columns=['length'], "
         "use_threads=True, fragment_readahead=F, batch_readahead=B)`, the batches counted "
         "as they come (`np.bincount` of a million values at a time; collecting the whole "
@@ -567,8 +570,8 @@ def decision_text(res: dict) -> str:
                 "here.")
     else:
         txt += ("**Decision: delete** (it is under 2x the best pyarrow way on every "
-                "corpus): recommend removing kernels/parquet.py, readers/parquet_many.py, "
-                "readers/parquet_format.py and their tests, and reading small shards the "
+                "corpus): recommend removing kernels/parquet.py, readers/parquet/many.py, "
+                "readers/parquet/metadata.py and their tests, and reading small shards the "
                 "best pyarrow way.")
     return txt
 

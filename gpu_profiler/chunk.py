@@ -1,8 +1,10 @@
 """`Chunk`: the unit readers hand to backends: one run of a length column, list offsets, or
-token ids that `Documents` splits into documents."""
+token ids that `Documents` splits into documents; and `Counting`, small files a CPU kernel
+reads and counts in one call, as a reader describes them to a backend that counts."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -112,3 +114,22 @@ class Chunk:
         n = int(ends[-1]) if ends.size else 0
         index = np.repeat(starts - (ends - counts), counts) + np.arange(n)
         return Chunk(self.data[index])
+
+
+@dataclass(frozen=True)
+class Counting:
+    """Small files that one CPU kernel call reads one by one into a small buffer, decodes
+    and counts while the lengths are in the core's cache (`Backend.count` runs it: readers
+    describe the work, only a backend makes a histogram).
+
+    Attributes:
+        files: how many files.
+        call: ``call(bins, grow, fold_after, row, stats, state) -> (outcome,)``: the
+            reader's kernel call from file ``state[0]``, tallying into the int32 ``row`` of
+            ``bins + 2`` bins and the ``stats`` of `gpu_profiler.kernels.stats`; it stops
+            early to have its bins widened (``grow``: a length past them) or folded (after
+            ``fold_after`` lengths), and is called again from there.
+    """
+
+    files: int
+    call: Callable[[int, bool, int, np.ndarray, np.ndarray, np.ndarray], tuple[int, ...]]

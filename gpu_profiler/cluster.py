@@ -87,10 +87,10 @@ def groups(items: Sequence[tuple[str, Part]], threads: int, reading: Reading
 def _ranges(part: Part, target: int, reading: Reading) -> list[Part]:
     """A large shard as runs of about ``target`` bytes: a Parquet shard's row groups (read
     on the CPU: not when the GPU decodes Parquet), an IPC shard's record batches (read
-    by the selective reader: not when pyarrow's is forced); any other shard whole."""
+    by the selective reader); any other shard whole."""
     if isinstance(part, parquet.ParquetPart) and not reading.gpu_parquet:
         return list(parquet.row_group_ranges(part, target))
-    if isinstance(part, ipc.IpcPart) and reading.ipc_reader != "pyarrow":
+    if isinstance(part, ipc.IpcPart):
         return list(ipc.batch_ranges(part, target, reading.spec))
     return [part]
 

@@ -26,7 +26,6 @@ from gpu_profiler.readers import (
     Reading,
     SourceOptions,
     given_options,
-    ipc,
     open_source,
     resolve_spec,
 )
@@ -214,9 +213,8 @@ def exact(hist: LengthHistogram, parts: list[Part], spec: LengthSpec) -> LengthH
 def _reading(parts: list[Part], spec: LengthSpec, backend: Backend,
              source: SourceOptions) -> Reading:
     """How this scan reads every part, decided once: segmented chunks for a backend that
-    takes them, Parquet decoded on the GPU
-    for cuda (with cudf), an IPC reader forced by ``$GPU_PROFILER_IPC_READER``, the
-    options of the formats that take them (``source``). Parts in GPU memory need the cuda
+    takes them, Parquet decoded on the GPU for cuda (with cudf), the options of the
+    formats that take them (``source``). Parts in GPU memory need the cuda
     backend."""
     on_gpu = backend.name == "cuda"
     device_part = next((p for p in parts if p.on_device), None)
@@ -228,9 +226,8 @@ def _reading(parts: list[Part], spec: LengthSpec, backend: Backend,
         from gpu_profiler.readers import device
 
         gpu_parquet = device.cudf_available()
-    return Reading(spec, segmented=backend.segmented, counted=backend.counted,
-                   gpu_parquet=gpu_parquet,
-                   ipc_reader=ipc.forced_reader(), inline=_many(parts, backend),
+    return Reading(spec, segmented=backend.segmented,
+                   gpu_parquet=gpu_parquet, inline=_many(parts, backend),
                    source=source)
 
 

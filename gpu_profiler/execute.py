@@ -20,7 +20,7 @@ from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import Part, Reading
 from gpu_profiler.readers.arrow import coalesce
-from gpu_profiler.readers.base import SMALL_BYTES, Together, same_schema, together_of
+from gpu_profiler.readers.base import SMALL_BYTES, Leave, Together, same_schema, together_of
 from gpu_profiler.runs import Run, RunTally
 
 #: Bytes of a task, at least and at most: consecutive parts run together until they hold
@@ -99,7 +99,7 @@ def tasks_histogram(parts: list[Part], reading: Reading, backend: Backend, cap: 
     ahead (not inline) are read in a background thread beside the backend. ``like`` and
     ``checked``: as in `histograms`."""
     runs = RunTally()
-    chunks = coalesce(_chunks(parts, reading, cap, runs, bar, like, checked))
+    chunks = coalesce(_chunks(parts, reading, backend, cap, runs, bar, like, checked))
     counter = backend
     if not reading.inline and any(p.read_ahead for p in parts):
         chunks, counter = prefetched(chunks), backend.beside_reader()
@@ -132,28 +132,31 @@ def _tasks(parts: list[Part], task_bytes: int) -> Iterator[list[int]]:
         yield task
 
 
-def _chunks(parts: list[Part], reading: Reading, cap: int | None, runs: RunTally,
-            bar: ScanProgress | None, like: tuple[str, Any] | None, checked: bool
-            ) -> Iterator[Chunk]:
+def _chunks(parts: list[Part], reading: Reading, backend: Backend, cap: int | None,
+            runs: RunTally, bar: ScanProgress | None, like: tuple[str, Any] | None,
+            checked: bool) -> Iterator[Chunk]:
     """The parts' chunks: runs of small parts read together where their class can
-    (`Together`), the others (and those it leaves) each by its own reader, its schema first
-    checked against ``like`` (if any, and unless ``checked`` before the scan); `Run` s and
-    the histograms of parts counted as they were read (`Reading.counted`, at ``cap``) go
-    to ``runs``; ``bar`` (if any) counts as they come."""
+    (`Together`: counted by ``backend`` at ``cap`` where it counts as it reads, else
+    gathered), the others (and those a run leaves) each by its own reader, its schema
+    first checked against ``like`` (if any, and unless ``checked`` before the scan); `Run`
+    s and counted histograms go to ``runs``; ``bar`` (if any) counts as they come."""
     for read, group in _groups(parts, reading):
         if read is None:  # its schema was checked before the scan if ``checked``
             yield from _alone(group[0], reading, runs, bar, None if checked else like)
             continue
-        left, chunks = read(group, reading, like, cap) if len(group) > 1 else ([0], iter(()))
-        for chunk in chunks:
-            if isinstance(chunk, LengthHistogram):
-                runs.counted(chunk)
-                samples = chunk.total
-            else:
-                yield chunk
-                samples = chunk.samples
+        joined = read(group, reading, like) if len(group) > 1 else Leave(1)
+        work = joined.counting() if backend.counts else None
+        if work is not None:
+            hist = backend.count(work, cap)
+            runs.counted(hist)
             if bar is not None:
-                bar.update(samples=samples)
+                bar.update(samples=hist.total)
+        else:
+            for chunk in joined.chunks():
+                yield chunk
+                if bar is not None:
+                    bar.update(samples=chunk.samples)
+        left = joined.left()
         if bar is not None:
             kept = set(left)
             bar.update(nbytes=sum(p.nbytes for i, p in enumerate(group) if i not in kept),

@@ -27,7 +27,7 @@ class Run:
 
 class RunTally:
     """Adds up runs by value (memory grows with distinct values, not with runs), and the
-    histograms of samples a reader counted itself (`Reading.counted`)."""
+    histograms a backend counted as a run of small parts was read (`Backend.count`)."""
 
     def __init__(self) -> None:
         self._counts: Counter[int] = Counter()

@@ -7,7 +7,7 @@ Every read is checked against the bytes it parses, so hostile metadata raises
 so nothing can hang. Positions inside a message are relative to its flatbuffer; the
 ``state`` array tells the caller which message was being parsed. The constants named here
 are in `gpu_profiler.kernels.ipc_format`; readers call these through
-`gpu_profiler.readers.ipc_format`, natively compiled (`gpu_profiler.native`).
+`gpu_profiler.readers.ipc.metadata`, natively compiled (`gpu_profiler.native`).
 See https://arrow.apache.org/docs/format/Columnar.html#serialization-and-interprocess-communication-ipc
 """
 
@@ -399,6 +399,107 @@ def walk_streams(b, starts, ends, schema, out, owner, layout, state, left):
                 left[i] = 1  # it ends inside a message
             state[0] += 1
     return (k,)
+
+
+@njit(cache=True, nogil=True)
+def walk_files(b, starts, ends, schema, out, owner, blocks, layout, state, left):
+    """`walk_streams` for whole IPC *files*: file ``i`` is ``b[starts[i]:ends[i]]``. It must
+    open with the ARROW1 magic and ``schema`` (the first file's framed schema message and
+    its body, at byte 8) byte for byte and end with a footer and the magic; its record
+    batches are its footer's Blocks, each between the schema and the footer, its message a
+    record batch of the Block's body length, parsed as `parse_at` parses them (the reads
+    the selective reader makes of one file). A file that does not, that has dictionary
+    batches or more Blocks than ``blocks`` (scratch rows) or ``out`` holds, or whose
+    metadata is corrupt is *left* (``left[i] = 1``): its own reader then reads it or says
+    why.
+
+    Goes on from file ``state[0]``, and stops when every file is walked or the next file's
+    records do not fit in what is left of ``out``. Record positions are relative to ``b``;
+    ``owner[k]`` is the file of record ``k``.
+
+    Returns:
+        ``(records written,)``.
+    """
+    k = 0
+    while state[0] < starts.size:
+        i = state[0]
+        f = b[starts[i]:ends[i]]
+        got = _file_records(f, schema, out[k:], blocks, layout)
+        if got > out.shape[0] - k:  # it fits in a call of its own
+            if k > 0:
+                return (k,)
+            got = -1
+        if got < 0:
+            left[i] = 1
+        else:
+            for j in range(k, k + got):
+                out[j, R_MSG] += starts[i]
+                out[j, R_BODY] += starts[i]
+                owner[j] = i
+            k += got
+        state[0] += 1
+    return (k,)
+
+
+@njit(cache=True)
+def _file_records(f, schema, out, blocks, layout):
+    """The record batches of the whole IPC file ``f`` parsed into ``out`` (see
+    `walk_files`): how many, more than ``out`` holds (nothing parsed), or -1 to leave it."""
+    n = schema.size
+    size = f.size
+    if size < 8 + n + 10 or not _arrow1(f, 0) or not _arrow1(f, size - 6):
+        return -1
+    for j in range(n):
+        if f[8 + j] != schema[j]:
+            return -1
+    flen = np.int64(_i32(f, size - 10))
+    fstart = size - 10 - flen
+    if flen <= 0 or fstart < 8 + n:
+        return -1
+    try:
+        nd, nr = footer_blocks(f[fstart:fstart + flen], blocks)
+    except Exception:  # noqa: BLE001 (a Corrupt footer: its own reader says it)
+        nd, nr = np.int64(1), np.int64(0)
+    if nd > 0:
+        return -1
+    if nr > out.shape[0]:
+        return nr
+    try:
+        ok = _blocks_parsed(f, blocks[:nr], n, fstart, out, layout)
+    except Exception:  # noqa: BLE001 (a Corrupt message)
+        ok = False
+    return nr if ok else -1
+
+
+@njit(cache=True)
+def _blocks_parsed(f, blocks, n, fstart, out, layout):
+    """Whether every record-batch Block of the file ``f`` lies between its schema message
+    (``n`` bytes from byte 8) and its footer (at ``fstart``) and holds a record batch of
+    its body length, parsed into ``out`` as `parse_at` parses them."""
+    w = _words(f)
+    last, last_m = np.int64(-1), np.int64(-1)
+    for j in range(blocks.shape[0]):
+        off, meta, body = blocks[j, 0], blocks[j, 1], blocks[j, 2]
+        if off < 8 + n or meta <= 0 or body < 0 or meta > fstart or body > fstart \
+                or off > fstart - meta - body:
+            return False
+        pre, m = frame(f, off)
+        if m <= 0 or pre + m != meta:
+            return False
+        _parse(f, w, off + pre, m, last, last_m, out, j, layout)
+        last, last_m = off + pre, m
+        if out[j, R_TYPE] != RECORD_BATCH or out[j, R_BODYLEN] != body:
+            return False
+        out[j, R_MSG] = off
+        out[j, R_BODY] = off + meta
+    return True
+
+
+@njit(cache=True, inline="always")
+def _arrow1(f, p):
+    """Whether ``f`` holds the ARROW1 magic at ``p``."""
+    return f[p] == 65 and f[p + 1] == 82 and f[p + 2] == 82 and f[p + 3] == 79 \
+        and f[p + 4] == 87 and f[p + 5] == 49
 
 
 @njit(cache=True, nogil=True)

@@ -1,6 +1,6 @@
 """The vocabulary of the Arrow IPC parsers (`gpu_profiler.kernels.ipc`, and the stream
 counter in `gpu_profiler.kernels.streams`), shared with the readers that call them
-(`gpu_profiler.readers.ipc_format`) and read their records: the exception they raise on
+(`gpu_profiler.readers.ipc.metadata`) and read their records: the exception they raise on
 hostile metadata and its reason codes, the message types, the columns of a parsed-message
 record, the layout vector, the walk's outcomes and why `check` refuses a record.
 numba-free, so importing it starts nothing."""

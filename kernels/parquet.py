@@ -2,7 +2,7 @@
 FileMetaData, the flat integer length column's chunks, their pages (v1 and v2, dictionary
 pages), snappy, PLAIN and dictionary (RLE / bit-packed hybrid) values and definition levels.
 
-This serves many *small* shards (`gpu_profiler.readers.parquet_many`), for which pyarrow's
+This serves many *small* shards (`gpu_profiler.readers.parquet.many`), for which pyarrow's
 set-up per file costs more than decoding it. Whatever is not the common case (another
 codec or encoding, nesting, unsigned or logical types, a schema unlike the first file's,
 anything malformed or inconsistent) makes a file *left*, never an error: the kernel writes

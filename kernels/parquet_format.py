@@ -1,5 +1,5 @@
 """The vocabulary of the Parquet kernel (`gpu_profiler.kernels.parquet`), shared with the
-reader that calls it (`gpu_profiler.readers.parquet_format`): why a file was left, and the
+reader that calls it (`gpu_profiler.readers.parquet.metadata`): why a file was left, and the
 columns of the per-file ``info`` array it fills. numba-free (numpy only), so importing it
 starts nothing."""
 

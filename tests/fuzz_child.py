@@ -4,7 +4,8 @@ an address-space limit and prints one JSON line per case.
 ``python fuzz_child.py MANIFEST FIRST`` runs cases ``FIRST..`` of MANIFEST (a JSON list of
 ``{"path", "kind", "column", "offsets_of", "backend", "reader", "io", "trust"}``, and
 ``"options"``: more arguments of `histogram`, e.g. ``eot`` or ``unit``; ``reader``
-``dense``: an IPC file read as inline scans read them, dense files by pyarrow). For each it
+``together``: an IPC file read twice in a run of small shards, as a scan of many reads
+them, its numbers halved; ``alone``: by its own reader). For each it
 prints ``start I``, then ``done I {"ok": fields} | {"error": line} | {"bug": repr}``,
 then ``ref I {"ok": fields} | {"fail": ...}``: a reference reading of the file, done
 after the scan: pyarrow's for Arrow IPC and Parquet (pyarrow may allocate what a hostile
@@ -28,9 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpu_profiler import ProfilerError, get_backend, histogram
+from gpu_profiler import LengthHistogram, ProfilerError, get_backend, histogram
+from gpu_profiler.execute import tasks_histogram
 from gpu_profiler.io import pread
-from gpu_profiler.readers import LengthSpec, ipc
+from gpu_profiler.readers import LengthSpec, Reading, ipc
 
 #: Address space granted beyond what the warmed-up child maps.
 HEADROOM = 1 << 30
@@ -45,16 +47,9 @@ def fields(h) -> dict:
 
 def scan(case: dict) -> dict:
     os.environ[pread.IO_ENV] = case["io"]
-    if case["reader"] in ipc.READERS:
-        os.environ[ipc.READER_ENV] = case["reader"]
-    else:
-        os.environ.pop(ipc.READER_ENV, None)
     try:
-        if case["reader"] == "dense":
-            spec = LengthSpec(case["offsets_of"] or case["column"],
-                              offsets=bool(case["offsets_of"]))
-            chunks = ipc.chunks(case["path"], case["kind"], spec, dense_by_pyarrow=True)
-            return {"ok": fields(get_backend(case["backend"]).histogram(chunks, CAP))}
+        if case["reader"] == "together":
+            return {"ok": fields(_twice(case))}
         h = histogram(case["path"], column=case["column"], offsets_of=case["offsets_of"],
                       backend=case["backend"], cap=CAP,
                       trust_statistics=case.get("trust", False), **case.get("options", {}))
@@ -63,6 +58,18 @@ def scan(case: dict) -> dict:
         return {"error": str(exc)}
     except BaseException as exc:  # noqa: BLE001 - the parent reports it
         return {"bug": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def _twice(case: dict) -> LengthHistogram:
+    """The histogram of a run of two parts of the file (read together: `ipc.many`, or
+    each by its own reader where the run leaves it), halved."""
+    spec = LengthSpec(case["offsets_of"] or case["column"], offsets=bool(case["offsets_of"]))
+    parts = [ipc.IpcPart(case["path"], case["kind"]) for _ in range(2)]
+    h = tasks_histogram(parts, Reading(spec, inline=True), get_backend(case["backend"]), CAP)
+    if (h.counts % 2).any():
+        raise AssertionError("the two copies were counted apart")
+    return LengthHistogram(h.counts // 2, h.above_count // 2, h.above_tokens // 2,
+                           h.above_min, h.above_max, h.null_count // 2, h.invalid_count // 2)
 
 
 def reference(case: dict) -> dict:
@@ -94,8 +101,6 @@ def reference(case: dict) -> dict:
 
 
 def _hist(v: np.ndarray, nulls: int):
-    from gpu_profiler.histogram import LengthHistogram
-
     ok = v[v >= 0]
     above = ok[ok > CAP]
     return LengthHistogram(np.bincount(ok[ok <= CAP], minlength=CAP + 1), above.size,

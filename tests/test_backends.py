@@ -154,8 +154,8 @@ def test_numba_tally_over_many_chunks(parts, cap, fold):
     from gpu_profiler.backends import numba_backend
 
     want = REF.histogram(iter(parts), cap)
-    old = numba_backend._INT32_MAX
-    numba_backend._INT32_MAX = fold
+    old = numba_backend.FOLD_AFTER
+    numba_backend.FOLD_AFTER = fold
     try:
         for backend in (NUMBA, get_backend("numba", threads=3)):
             assert backend.histogram(iter(parts), cap) == want
@@ -165,7 +165,7 @@ def test_numba_tally_over_many_chunks(parts, cap, fold):
             biggest = max(biggest, c.samples)
             assert tally.rows.sum(axis=1).max() <= max(fold, biggest)
     finally:
-        numba_backend._INT32_MAX = old
+        numba_backend.FOLD_AFTER = old
 
 
 def test_large_array_spans_many_blocks(backend):

@@ -167,13 +167,10 @@ def test_huge_ipc_shard_is_cut_into_batch_ranges(client, huge, name, kwargs):
         assert alone == numpy[name.split(".")[0]]
 
 
-def test_ipc_shard_of_one_batch_is_not_cut(huge, monkeypatch):
+def test_ipc_shard_of_one_batch_is_not_cut(huge):
     d, _ = huge
     (part,) = _tasks(d / "one.arrow")
     assert part.span is None and part.path == d / "one.arrow"
-    monkeypatch.setenv("GPU_PROFILER_IPC_READER", "pyarrow")  # ranges need the selective one
-    (part,) = _tasks(d / "huge.arrows")
-    assert part.span is None
 
 
 def test_batch_ranges_are_cached_apart_and_reused(client, huge, tmp_path):

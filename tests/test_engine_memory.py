@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_profiler import histogram
-from gpu_profiler.readers import arrow, ipc, ipc_selective
+from gpu_profiler.readers import arrow
+from gpu_profiler.readers.ipc import selective as ipc_selective
 
 SAMPLES = 24 << 20  # int32: 96 MiB of lengths
 COLUMN_MIB = SAMPLES * 4 >> 20
@@ -60,7 +61,7 @@ def hf_dir(tmp_path_factory, lengths):
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    for module in (arrow, ipc, ipc_selective):  # each reads its own module-level copy
+    for module in (arrow, ipc_selective):  # each reads its own module-level copy
         monkeypatch.setattr(module, "CHUNK_ROWS", 1 << 16)
     monkeypatch.setattr(ipc_selective, "WINDOW", 1 << 20)  # bytes the IPC reader fetches at once
 

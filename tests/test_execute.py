@@ -16,7 +16,9 @@ from gpu_profiler.backends import get_backend
 from gpu_profiler.backends.numba_backend import cores
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.progress import ScanProgress
-from gpu_profiler.readers import LengthSpec, Reading, ipc_selective, open_source
+from gpu_profiler.readers import LengthSpec, Reading, open_source
+from gpu_profiler.readers.ipc import IpcPart
+from gpu_profiler.readers.ipc import selective as ipc_selective
 from gpu_profiler.readers.parquet import ParquetPart
 
 #: Enough shards that the plan runs them at once, whatever the core count.
@@ -81,11 +83,11 @@ def test_parquet_shards_at_once_match_the_reference(parquet_shards, backend, cap
     assert gp.histogram(d, cap=cap, backend=backend, trust_statistics=trust) == at_once
 
 
-@pytest.mark.parametrize("reader", [None, "selective", "pyarrow"])
-def test_hf_shards_at_once_match_the_reference(hf_shards, reader, monkeypatch):
+@pytest.mark.parametrize("together", [True, False])
+def test_hf_shards_at_once_match_the_reference(hf_shards, together, monkeypatch):
     d, arrays = hf_shards
-    if reader:
-        monkeypatch.setenv("GPU_PROFILER_IPC_READER", reader)
+    if not together:  # each stream by its own reader
+        monkeypatch.setattr(IpcPart, "together", None)
     at_once = gp.histogram(d, cap=4000, backend="numba")
     assert np.array_equal(at_once.counts, _reference(arrays, 4000))
     assert at_once.above_count == sum(int((a > 4000).sum()) for a in arrays)
@@ -161,7 +163,6 @@ def test_huge_batches_are_fetched_in_bounded_groups(tmp_path, monkeypatch):
         return got
 
     monkeypatch.setattr(pread.PositionedFile, "fetch", spy)
-    monkeypatch.setenv("GPU_PROFILER_IPC_READER", "selective")
     h = gp.histogram(path, cap=9000, backend="numba")
     assert np.array_equal(h.counts, np.bincount(x, minlength=9001))
     column = [s for s in sizes if s >= 16_000]  # fetches of column bytes, not metadata
@@ -194,7 +195,6 @@ def test_one_huge_batch_is_fetched_in_bounded_pieces(tmp_path, monkeypatch, kind
         return real(self, lo, hi, into)
 
     monkeypatch.setattr(pread.PositionedFile, "fetch", spy)
-    monkeypatch.setenv("GPU_PROFILER_IPC_READER", "selective")
     h = gp.histogram(path, cap=900, backend="numpy")
     assert np.array_equal(h.counts, np.bincount(x[~mask], minlength=901))
     assert h.null_count == mask.sum()

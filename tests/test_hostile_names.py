@@ -45,9 +45,7 @@ def test_duplicate_field_names(tmp_path, suffix, backend, flag, capsys):
 
 
 @pytest.mark.parametrize("suffix", SUFFIXES)
-@pytest.mark.parametrize("reader", ["selective", "pyarrow"])
-def test_names_that_are_not_utf8(tmp_path, suffix, reader, monkeypatch, capsys):
-    monkeypatch.setenv("GPU_PROFILER_IPC_READER", reader)
+def test_names_that_are_not_utf8(tmp_path, suffix, capsys):
     path = _write(tmp_path / f"name{suffix}", pa.table({"lengtX": pa.array([1, 2], pa.int32())}))
     data = path.read_bytes()
     path.write_bytes(data.replace(b"lengtX", b"lengt\xff"))

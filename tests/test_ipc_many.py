@@ -1,4 +1,4 @@
-"""Small Arrow IPC streams read together (`gpu_profiler.readers.ipc_many`): the numbers of
+"""Small Arrow IPC streams read together (`gpu_profiler.readers.ipc.many`): the numbers of
 each stream read alone, whatever the streams hold (nulls, list offsets, other columns),
 through native kernels and the JIT, mapped and read; streams it must not read (another
 schema, compression, a dictionary, the file format, damage) left to their own readers,
@@ -13,11 +13,12 @@ import pyarrow as pa
 import pytest
 
 import gpu_profiler as gp
+from gpu_profiler.backends import numba_backend
 from gpu_profiler.backends.numba_backend import NumbaBackend
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.kernels import stats
-from gpu_profiler.readers import counted, ipc_many
 from gpu_profiler.readers.ipc import IpcPart
+from gpu_profiler.readers.ipc import many as ipc_many
 
 
 @pytest.fixture
@@ -26,10 +27,18 @@ def spy(monkeypatch):
     calls: list[tuple[int, int]] = []
     real = ipc_many.together
 
-    def together(parts, reading, like, cap):
-        left, chunks = real(parts, reading, like, cap)
-        calls.append((len(parts), len(left)))
-        return left, chunks
+    class Spied:
+        def __init__(self, joined, n):
+            self.joined, self.n = joined, n
+            self.counting, self.chunks = joined.counting, joined.chunks
+
+        def left(self):
+            left = self.joined.left()
+            calls.append((self.n, len(left)))
+            return left
+
+    def together(parts, reading, like):
+        return Spied(real(parts, reading, like), len(parts))
 
     monkeypatch.setattr(ipc_many, "together", together)
     return calls
@@ -40,7 +49,7 @@ def way(request, monkeypatch):
     """Streams read together are counted as they are read (the numba backend's way), or
     gathered into chunks for the backend (any other's)."""
     if request.param == "gathered":
-        monkeypatch.setattr(NumbaBackend, "counted", False)
+        monkeypatch.setattr(NumbaBackend, "counts", False)
     return request.param
 
 
@@ -59,9 +68,10 @@ def _outcome(path, **kw):
     return h.counts.tolist(), h.above_count, h.above_tokens, h.null_count
 
 
-def _write(path, table, batch=97, compression=None):
+def _write(path, table, batch=97, compression=None, kind="stream"):
     options = pa.ipc.IpcWriteOptions(compression=compression)
-    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, table.schema, options=options) as w:
+    new = pa.ipc.new_stream if kind == "stream" else pa.ipc.new_file
+    with pa.OSFile(str(path), "wb") as f, new(f, table.schema, options=options) as w:
         for b in table.to_batches(max_chunksize=batch):
             w.write_batch(b)
 
@@ -76,6 +86,29 @@ def _tables(n_shards, rng, nulls=False, lists=False, width=np.int64):
             cols["ids"] = pa.array([None if nulls and rng.random() < 0.1 else list(range(int(k)))
                                     for k in x], pa.list_(pa.int32()))
         yield pa.table(cols), x
+
+
+@pytest.mark.parametrize("case", ["int64", "int32 with nulls", "list offsets",
+                                  "list offsets with nulls", "uint32", "int16"])
+def test_files_read_together_count_as_each_read_alone(case, kernels, way, spy, tmp_path):
+    """IPC files (a footer says where their batches are) are gathered together, never
+    counted: the same numbers as each read alone, and as pyarrow's."""
+    rng = np.random.default_rng(len(case) + 1)
+    lists = case.startswith("list offsets")
+    width = {"int32 with nulls": np.int32, "uint32": np.uint32, "int16": np.int16}.get(
+        case, np.int64)
+    every = []
+    for i, (t, x) in enumerate(_tables(12, rng, nulls="nulls" in case, lists=lists,
+                                       width=width)):
+        _write(tmp_path / f"s{i:02d}.arrow", t, batch=int(rng.integers(1, 300)), kind="file")
+        every.append(x)
+    kw = {"offsets_of": "ids"} if lists else {"column": "length"}
+    got = _outcome(tmp_path, **kw)
+    assert spy == [(12, 0)]  # every file was read together
+    assert got == _alone(tmp_path, **kw)
+    if not lists and "nulls" not in case:
+        x = np.concatenate(every)
+        assert got[0] == np.bincount(np.minimum(x, 301), minlength=302)[:301].tolist()
 
 
 @pytest.mark.parametrize("io", ["auto", "buffered"])
@@ -95,8 +128,10 @@ def test_streams_read_together_count_as_each_read_alone(case, io, kernels, way, 
         every.append(x)
     kw = {"offsets_of": "ids"} if lists else {"column": "length"}
     calls = []
-    real = ipc_many.count
-    monkeypatch.setattr(ipc_many, "count", lambda *a: calls.append(1) or real(*a))
+    real = ipc_many.Shards.counting
+    monkeypatch.setattr(ipc_many.Shards, "counting",
+                        lambda self: (lambda w: (w is not None and calls.append(1)) or w)(
+                            real(self)))
     got = _outcome(tmp_path, **kw)
     assert spy and all(left == 0 for _, left in spy)  # every stream was read together
     # counted where the kernel reads the integers as the backend does
@@ -116,8 +151,8 @@ def test_counted_bins_widen_to_the_longest_length_and_fold_before_overflow(kw, s
     histogram = importlib.import_module("gpu_profiler.histogram")
 
     monkeypatch.setattr(histogram, "MAX_AUTO_CAP", 3000)
-    monkeypatch.setattr(counted, "MAX_AUTO_CAP", 3000)
-    monkeypatch.setattr(counted, "FOLD_AFTER", 500)
+    monkeypatch.setattr(numba_backend, "MAX_AUTO_CAP", 3000)
+    monkeypatch.setattr(numba_backend, "FOLD_AFTER", 500)
     rng = np.random.default_rng(11)
     for i in range(10):
         n = int(rng.integers(1, 300))
@@ -160,7 +195,7 @@ def test_a_run_is_counted_in_one_kernel_call_unless_its_bins_must_widen_or_fold(
     gp.histogram(str(tmp_path), cap=300)
     assert len(spy) == 1 and outcomes == [(stats.COUNT_DONE,)]
     outcomes.clear()
-    monkeypatch.setattr(counted, "FOLD_AFTER", 1)
+    monkeypatch.setattr(numba_backend, "FOLD_AFTER", 1)
     gp.histogram(str(tmp_path), cap=300)
     assert outcomes == [(stats.COUNT_FOLD,)] * 7 + [(stats.COUNT_DONE,)]
 
@@ -202,9 +237,9 @@ def test_streams_it_must_not_read_are_left_to_their_own_readers(spy, way, tmp_pa
     _write(tmp_path / "e-empty.arrows", tables[7].slice(0, 0))
     got = _outcome(tmp_path, column="length")
     assert got == _alone(tmp_path, column="length")
-    # the four a* (b and c are left; the file is never given to it, so the empty stream
-    # after it stands alone)
-    assert sum(n - left for n, left in spy) == 4
+    # the four a* and the empty stream (b and c are left; so is the file: a run is of its
+    # first shard's kind)
+    assert sum(n - left for n, left in spy) == 5
     x = np.concatenate([t.column("length").to_numpy() for t in tables[:7]])
     assert got[0] == np.bincount(np.minimum(x, 301), minlength=302)[:301].tolist()
 
@@ -236,17 +271,19 @@ def _mutations(data: bytes, rng):
         yield f"word {at}", bytes(b)
 
 
+@pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("dense", [True, False])
-def test_a_damaged_stream_gives_the_same_numbers_or_error_together_and_alone(dense, way,
-                                                                            tmp_path):
-    """Alone, a dense stream (only lengths) is read by pyarrow, which validates more than
-    the selective reader; other streams by the selective reader."""
+def test_a_damaged_shard_gives_the_same_numbers_or_error_together_and_alone(dense, kind, way,
+                                                                           tmp_path):
+    """A stream, or a file (its footer, Blocks and messages), damaged anywhere: read with
+    its neighbours or by its own reader, the same numbers or the same one-line error."""
     rng = np.random.default_rng(7)
     tables = [t.select(["length"]) if dense else t
               for t, _ in _tables(4, rng, nulls=True, lists=not dense)]
+    suffix = ".arrows" if kind == "stream" else ".arrow"
     for i, t in enumerate(tables):
-        _write(tmp_path / f"s{i}.arrows", t, batch=50)
-    victim = tmp_path / "s2.arrows"
+        _write(tmp_path / f"s{i}{suffix}", t, batch=50, kind=kind)
+    victim = tmp_path / f"s2{suffix}"
     good = victim.read_bytes()
     outcomes = set()
     for what, data in _mutations(good, rng):

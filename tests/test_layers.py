@@ -8,6 +8,8 @@ way (readers -> engine -> backends -> analysis -> render -> cli), over io/ and k
   above it but `errors`, `native` and the kernels (everything writes through io/);
 - no module imports a private name (``_x``) of another, nor reaches for one as
   ``module._x``: a name another module needs is public, with its docstring;
+- a format family's package (``readers/ipc/``, ``readers/parquet/``) has one face: no
+  module outside it imports one of its modules, only the package itself;
 - no import cycles, lazy imports inside functions included (only a package
   ``__init__``'s lazy re-exports may close one: they run after the package is loaded).
 
@@ -35,6 +37,8 @@ KERNEL_DEPENDENCIES = {"numpy", "numba", "llvmlite"}
 #: Modules that compute results and must not import renderers (packages: every module in).
 BELOW_RENDER = ("gpu_profiler.histogram", "gpu_profiler.cache", "gpu_profiler.sampler",
                 "gpu_profiler.analysis")
+#: Format families: a package whose modules only the package itself may import.
+FORMAT_PACKAGES = ("gpu_profiler.readers.ipc", "gpu_profiler.readers.parquet")
 #: All the io layer may import of the package besides itself.
 UNDER_IO = ("gpu_profiler.errors", "gpu_profiler.native", "gpu_profiler.kernels")
 
@@ -148,6 +152,13 @@ def layers_crossed(mods: dict[str, Path]) -> list[str]:
     return out
 
 
+def faces_bypassed(mods: dict[str, Path]) -> list[str]:
+    """Imports of a format package's modules from outside that package."""
+    return [f"{i.source}:{i.line} imports {i.target}" for i in imports(mods)
+            for p in FORMAT_PACKAGES
+            if i.target.startswith(p + ".") and not _under(i.source, (p,))]
+
+
 def private_reaches(mods: dict[str, Path]) -> list[str]:
     """Private names of one module imported by, or read as ``module._x`` in, another."""
     out = [f"{i.source}:{i.line} imports {', '.join(n for n in i.names if _private(n))} "
@@ -228,6 +239,10 @@ def test_results_never_import_renderers_and_io_nothing_above_it():
     assert layers_crossed(modules()) == []
 
 
+def test_a_format_package_is_imported_only_as_a_whole():
+    assert faces_bypassed(modules()) == []
+
+
 def test_no_private_name_crosses_a_module():
     assert private_reaches(modules()) == []
 
@@ -257,6 +272,11 @@ MADE_UP = {
     "gpu_profiler/render/table.py": "",
     "gpu_profiler/io/__init__.py": "",
     "gpu_profiler/io/output.py": "from gpu_profiler.errors import ProfilerError\n",
+    "gpu_profiler/readers/__init__.py": "",
+    "gpu_profiler/readers/ipc/__init__.py":
+        "def f():\n    from gpu_profiler.readers.ipc import many\n",
+    "gpu_profiler/readers/ipc/many.py": "from gpu_profiler.readers.ipc.layout import x\n",
+    "gpu_profiler/readers/ipc/layout.py": "x = 1\n",
     "kernels/__init__.py": "",
     "kernels/cpu.py": "import os\n\nimport numpy as np\nfrom numba import njit\n\n"
                       "from gpu_profiler.kernels.stats import NULLS\n",
@@ -274,6 +294,8 @@ BROKEN = {
         "def f():\n    from gpu_profiler.render.table import x\n"),
     "io importing a renderer": (
         layers_crossed, "gpu_profiler/io/files.py", "from gpu_profiler.render import table\n"),
+    "a format package's module imported from outside": (
+        faces_bypassed, "gpu_profiler/execute.py", "from gpu_profiler.readers.ipc.many import x\n"),
     "a private name imported": (
         private_reaches, "gpu_profiler/render/compare.py",
         "from gpu_profiler.io.output import _target\n"),
@@ -299,7 +321,7 @@ def _made_up(tmp: Path, extra: dict[str, str]) -> dict[str, Path]:
 
 def test_the_made_up_package_passes_every_check(tmp_path):
     mods = _made_up(tmp_path, {})
-    for check in (kernels_reaching_out, layers_crossed, private_reaches):
+    for check in (kernels_reaching_out, layers_crossed, faces_bypassed, private_reaches):
         assert check(mods) == []
     # gpu_profiler -> lazy -> gpu_profiler is no cycle: the first is a lazy re-export
     assert "gpu_profiler.lazy" not in graph(mods)["gpu_profiler"]

@@ -6,7 +6,6 @@ whenever the kernel reads one its numbers are pyarrow's."""
 from __future__ import annotations
 
 import io
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,13 +16,14 @@ import pytest
 import gpu_profiler as gp
 from gpu_profiler import LengthHistogram, ProfilerError, native
 from gpu_profiler.backends import get_backend
+from gpu_profiler.backends.numba_backend import NumbaBackend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.kernels import parquet_format as fmt
-from gpu_profiler.readers import parquet_format as parsers
-from gpu_profiler.readers import parquet_many
 from gpu_profiler.readers.arrow import LengthSpec
 from gpu_profiler.readers.base import Reading, SourceOptions
 from gpu_profiler.readers.parquet import ParquetPart, RowGroups
+from gpu_profiler.readers.parquet import many as parquet_many
+from gpu_profiler.readers.parquet import metadata as parsers
 
 CAP = 512
 
@@ -47,13 +47,14 @@ def read_together(paths: list[Path], column: str = "length", like=None,
                   reading: Reading | None = None, room: bool = False
                   ) -> tuple[list[int], np.ndarray, np.ndarray]:
     """``(left, values, valid)`` of one together call (valid all True without nulls), the
-    files gathered into chunks. Counted as they are read instead (`Reading.counted`), at
+    files gathered into chunks. Counted as they are read instead (`Backend.count`), at
     two caps, the same files are left, and the others give the histogram of pyarrow's
     values; unless ``room`` games are played (the two ways bound rows and pages apart:
     `test_counted_files_that_need_more_room_are_left`)."""
     reading = reading or Reading(LengthSpec(column))
-    left, chunks = parquet_many.together([ParquetPart(p) for p in paths], reading, like, None)
-    chunks = list(chunks)
+    joined = parquet_many.together([ParquetPart(p) for p in paths], reading, like)
+    chunks = list(joined.chunks())
+    left = joined.left()
     values = np.concatenate([c.data for c in chunks]) if chunks else np.zeros(0, np.int64)
     valid = np.concatenate([np.ones(c.samples, bool) if c.valid is None else c.valid
                             for c in chunks]) if chunks else np.zeros(0, bool)
@@ -69,11 +70,12 @@ def count_together(paths: list[Path], column: str = "length", like=None,
                    reading: Reading | None = None, cap: int | None = None
                    ) -> tuple[list[int], LengthHistogram | None]:
     """``(left, histogram of the others or None)`` of one together call that counts."""
-    reading = replace(reading or Reading(LengthSpec(column)), counted=True)
-    left, items = parquet_many.together([ParquetPart(p) for p in paths], reading, like, cap)
-    items = list(items)
-    assert len(items) <= 1 and all(isinstance(h, LengthHistogram) for h in items)
-    return left, items[0] if items else None
+    joined = parquet_many.together([ParquetPart(p) for p in paths],
+                                   reading or Reading(LengthSpec(column)), like)
+    work = joined.counting()
+    hist = None if work is None else NumbaBackend().count(work, cap)
+    left = joined.left()
+    return left, hist if len(left) < len(paths) else None
 
 
 def pyarrow_histogram(paths: list[Path], column: str = "length",
@@ -270,8 +272,8 @@ def test_a_file_not_its_listed_size_is_left(tmp_path):
     [p.nbytes for p in parts]  # listed  # noqa: B018
     with open(paths[1], "ab") as f:
         f.write(b"grown")
-    left, chunks = parquet_many.together(parts, Reading(LengthSpec("length")), None, None)
-    assert left == [1] and sum(c.samples for c in chunks) == 1000
+    joined = parquet_many.together(parts, Reading(LengthSpec("length")), None)
+    assert sum(c.samples for c in joined.chunks()) == 1000 and joined.left() == [1]
 
 
 def test_histograms_match_the_per_part_path_and_numpy(tmp_path, monkeypatch):
@@ -402,16 +404,17 @@ def test_hostile_files_counted_as_read_are_left_or_counted_as_pyarrow_reads_them
         paths.append(tmp_path / f"m{i:03d}.parquet")
         paths[-1].write_bytes(data)
     parts = [ParquetPart(p) for p in paths]
-    hist, info = parquet_many.count(parts, b"length", 64, None)
-    status = info[:, fmt.I_STATUS]
-    assert status[0] == fmt.READ and set(status) <= {fmt.READ, *fmt.LEFT}
-    read = [p.read_bytes() for p, s in zip(paths, status, strict=True) if s == fmt.READ]
+    files = parquet_many.Files(parts, list(range(len(parts))), b"length", 64)
+    hist = NumbaBackend().count(files.counting(), None)
+    left = set(files.left())
+    assert 0 not in left
+    read = [p.read_bytes() for i, p in enumerate(paths) if i not in left]
     wants = [pyarrow_read(data) for data in read]
     assert all(w is not None for w in wants), "the kernel read a file pyarrow refuses"
     values = np.concatenate([w[0] for w in wants])
     valid = np.concatenate([w[1] for w in wants])
     assert hist == get_backend("numpy").histogram([Chunk(values, valid)], None)
-    assert (status != fmt.READ).sum() > 100
+    assert len(left) > 100
 
 
 def test_large_shards_are_pyarrows(tmp_path, monkeypatch):

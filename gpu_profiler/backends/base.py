@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpu_profiler.chunk import Chunk
+from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.histogram import LengthHistogram, Sum, auto_cap, wrapped
-
-if TYPE_CHECKING:
-    pass
 
 
 class Backend(ABC):
@@ -21,9 +18,9 @@ class Backend(ABC):
     #: Whether the backend histograms segmented chunks (`Chunk.segments`) in place; readers
     #: then hand record batches over where they were read instead of gathering them.
     segmented: bool = False
-    #: Whether readers may count lengths themselves with the CPU kernels' loop (the numba
-    #: backend's own counts): many small shards are then counted as they are read.
-    counted: bool = False
+    #: Whether the backend runs a reader's `Counting` (`count`): many small shards are then
+    #: counted as they are read, with the CPU kernels' own loop, instead of gathered.
+    counts: bool = False
 
     @classmethod
     def from_options(cls, options: Any) -> Backend:
@@ -34,6 +31,10 @@ class Backend(ABC):
     @abstractmethod
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
         """Exact histogram of one chunk with bins ``0..cap``."""
+
+    def count(self, work: Counting, cap: int | None) -> LengthHistogram:
+        """The histogram of ``work`` 's files, where `counts`."""
+        raise NotImplementedError(f"the {self.name} backend does not count as it reads")
 
     def beside_reader(self) -> Backend:
         """This backend for chunks read ahead in another thread, which keeps a core busy."""

@@ -15,14 +15,16 @@ import numpy as np
 
 from gpu_profiler import native
 from gpu_profiler.backends.base import Backend
-from gpu_profiler.chunk import Chunk
+from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram, auto_cap
+from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram, auto_cap
 from gpu_profiler.kernels import stats as col
 
 _STRIDE = 16  # int64s between blocks' stats rows: 128 bytes, never one cache line
 _MAX_BLOCK = 1 << 30  # samples per block and call at most
-_INT32_MAX = (1 << 31) - 1  # a row's bins are folded into int64 before they could overflow
+#: Lengths a block tallies into its int32 bins before they are folded into int64 (they could
+#: overflow after this many).
+FOLD_AFTER = (1 << 31) - 1
 _MIN_BLOCK = 1 << 16  # fewer samples than this are not worth another thread
 _NO_MASK = np.zeros(0, dtype=np.bool_)
 
@@ -48,7 +50,7 @@ class NumbaBackend(Backend):
 
     name = "numba"
     segmented = True
-    counted = True
+    counts = True
 
     def __init__(self, threads: int | None = None) -> None:
         """``threads``: blocks per chunk (and threads), by default one per core."""
@@ -61,6 +63,31 @@ class NumbaBackend(Backend):
     def from_options(cls, options: Any) -> NumbaBackend:
         """From `CpuOptions` (None: one thread per core)."""
         return cls(threads=None if options is None else options.threads)
+
+    def count(self, work: Counting, cap: int | None) -> LengthHistogram:
+        """``work`` 's files counted, binned up to ``cap`` (None: up to the longest length,
+        at most `MAX_AUTO_CAP`, the bins widened as longer ones come) as `histogram` bins
+        them: its int32 bins folded into int64 after every call."""
+        bins = cap or 0
+        counts = np.zeros(bins + 1, np.int64)
+        row = np.zeros(bins + 2, np.int32)
+        st = np.zeros(6, np.int64)
+        st[[col.ABOVE_MIN, col.ABOVE_MAX]] = -1
+        state = np.zeros(4, np.int64)
+        while state[0] < work.files:
+            outcome, = work.call(bins, cap is None and bins < MAX_AUTO_CAP, FOLD_AFTER, row,
+                                 st, state)
+            counts += row[:bins + 1]  # (`col.COUNT_FOLD` asks for it, and so does the end)
+            row[:] = 0
+            if outcome == col.COUNT_WIDEN:
+                bins = auto_cap(int(state[1]))
+                counts = np.concatenate([counts, np.zeros(bins + 1 - counts.size, np.int64)])
+                row = np.zeros(bins + 2, np.int32)
+        found = st[col.ABOVE_COUNT] > 0
+        return LengthHistogram(counts, int(st[col.ABOVE_COUNT]), int(st[col.ABOVE_TOKENS]),
+                               int(st[col.ABOVE_MIN]) if found else -1,
+                               int(st[col.ABOVE_MAX]) if found else -1, int(st[col.NULLS]),
+                               int(st[col.INVALID]))
 
     def beside_reader(self) -> Backend:
         """One block fewer than the cores (unless chosen): the read-ahead thread has one.
@@ -120,7 +147,7 @@ class _Tally:
             hi = min(n, lo + reach)
             nb = max(1, min(len(self.rows), -(-(hi - lo) // _MIN_BLOCK)))
             step = -(-(hi - lo) // nb)
-            if self.taken + step > _INT32_MAX:
+            if self.taken + step > FOLD_AFTER:
                 self._fold()
             self.taken += step
 
@@ -153,7 +180,7 @@ class _Tally:
         cuts = []
         for lo in range(0, n, step * nb):  # one round unless a block would pass 2**30
             blocks = range(lo, min(n, lo + step * nb), step)
-            if self.taken + step > _INT32_MAX:  # a block tallies at most step documents
+            if self.taken + step > FOLD_AFTER:  # a block tallies at most step documents
                 self._fold()
             self.taken += step
 

@@ -14,9 +14,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from gpu_profiler.chunk import Chunk
+from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
 from gpu_profiler.runs import Run
 
@@ -82,11 +81,7 @@ class Reading:
         spec: the length source (a column, or a list column's offsets).
         segmented: hand record batches over where they were read (`Chunk.segments`): the
             backend histograms them in place.
-        counted: a reader of many small shards may count their lengths itself, with the
-            CPU kernels (`Backend.counted`), and hand over a `LengthHistogram`.
         gpu_parquet: decode Parquet on the GPU (the cuda backend, with cudf installed).
-        ipc_reader: ``selective`` or ``pyarrow`` forces that IPC reader; None lets each file
-            take its best one.
         ordered: every part yields its samples in row order, each one read (no `Run` from
             statistics): what a per-sample array (`gpu_profiler.lengths`) needs.
         inline: each part is read in the thread that asks for its chunks, with no thread
@@ -98,9 +93,7 @@ class Reading:
 
     spec: LengthSpec
     segmented: bool = False
-    counted: bool = False
     gpu_parquet: bool = False
-    ipc_reader: str | None = None
     ordered: bool = False
     inline: bool = False
     source: SourceOptions = SourceOptions()
@@ -122,15 +115,48 @@ class Together(Protocol):
     (`SMALL_BYTES`) of that class, when the scan is not ordered."""
 
     def __call__(self, parts: list[Part], reading: Reading,
-                 like: tuple[str, pa.Schema] | None, cap: int | None
-                 ) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
-        """``(indices of the parts left to their own readers, chunks of all the others)``
-        (or, where `Reading.counted`, their histogram, binned as the scan's ``cap`` says).
-        A part is left when it holds anything this reader does not read itself (another
-        schema, compression, damage): its own reader then reads it or raises its error, so
-        both ways give the same numbers or the same error. Every part read here has the
-        schema of ``like`` (a label and a schema; None: of ``parts[0]``)."""
+                 like: tuple[str, pa.Schema] | None) -> Joined:
+        """The run, described (`Joined`). Every part read here has the schema of ``like``
+        (a label and a schema; None: of ``parts[0]``)."""
         ...
+
+
+class Joined(Protocol):
+    """A run of small parts read together (what a `Together` returns): either counted by a
+    backend that counts as it reads (`counting`, run by `Backend.count`) or gathered into
+    chunks (`chunks`), whichever the backend takes; then `left` says which parts the run
+    did not read. A part is left when it holds anything the run does not read itself
+    (another schema, compression, damage): its own reader then reads it or raises its
+    error, so both ways give the same numbers or the same error."""
+
+    def counting(self) -> Counting | None:
+        """The kernel call that reads and counts the parts as they are decoded, or None
+        when the run has none for this column (it is then gathered)."""
+        ...
+
+    def chunks(self) -> Iterator[Chunk]:
+        """The parts' length columns, gathered."""
+        ...
+
+    def left(self) -> list[int]:
+        """Indices of the parts left to their own readers (once counted or gathered)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Leave:
+    """A `Joined` that reads none of its ``parts`` parts: each goes to its own reader."""
+
+    parts: int
+
+    def counting(self) -> None:
+        return None
+
+    def chunks(self) -> Iterator[Chunk]:
+        return iter(())
+
+    def left(self) -> list[int]:
+        return list(range(self.parts))
 
 
 def together_of(part: Part, reading: Reading) -> Together | None:

@@ -1,8 +1,9 @@
 """Many small Parquet shards read together (`gpu_profiler.readers.base.Together`): a run of
 them read into one buffer (one ``preadv`` each), their footers and length columns decoded
 by one native kernel call (`gpu_profiler.kernels.parquet`), their lengths handed over as a
-few large chunks; or, where `Reading.counted`, each file read by that call itself and its
-lengths counted as they are decoded (`count`). pyarrow's set-up per file (its
+few large chunks (`Files.chunks`); or, where the backend counts as it reads
+(`Backend.count`), each file read by that call itself and its lengths counted as they are
+decoded (`Files.counting`). pyarrow's set-up per file (its
 ParquetFile, footer, Thrift objects and threads: ~0.3-1 ms) costs more than decoding a
 small shard, which the kernel does in tens of microseconds; a shard over `MOST_BYTES`, or
 of a codec the kernel does not decode, is pyarrow's (bench/results/parquet_decoder.md).
@@ -22,16 +23,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from gpu_profiler.chunk import Chunk
+from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.io import files
 from gpu_profiler.io.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
 from gpu_profiler.kernels import parquet_format as fmt
-from gpu_profiler.readers import arrow, counted
-from gpu_profiler.readers import parquet_format as parsers
+from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec
-from gpu_profiler.readers.base import Reading, same_schema
+from gpu_profiler.readers.base import Joined, Leave, Reading, same_schema
+from gpu_profiler.readers.parquet import metadata as parsers
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.parquet import ParquetPart
@@ -50,67 +50,77 @@ PAGE_BYTES = 1 << 20
 MOST_ROWS, MOST_PAGE = 4 * arrow.CHUNK_ROWS, 1 << 28
 
 
-def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Schema] | None,
-             cap: int | None) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
-    """``(indices of the parts left to their own readers, chunks of the others)`` (see
-    `Together`), or where `Reading.counted` their histogram at ``cap`` (`count`). The
-    kernel reads whole files, which pays only for small ones (`MOST_BYTES`): larger parts
-    are left to pyarrow, which reads a footer and the length column; so is every part
-    when the scan needs what this reader lacks (list offsets, statistics, the GPU decoder)
-    or the first small part's column is not one the kernel decodes (another codec, such
-    as polars' zstd: learnt from that one file, not by reading every file whole)."""
-    every = list(range(len(parts)))
-    mine = [i for i in every if parts[i].nbytes <= MOST_BYTES]
-    if not mine:
-        return every, iter(())
-    left, out = _together([parts[i] for i in mine], reading, like, cap)
-    return sorted({mine[i] for i in left} | (set(every) - set(mine))), out
+def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Schema] | None
+             ) -> Joined:
+    """See `Together`: the parts of at most `MOST_BYTES` (`Files`). The kernel reads whole
+    files, which pays only for small ones: larger parts are left to pyarrow, which reads a
+    footer and the length column; so is every part when the scan needs what this reader
+    lacks (list offsets, statistics, the GPU decoder) or the first small part's column is
+    not one the kernel decodes (another codec, such as polars' zstd: learnt from that one
+    file, not by reading every file whole)."""
+    mine = [i for i, p in enumerate(parts) if p.nbytes <= MOST_BYTES]
+    if not mine or not parts[mine[0]].joins(reading):
+        return Leave(len(parts))
+    width = _width(parts[mine[0]], reading.spec, like)
+    name = reading.spec.name.encode()
+    if width is None or not _decodes(parts[mine[0]], name, width):
+        return Leave(len(parts))
+    return Files(parts, mine, name, width)
 
 
-def _together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Schema] | None,
-              cap: int | None) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
-    """`together` of parts of at most `MOST_BYTES` each."""
-    every = list(range(len(parts)))
-    spec = reading.spec
-    if not parts[0].joins(reading):  # list offsets, statistics, the GPU decoder
-        return every, iter(())
-    width = _width(parts[0], spec, like)
-    if width is None or not _decodes(parts[0], spec.name.encode(), width):
-        return every, iter(())
-    if reading.counted:
-        hist, info = count(parts, spec.name.encode(), width, cap)
-        left = [i for i in every if info[i, fmt.I_STATUS] != fmt.READ]
-        return left, iter([hist] if len(left) < len(parts) else [])
-    buf, starts, sizes, unread = _read(parts)
-    info, values, valid = _decode(buf, starts, sizes, spec.name.encode(), width)
-    left = sorted(unread | {i for i in every if info[i, fmt.I_STATUS] != fmt.READ})
-    return left, _chunks(values, valid)
+class Files:
+    """The `Joined` of `together`: parts ``mine`` (indices among ``parts``) of a signed
+    integer column ``name`` of ``width`` bits.
 
+    Attributes:
+        status: each of those parts' outcome once read (`fmt.READ`, or why the kernel left
+            it: `fmt.LEFT`); -1 before, or where it could not be read.
+    """
 
-def count(parts: list[ParquetPart], name: bytes, width: int, cap: int | None
-          ) -> tuple[LengthHistogram, np.ndarray]:
-    """``(histogram, info)``: the parts' files read one by one (the first kept, as the
-    schema every other must have) and their column ``name`` counted as it is decoded, in
-    one kernel call (`count_files`, `counted.tally`: binned up to ``cap``); ``info`` says
-    which were left, and why. A file of more than `arrow.CHUNK_ROWS` rows, or with a page
-    over `PAGE_BYTES`, is left too (to pyarrow)."""
-    sizes = np.array([p.nbytes for p in parts], np.int64)
-    blob, at = files.names([p.at for p in parts])
-    second = (int(sizes[0]) + WHOLE_ALIGN) // WHOLE_ALIGN * WHOLE_ALIGN  # past its extra byte
-    buf = whole_buffer(second + int(sizes.max()) + 1)
-    values = np.empty(arrow.CHUNK_ROWS, np.int64)  # (pages are touched as far as a file goes)
-    valid = np.empty(arrow.CHUNK_ROWS, bool)
-    scratch = np.empty(PAGE_BYTES, np.uint8)
-    dictionary = np.empty(PAGE_BYTES // 4 + 1, np.int64)
-    info = np.empty((len(parts), fmt.NINFO), np.int64)
+    def __init__(self, parts: list[ParquetPart], mine: list[int], name: bytes, width: int
+                 ) -> None:
+        self._n, self._mine = len(parts), mine
+        self._parts = [parts[i] for i in mine]
+        self._name, self._width = name, width
+        self.status = np.full(len(mine), -1, np.int64)
 
-    def call(bins: int, grow: bool, fold_after: int, row: np.ndarray, st: np.ndarray,
-             state: np.ndarray) -> tuple[int, ...]:
-        return parsers.count(blob, at, sizes, OPEN_FLAGS, buf, second, name, width,
-                             scratch, dictionary, values, valid, info, bins, grow, fold_after,
-                             row, st, state)
+    def counting(self) -> Counting:
+        """The files read one by one (the first kept, as the schema every other must have)
+        and counted as they are decoded, in one kernel call (`count_files`). A file of more
+        than `arrow.CHUNK_ROWS` rows, or with a page over `PAGE_BYTES`, is left (to
+        pyarrow)."""
+        sizes = np.array([p.nbytes for p in self._parts], np.int64)
+        blob, at = files.names([p.at for p in self._parts])
+        second = (int(sizes[0]) + WHOLE_ALIGN) // WHOLE_ALIGN * WHOLE_ALIGN  # past its extra
+        buf = whole_buffer(second + int(sizes.max()) + 1)
+        values = np.empty(arrow.CHUNK_ROWS, np.int64)  # (pages touched as far as a file goes)
+        valid = np.empty(arrow.CHUNK_ROWS, bool)
+        scratch = np.empty(PAGE_BYTES, np.uint8)
+        dictionary = np.empty(PAGE_BYTES // 4 + 1, np.int64)
+        info = np.empty((len(self._parts), fmt.NINFO), np.int64)
+        info[:, fmt.I_STATUS] = -1  # (the kernel writes each file's as it goes)
+        self.status = info[:, fmt.I_STATUS]
+        name, width = self._name, self._width
 
-    return counted.tally(call, len(parts), cap), info
+        def call(bins: int, grow: bool, fold_after: int, row: np.ndarray, st: np.ndarray,
+                 state: np.ndarray) -> tuple[int, ...]:
+            return parsers.count(blob, at, sizes, OPEN_FLAGS, buf, second, name, width,
+                                 scratch, dictionary, values, valid, info, bins, grow,
+                                 fold_after, row, st, state)
+
+        return Counting(len(self._parts), call)
+
+    def chunks(self) -> Iterator[Chunk]:
+        """Every file read whole into one buffer and decoded by one kernel call."""
+        buf, starts, sizes, unread = _read(self._parts)
+        info, values, valid = _decode(buf, starts, sizes, self._name, self._width)
+        self.status = info[:, fmt.I_STATUS].copy()
+        self.status[list(unread)] = -1
+        return _chunks(values, valid)
+
+    def left(self) -> list[int]:
+        done = {self._mine[i] for i in np.flatnonzero(self.status == fmt.READ)}
+        return [i for i in range(self._n) if i not in done]
 
 
 def _width(first: ParquetPart, spec: LengthSpec, like: tuple[str, pa.Schema] | None

@@ -29,11 +29,10 @@ import pyarrow.parquet as pq
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
-from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
-from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Reading, ShardFormat
+from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Joined, Reading, ShardFormat
 from gpu_profiler.runs import Run
 
 MAGIC = b"PAR1"
@@ -108,12 +107,11 @@ class ParquetPart(FileShard):
 
     @staticmethod
     def together(parts: list[ParquetPart], reading: Reading,
-                 like: tuple[str, pa.Schema] | None, cap: int | None
-                 ) -> tuple[list[int], Iterator[Chunk | LengthHistogram]]:
-        """Small shards read many at once (`parquet_many`)."""
-        from gpu_profiler.readers import parquet_many
+                 like: tuple[str, pa.Schema] | None) -> Joined:
+        """Small shards read many at once (`many`)."""
+        from gpu_profiler.readers.parquet import many
 
-        return parquet_many.together(parts, reading, like, cap)
+        return many.together(parts, reading, like)
 
     def joins(self, reading: Reading) -> bool:
         """Whether `together` takes this part in such a scan (it leaves list offsets,
@@ -218,7 +216,7 @@ def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
         row_counts(path, md)
         runs: list[Run | None] = [None] * md.num_row_groups
         if trust_statistics and not spec.offsets:
-            from gpu_profiler.readers import parquet_stats
+            from gpu_profiler.readers.parquet import stats as parquet_stats
 
             runs = parquet_stats.runs(path, _leaf_index(md, spec))
         todo: list[tuple[list[int], int]] = []  # (row groups, rows per batch)

@@ -27,10 +27,10 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.io.pread import ALIGN, PAGE, Fetched, PositionedFile, Reuse
 from gpu_profiler.kernels import ipc_format as fmt
-from gpu_profiler.readers import ipc_format as parsers
 from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec
-from gpu_profiler.readers.ipc_format import FILE_MAGIC, big_endian_error, corrupt
-from gpu_profiler.readers.ipc_layout import column_layout
+from gpu_profiler.readers.ipc import metadata as parsers
+from gpu_profiler.readers.ipc.layout import column_layout
+from gpu_profiler.readers.ipc.metadata import FILE_MAGIC, big_endian_error, corrupt
 
 #: First read of a stream (its schema and first messages' metadata).
 FIRST_READ = 16 << 10

@@ -38,7 +38,7 @@ from gpu_profiler.runs import Run
 _helper: subprocess.Popen[bytes] | None = None
 _lock = threading.Lock()  # one request at a time on the helper's pipes
 _SERVE = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
-          "from gpu_profiler.readers.parquet_stats import serve; serve()")
+          "from gpu_profiler.readers.parquet.stats import serve; serve()")
 
 
 def runs(path: Path, leaf: int) -> list[Run | None]:

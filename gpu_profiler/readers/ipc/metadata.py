@@ -65,6 +65,15 @@ def walk_streams(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: np
                                          left)
 
 
+def walk_files(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: np.ndarray,
+               out: np.ndarray, owner: np.ndarray, layout: np.ndarray, state: np.ndarray,
+               left: np.ndarray) -> tuple[int, ...]:
+    """``(records written,)`` of many whole files in ``b`` (see kernels.ipc)."""
+    blocks = np.empty((out.shape[0], 3), np.int64)
+    return native.kernel("walk_files")(b, starts, ends, schema, out, owner, blocks, layout,
+                                       state, left)
+
+
 def parse_at(b: np.ndarray, starts: np.ndarray, meta_lens: np.ndarray, out: np.ndarray,
              layout: np.ndarray, state: np.ndarray) -> None:
     """Parse the file format's messages at ``starts`` into ``out`` (see kernels.ipc)."""

@@ -50,6 +50,7 @@ def fields(h):
 def small_batches(monkeypatch):
     """Tiny chunks and batches, so a few thousand rows span many batches and workers."""
     monkeypatch.setattr(arrow, "CHUNK_ROWS", 256)
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 256)
     monkeypatch.setattr(parquet, "BATCH_BYTES", 1024)
 
 
@@ -128,7 +129,7 @@ def test_small_row_groups_decode_as_one_batch(tmp_path, monkeypatch):
     x = np.arange(10_000, dtype=np.int32) % 977
     path = tmp_path / "l.parquet"
     pq.write_table(pa.table({"length": x}), path, row_group_size=100)
-    monkeypatch.setattr(arrow, "CHUNK_ROWS", 2500)
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 2500)
     sizes = [c.samples for c in parquet.chunks(path, LengthSpec("length"))]
     assert sorted(sizes) == [2500] * 4  # 25 row groups per batch, no concatenation
     assert fields(histogram(path, cap=1000, backend="numpy")) == expected(x, None, 1000)
@@ -317,7 +318,7 @@ def test_input_is_not_modified(good_file):
 def test_abandoned_scan_stops_its_workers(good_file, monkeypatch):
     import threading
 
-    monkeypatch.setattr(arrow, "CHUNK_ROWS", 1000)
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 1000)
     gen = parquet.chunks(Path(good_file), LengthSpec("length"))
     next(gen)
     gen.close()
@@ -377,7 +378,7 @@ def test_a_shard_replaced_after_its_footer_was_read_is_named(tmp_path, monkeypat
     if how == "range":
         part = parquet.row_group_ranges(part, 1)[3]
     if how == "worker":  # the calling thread opens the kept version; a worker the new one
-        monkeypatch.setattr(arrow, "CHUNK_ROWS", 500)
+        monkeypatch.setattr(parquet, "BATCH_ROWS", 500)
         real = parquet._open
         seen = []
 

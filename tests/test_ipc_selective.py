@@ -268,6 +268,25 @@ def test_small_windows_and_chunks(tmp_path, monkeypatch, kind, tokens, first, io
     assert assert_same(path, kind, LengthSpec("input_ids", offsets=True)) == 6000
 
 
+@pytest.mark.parametrize("io", ["buffered", "mapped"])
+def test_a_mapped_stream_of_sparse_messages_is_walked_in_one_call(tmp_path, monkeypatch, io):
+    """Large messages whose column is a small part of them (a dataset's ``input_ids``
+    offsets beside its token ids): read from the page cache, the rest of the stream is
+    mapped and its metadata walked at once, not a window per message (0.35 s -> 0.03 s for
+    2,000 batches); read with pread, a window a message. The same numbers either way."""
+    monkeypatch.setenv(pread.IO_ENV, io)
+    t = lengths_table(6000, pa.int32(), seed=9, tokens=400)
+    path = write(tmp_path / "s.arrows", t, "stream", 50)  # 120 messages of ~40 KB
+    monkeypatch.setattr(ipc_selective, "SPARSE_SKIP", 8 << 10)
+    walks = []
+    real = ipc_selective.parsers.walk
+    monkeypatch.setattr(ipc_selective.parsers, "walk",
+                        lambda *a: walks.append(1) or real(*a))
+    assert assert_same(path, "stream", LengthSpec("input_ids", offsets=True)) == 6000
+    per_scan = len(walks) / 2  # assert_same reads it twice (plain and segmented)
+    assert per_scan <= 3 if io == "mapped" else per_scan >= 100
+
+
 def test_stream_without_end_marker(tmp_path):
     t = lengths_table(100, pa.int32())
     path = write(tmp_path / "s.arrows", t, "stream", 30)

@@ -283,7 +283,9 @@ class SelectiveReader:
                 pending = []
             if status == fmt.END:
                 break
-            if sparse:  # likely another large message: read just its metadata
+            if sparse and self._file.mapped:  # map the rest: a walk touches only the
+                want = self._end - nxt  # pages of its metadata, and does so in one call
+            elif sparse:  # likely another large message: read just its metadata
                 want = _to_granule(nxt, int(last[fmt.R_BODY] - last[fmt.R_MSG]) + 256,
                                   self._file.granule)
             else:

@@ -25,6 +25,39 @@ MaxRun = Annotated[int | None, typer.Option(
     "(stride) order (default: the least possible; an infeasible cap names the minimum).",
     show_default=False)]
 
+# The sampler's options, as ``plan`` takes them (and ``diagnose`` with a SOURCE).
+PlanPolicy = Annotated[str, typer.Option(
+    "--policy", metavar="[fixed|sorted|packed]",
+    help="fixed (the bucket table's batch size per bucket), sorted (filled under the "
+    "token budget) or packed (rows of samples up to --max-seq-len, the rows profile "
+    "--policy packed counts; a batch's rows are its samples cut greedily in order).")]
+Order = Annotated[str, typer.Option(
+    "--order", metavar="[stride|random]",
+    help="stride (the interleaving planner) or random (steps shuffled).")]
+Seed = Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every shuffle.")]
+Epoch = Annotated[int, typer.Option("--epoch", metavar="N",
+                                    help="Which epoch's plan (with the seed, decides it).")]
+MixedSteps = Annotated[bool, typer.Option(
+    "--mixed-steps", metavar="", help="Let one step's micro-batches (one per rank) come from "
+    "different buckets (default: one bucket per step, so no rank waits on another).")]
+DropOutside = Annotated[bool, typer.Option(
+    "--drop-outside", metavar="", help="Plan without the samples no bucket holds (null, "
+    "negative, or outside the bounds once clipped); by default they are an error "
+    "that says how many.")]
+
+
+def sampler_options(opts: o.ScanOptions, policy: str, order: str, seed: int,
+                    drop_last: bool, max_run: int | None, mixed_steps: bool,
+                    drop_outside: bool) -> dict[str, Any]:
+    """`BucketBatchSampler`'s keyword arguments from ``plan``'s options (but the world
+    size, which ``diagnose`` takes apart)."""
+    p = opts.params()
+    return dict(bounds=p.bounds, max_seq_len=p.max_seq_len, token_budget=p.token_budget,
+                max_batch_size=p.max_batch_size, policy=policy, order=order, seed=seed,
+                drop_last=drop_last, max_run=max_run,
+                align_ranks=not mixed_steps, drop_outside=drop_outside)
+
+
 Plot = Annotated[str | None, typer.Option(
     "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "
     "(needs matplotlib: pip install 'gpu-profiler[plot]').", show_default=False)]

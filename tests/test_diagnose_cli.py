@@ -187,6 +187,8 @@ def test_bad_combinations_are_one_line(corpus, runs, capsys):
                    "the plan is for 2 ranks")
     one_line_error([log, corpus, "-q", "--world-size", "2", "--policy", "nope"], capsys,
                    "policy must be fixed, sorted or packed")
+    one_line_error([log, corpus, "-q", "--grad-accum", "0"], capsys,
+                   "--grad-accum must be a positive integer")
     rc, out, err = run_cli(["diagnose", log, "--plan", plan, "--grad-accum", "1"], capsys)
     assert rc == 0 and "--grad-accum 1 overrides the 2 recorded" in out
 

@@ -245,10 +245,15 @@ def trained_order(log: LossLog, *, plan: Any = None, buckets: Any = None, source
     """The batch order of `diagnose`'s arguments (None: none given); a source is planned
     for the fewest epochs that hold the log's last step (at ``step_offset``, else the
     largest tried), as the plan files of the epochs it trained would."""
+    _positive(world_size=world_size, grad_accum=grad_accum)
     given = [name for name, value in (("plan", plan), ("bucket order", buckets),
                                       ("SOURCE", source)) if value is not None]
     if len(given) > 1:
         raise ProfilerError(f"give one batch order, not the {' and the '.join(given)}")
+    unknown = sorted(set(sampler) - set(SAMPLER_OPTIONS))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; the "
+                        f"sampler's are: {', '.join(SAMPLER_OPTIONS)}")
     if sampler and source is None:
         raise ProfilerError(f"{', '.join(sampler)}: options of planning the SOURCE, which "
                             "was not given")
@@ -278,10 +283,6 @@ def _planned(source: Any, world_size: int, accum: int, steps: int, epoch: int,
     from gpu_profiler.request import Source
     from gpu_profiler.sampler import planned_sampler
 
-    unknown = sorted(set(sampler) - set(SAMPLER_OPTIONS))
-    if unknown:
-        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; the "
-                        f"sampler's are: {', '.join(SAMPLER_OPTIONS)}")
     src = source if isinstance(source, Source) else Source(source)
     s, _ = planned_sampler(src, epoch, world_size=world_size, **sampler)
     return sampled_order(s, steps, accum, src.label)
@@ -344,16 +345,21 @@ def _check_options(logged: str, window: int, trend_window: int | None, grad_accu
                    rank: int | None, order: TrainedOrder | None) -> None:
     if logged not in LOGGED:
         raise ProfilerError(f"--logged {logged!r}: choose from {', '.join(LOGGED)}")
-    for name, value in (("window", window), ("trend-window", trend_window),
-                        ("grad-accum", grad_accum)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ProfilerError(f"--{name} must be a positive integer, got {value!r}")
+    _positive(window=window, trend_window=trend_window, grad_accum=grad_accum)
     if trend_window is not None and trend_window < 3:
         raise ProfilerError(f"--trend-window must be at least 3, got {trend_window}")
     if rank is not None and (order is None or not 0 <= rank < order.world_size):
         ranks = f"0..{order.world_size - 1}" if order else "none without an order"
         raise ProfilerError(f"--rank {rank}: the ranks are {ranks}")
+
+
+def _positive(**values: int | None) -> None:
+    """A one-line error for an option given as anything but a positive integer."""
+    for name, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ProfilerError(f"--{name.replace('_', '-')} must be a positive integer, "
+                                f"got {value!r}")
 
 
 def _log_warnings(log: LossLog, n: int, t_window: int, w: int) -> list[str]:

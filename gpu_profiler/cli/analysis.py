@@ -4,6 +4,8 @@ options and loading the histogram of one split (a scan, or a histogram saved wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -46,16 +48,32 @@ DropOutside = Annotated[bool, typer.Option(
     "that says how many.")]
 
 
-def sampler_options(opts: o.ScanOptions, policy: str, order: str, seed: int,
-                    drop_last: bool, max_run: int | None, mixed_steps: bool,
-                    drop_outside: bool) -> dict[str, Any]:
-    """`BucketBatchSampler`'s keyword arguments from ``plan``'s options (but the world
-    size, which ``diagnose`` takes apart)."""
-    p = opts.params()
-    return dict(bounds=p.bounds, max_seq_len=p.max_seq_len, token_budget=p.token_budget,
-                max_batch_size=p.max_batch_size, policy=policy, order=order, seed=seed,
-                drop_last=drop_last, max_run=max_run,
-                align_ranks=not mixed_steps, drop_outside=drop_outside)
+@dataclass(frozen=True)
+class PlanOptions:
+    """The sampler's options, as ``plan`` (and ``diagnose`` with a SOURCE) takes them."""
+
+    policy: PlanPolicy = "fixed"
+    order: Order = "stride"
+    seed: Seed = 0
+    epoch: Epoch = 0
+    drop_last: DropLast = False
+    max_run: MaxRun = None
+    mixed_steps: MixedSteps = False
+    drop_outside: DropOutside = False
+
+    def sampler(self, opts: o.ScanOptions) -> dict[str, Any]:
+        """`BucketBatchSampler`'s keyword arguments (but the world size, which
+        ``diagnose`` takes apart) with ``opts``' bucket table."""
+        p = opts.params()
+        return dict(bounds=p.bounds, max_seq_len=p.max_seq_len, token_budget=p.token_budget,
+                    max_batch_size=p.max_batch_size, policy=self.policy, order=self.order,
+                    seed=self.seed, drop_last=self.drop_last, max_run=self.max_run,
+                    align_ranks=not self.mixed_steps, drop_outside=self.drop_outside)
+
+
+def plan_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add every `PlanOptions` field to ``command``'s options, received as ``sampling``."""
+    return o.with_options(command, PlanOptions, "sampling")
 
 
 Plot = Annotated[str | None, typer.Option(

@@ -3,7 +3,7 @@ bands it, and (given the batch order) how much the buckets explain."""
 
 from __future__ import annotations
 
-import inspect
+from dataclasses import fields
 from typing import Annotated
 
 import typer
@@ -17,6 +17,7 @@ _OWN = ("grad_accum", "world_size", "output_format", "output", "width")
 
 
 @o.scan_options_except(*_OWN)
+@a.plan_options
 def diagnose(
     log: Annotated[str, typer.Argument(
         metavar="LOG", help="The loss log: a TensorBoard run directory or event file, or a "
@@ -78,16 +79,9 @@ def diagnose(
     output_format: o.OutFormat = o.OutputFormat.table,
     output: o.Output = None,
     width: o.Width = None,
-    policy: a.PlanPolicy = "fixed",
-    order: a.Order = "stride",
-    seed: a.Seed = 0,
-    epoch: a.Epoch = 0,
-    drop_last: a.DropLast = False,
-    max_run: a.MaxRun = None,
-    mixed_steps: a.MixedSteps = False,
-    drop_outside: a.DropOutside = False,
     *,
     opts: o.ScanOptions,
+    sampling: a.PlanOptions,
 ) -> None:
     """Read a training loss log and say whether batch composition bands its curve.
 
@@ -103,9 +97,8 @@ def diagnose(
     from gpu_profiler.render import plots
 
     conditions = gates("diagnose", fail_if)
-    planning = dict(policy=policy, order=order, seed=seed, epoch=epoch, drop_last=drop_last,
-                    max_run=max_run, mixed_steps=mixed_steps, drop_outside=drop_outside)
-    unused = _given(opts, planning)
+    unused = [f"--{f.name.replace('_', '-')}" for given in (opts, sampling)
+              for f in fields(given) if getattr(given, f.name) != f.default]
     if unused and not source:
         raise ProfilerError(f"{', '.join(unused)}: options of planning a SOURCE, and none "
                             "was given (gpu-profiler diagnose LOG SOURCE ...)")
@@ -114,12 +107,12 @@ def diagnose(
     if plot:
         plots.check_plot(plot)
     loss = read_loss_log(log, series=tag, step_column=step_column, format=log_format)
-    sampler = a.sampler_options(opts, policy, order, seed, drop_last, max_run, mixed_steps,
-                                drop_outside) if source else {}
+    sampler = sampling.sampler(opts) if source else {}
     result = diagnose(loss, plan=plan or None, buckets=bucket_order,
                       source=opts.source(source) if source else None, world_size=world_size,
                       grad_accum=grad_accum, rank=rank, logged=logged, step_offset=step_offset,
-                      window=window, trend_window=trend_window, skip=skip, epoch=epoch,
+                      window=window, trend_window=trend_window, skip=skip,
+                      epoch=sampling.epoch,
                       **sampler)
     if debanded:
         from gpu_profiler.io.output import write_atomic
@@ -132,14 +125,3 @@ def diagnose(
          width)
     enforce(conditions, result)
 
-
-def _given(opts: o.ScanOptions, planning: dict[str, object]) -> list[str]:
-    """The corpus and planning options given other values than their defaults."""
-    from dataclasses import fields
-
-    from gpu_profiler.cli.plan import plan
-
-    defaults = {n: p.default for n, p in inspect.signature(plan).parameters.items()}
-    values = {**{f.name: getattr(opts, f.name) for f in fields(opts) if f.name not in _OWN},
-              **planning}
-    return [f"--{n.replace('_', '-')}" for n, v in values.items() if v != defaults[n]]

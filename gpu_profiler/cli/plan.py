@@ -13,26 +13,20 @@ from gpu_profiler.cli.output import guard, show
 
 
 @o.scan_options
+@a.plan_options
 def plan(
     paths: o.Paths_,
-    policy: a.PlanPolicy = "fixed",
-    order: a.Order = "stride",
-    seed: a.Seed = 0,
-    epoch: a.Epoch = 0,
-    drop_last: a.DropLast = False,
-    max_run: a.MaxRun = None,
-    mixed_steps: a.MixedSteps = False,
-    drop_outside: a.DropOutside = False,
     emit_order: Annotated[str | None, typer.Option(
         "--emit-order", metavar="FILE",
         help="Also write the bucket of every batch to FILE (one per line, or "
         "numpy .npy).", show_default=False)] = None,
     *,
     opts: o.ScanOptions,
+    sampling: a.PlanOptions,
 ) -> None:
     """Write one epoch's batches to -o FILE.npz: `indices` (every sample index in batch
-    order), `offsets` (batch boundaries), `bucket` (per batch) and `params`; print the
-    plan's summary (batches, steps, longest run, padding).
+    order), `offsets` (batch boundaries), `bucket` and `tokens` (per batch) and `params`;
+    print the plan's summary (batches, steps, longest run, padding).
 
     Batches s*W .. s*W+W-1 make step s, one per rank (W = --world-size). A DatasetDict's
     train split is planned unless --split names another (as suggest and schedule do).
@@ -46,10 +40,8 @@ def plan(
     if not opts.output:
         raise ProfilerError("plan writes its batches to a file: pass -o FILE.npz")
     guard({"-o": opts.output, "--emit-order": emit_order}, *paths)
-    sampler, split = planned_sampler(opts.source(paths), epoch, world_size=opts.world_size,
-                                     **a.sampler_options(opts, policy, order, seed,
-                                                         drop_last, max_run, mixed_steps,
-                                                         drop_outside))
+    sampler, split = planned_sampler(opts.source(paths), sampling.epoch,
+                                     world_size=opts.world_size, **sampling.sampler(opts))
     indexed = sampler.plan().indices()  # every sample index in batch order, gathered once
     summary = summarize(sampler, split, indexed, opts.grad_accum)
     save_plan(opts.output, *indexed, sampler.plan().bucket, summary.to_dict(),

@@ -167,6 +167,22 @@ def test_source_plans_the_order_plan_wrote(corpus, runs, tmp_path, capsys):
     assert np.allclose(got.length, saved.length) and got.grad_accum == saved.grad_accum == 2
 
 
+def test_a_plan_file_of_an_earlier_version_still_diagnoses(runs, tmp_path):
+    """Without tokens and grad_accum (as plan wrote before): --grad-accum as trained, the
+    same numbers, and no length term."""
+    plan, log = runs["random"]
+    with np.load(plan) as z:
+        arrays = {k: z[k] for k in ("indices", "offsets", "bucket")}
+        summary = json.loads(str(z["params"][()]))
+    del summary["grad_accum"]
+    np.savez(tmp_path / "old.npz", **arrays, params=np.array(json.dumps(summary)))
+    old = gp.diagnose(log, plan=tmp_path / "old.npz", grad_accum=2)
+    new = gp.diagnose(log, plan=plan)
+    assert old.bucket_length_r2 is None and old.length_slope is None
+    assert not any("--grad-accum" in w for w in old.warnings)
+    assert old.bucket_r2 == new.bucket_r2 and new.bucket_length_r2 >= new.bucket_r2
+
+
 def test_plan_records_grad_accum_and_batch_tokens(corpus, runs):
     plan = load_plan(str(runs["stride"][0]))
     assert plan.grad_accum == 2 and plan.summary["params"]["grad_accum"] == 2

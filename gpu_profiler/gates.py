@@ -88,6 +88,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "compare": ("ks", "tv", "w1", *(f"{k}_shift" for k in SHIFTS)),
     "diagnose": ("banded", "band_r2", "persistence", "band_count", "period", "period_share",
                  "longest_ladder", "ladders", "window_std", "points", "nonfinite",
-                 "bucket_r2", "bucket_r2_adjusted", "debanded_window_std",
+                 "bucket_r2", "bucket_r2_adjusted", "bucket_length_r2",
+                 "bucket_length_r2_adjusted", "length_slope", "debanded_window_std",
                  "predicted_window_std", "longest_run", "max_batch_pct"),
 }

@@ -12,7 +12,7 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.engine import Planned
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import Reading
-from gpu_profiler.request import Execution, gather
+from gpu_profiler.request import Execution, Source, gather
 from gpu_profiler.runs import Run
 
 #: What a null length reads as: like any negative length, it fits no bucket.
@@ -36,6 +36,22 @@ def lengths(source: Any, **options: Any) -> np.ndarray:
 
 #: How a per-sample read plans: the backend is never asked to count anything.
 ROW_ORDER = Execution(backend="numpy")
+
+
+def analysed_lengths(source: Source) -> tuple[np.ndarray, str | None]:
+    """Every sample's length of the split an analysis plans (`Planned.analysed_split`:
+    ``split``, else train, else the only one) and its name, the source listed once; a
+    saved histogram is refused (it has no per-sample lengths)."""
+    from gpu_profiler.histogram import LengthHistogram
+
+    data = source.data if isinstance(source.data, (list, tuple)) else [source.data]
+    saved = next((p for p in data if LengthHistogram.is_saved(p)), None)
+    if saved:
+        raise ProfilerError(f"{saved}: a saved histogram has no per-sample lengths; a plan "
+                            "reads the corpus itself")
+    planned = engine.plan(source, ROW_ORDER)
+    split = planned.analysed_split()
+    return of_plan(planned.only(split)), split
 
 
 def of_plan(planned: Planned) -> np.ndarray:

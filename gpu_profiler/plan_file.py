@@ -14,21 +14,25 @@ import numpy as np
 
 from gpu_profiler.errors import ProfilerError
 
-#: The arrays of a plan file, and the most entries a hostile one may declare (2**36
-#: samples: far past any corpus, far short of what would exhaust memory before the check).
+#: The arrays of a plan file (``tokens``: not in the files of earlier versions), and the
+#: most entries a hostile one may declare (2**36 samples: far past any corpus, far short of
+#: what would exhaust memory before the check).
 ARRAYS = ("indices", "offsets", "bucket", "params")
+OPTIONAL = ("tokens",)
 _MAX_ENTRIES = 1 << 36
 
 
 def save_plan(path: str, indices: np.ndarray, offsets: np.ndarray, bucket: np.ndarray,
-              summary: dict[str, Any]) -> None:
+              summary: dict[str, Any], tokens: np.ndarray) -> None:
     """Write a plan as ``.npz``: ``indices`` (int64, every sample index in batch order),
-    ``offsets`` (batch ``j`` is ``indices[offsets[j]:offsets[j + 1]]``), ``bucket`` (per
-    batch) and ``params`` (the summary, as JSON text); atomically."""
+    ``offsets`` (batch ``j`` is ``indices[offsets[j]:offsets[j + 1]]``), ``bucket`` and
+    ``tokens`` (per batch: its clipped tokens, the batch length ``diagnose`` regresses on)
+    and ``params`` (the summary, as JSON text, with the grad_accum ``diagnose`` aligns
+    with); atomically."""
     from gpu_profiler.io.output import write_atomic
 
     buf = io.BytesIO()
-    np.savez(buf, indices=indices, offsets=offsets, bucket=bucket,
+    np.savez(buf, indices=indices, offsets=offsets, bucket=bucket, tokens=tokens,
              params=np.array(json.dumps(summary)))
     write_atomic(path, buf.getvalue())
 
@@ -36,16 +40,24 @@ def save_plan(path: str, indices: np.ndarray, offsets: np.ndarray, bucket: np.nd
 @dataclass(frozen=True)
 class SavedPlan:
     """One epoch's plan read from a file: batch ``j`` of step ``j // world_size`` for rank
-    ``j % world_size``."""
+    ``j % world_size``; ``tokens`` of each batch (None: a file of an earlier version)."""
 
     indices: np.ndarray
     offsets: np.ndarray
     bucket: np.ndarray
     summary: dict[str, Any]
+    tokens: np.ndarray | None = None
 
     @property
     def world_size(self) -> int:
         return int(self.summary["params"]["world_size"])
+
+    @property
+    def grad_accum(self) -> int | None:
+        """The plan's ``--grad-accum`` (None: a file of an earlier version, whose
+        ``params.grad_accum`` is the default, not what it was told)."""
+        value = self.summary.get("grad_accum")
+        return None if value is None else int(value)
 
     @property
     def steps(self) -> int:
@@ -83,11 +95,12 @@ def load_plan(path: str) -> SavedPlan:
     plan file cannot hold; never a pickle, never more memory than its entries declare)."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            if sorted(z.files) != sorted(ARRAYS):
+            extra = sorted(set(z.files) - set(ARRAYS))
+            if not set(ARRAYS) <= set(z.files) or not set(extra) <= set(OPTIONAL):
                 raise ProfilerError(f"{path}: not a gpu-profiler plan (arrays {sorted(z.files)},"
-                                    f" not {sorted(ARRAYS)})")
+                                    f" not {sorted(ARRAYS)} and {', '.join(OPTIONAL)})")
             arrays = {}
-            for name in ARRAYS:
+            for name in (*ARRAYS, *extra):
                 info = z.zip.getinfo(f"{name}.npy")
                 if info.file_size > 8 * _MAX_ENTRIES:
                     raise ProfilerError(f"{path}: {name} declares {info.file_size:,} bytes")
@@ -100,19 +113,29 @@ def load_plan(path: str) -> SavedPlan:
     try:
         summary = json.loads(str(params[()]), parse_constant=_no_constant)
         world = summary["params"]["world_size"]
+        accum = summary.get("grad_accum")
     except (ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
         raise ProfilerError(f"{path}: the plan's params are not its summary ({exc})") from None
     ok = (indices.ndim == offsets.ndim == bucket.ndim == 1
           and indices.dtype.kind == offsets.dtype.kind == "i" and bucket.dtype.kind == "i"
-          and isinstance(world, int) and not isinstance(world, bool) and world > 0
+          and _positive(world) and (accum is None or _positive(accum))
           and offsets.size == bucket.size + 1 and offsets.size >= 1 and int(offsets[0]) == 0
           and int(offsets[-1]) == indices.size and bool((np.diff(offsets) > 0).all())
           and bucket.size % world == 0 and (indices.size == 0 or int(indices.min()) >= 0))
+    tokens = arrays.get("tokens")
+    if tokens is not None and not (tokens.ndim == 1 and tokens.dtype.kind == "i"
+                                   and tokens.size == bucket.size
+                                   and (tokens.size == 0 or int(tokens.min()) >= 0)):
+        ok = False
     if not ok:
         raise ProfilerError(f"{path}: a plan file's arrays do not agree (offsets, batches, "
-                            "world size or indices out of range)")
+                            "tokens, world size, grad_accum or indices out of range)")
     return SavedPlan(indices.astype(np.int64, copy=False), offsets.astype(np.int64, copy=False),
-                     bucket, summary)
+                     bucket, summary, tokens)
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _no_constant(name: str) -> Any:

@@ -661,6 +661,9 @@ class PlanSummary:
     #: Buckets whose last batch runs before the epoch's final 2% (rank 0's batches): the
     #: counts leave no room there for every bucket (`gpu_profiler.analysis.interleave`).
     early_buckets: tuple[int, ...] = ()
+    #: Micro-batches per optimizer step the plan was made for (``plan --grad-accum``: what
+    #: ``diagnose`` aligns a loss log with; None: not said). The plan does not depend on it.
+    grad_accum: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "params"}
@@ -669,13 +672,40 @@ class PlanSummary:
                 "early_buckets": list(self.early_buckets)}
 
 
+def planned_sampler(source: Any, epoch: int = 0, **options: Any
+                    ) -> tuple[BucketBatchSampler, str | None]:
+    """The sampler ``gpu-profiler plan`` plans with, at ``epoch``, and the split it plans:
+    over the lengths of ``source``'s analysed split (a `Source` or its data: its
+    ``split``, else train, else the only one), ``options`` those of `BucketBatchSampler`."""
+    from gpu_profiler.lengths import analysed_lengths
+    from gpu_profiler.request import Source
+
+    x, split = analysed_lengths(source if isinstance(source, Source) else Source(source))
+    sampler = BucketBatchSampler(x, **options)
+    sampler.set_epoch(epoch)
+    return sampler, split
+
+
+def batch_tokens(sampler: BucketBatchSampler, indexed: tuple[np.ndarray, np.ndarray]
+                 ) -> np.ndarray:
+    """The tokens of each batch of ``sampler``'s current plan (``indexed``: its
+    `EpochPlan.indices`): its samples' lengths clipped to ``max_seq_len``, summed."""
+    index, offsets = indexed
+    clipped = np.minimum(sampler.lengths[index], sampler.params.max_seq_len)
+    return np.add.reduceat(clipped, offsets[:-1]).astype(np.int64) if index.size else \
+        np.zeros(offsets.size - 1, np.int64)
+
+
 def summarize(sampler: BucketBatchSampler, split: str | None = None,
-              indexed: tuple[np.ndarray, np.ndarray] | None = None) -> PlanSummary:
+              indexed: tuple[np.ndarray, np.ndarray] | None = None,
+              grad_accum: int | None = None) -> PlanSummary:
     """The plan of ``sampler``'s current epoch, in numbers: its padding (rows x longest
     clipped row, summed over batches; packed rows x ``max_seq_len``), and its longest
     same-bucket run, per rank (``indexed``: the plan's `EpochPlan.indices`, when the
-    caller has them already)."""
+    caller has them already; ``grad_accum``: the optimizer step it is trained with)."""
     plan, p = sampler.plan(), sampler.params
+    if grad_accum is not None:
+        p = replace(p, grad_accum=grad_accum)
     index, offsets = indexed or plan.indices()
     clipped = np.minimum(sampler.lengths[index], p.max_seq_len)
     rows = np.diff(offsets)
@@ -691,4 +721,5 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None,
                        runs, plan.min_run, tokens, padded,
                        (padded - tokens) / padded * 100 if padded else 0.0,
                        plan.dropped_samples, plan.split_batches,
-                       tuple(early_buckets(plan.bucket[::plan.world_size], per.size)))
+                       tuple(early_buckets(plan.bucket[::plan.world_size], per.size)),
+                       grad_accum)

@@ -112,7 +112,12 @@ def test_hostile_plan_files_are_one_line_errors(tmp_path):
     good = {"indices": np.arange(4), "offsets": np.array([0, 2, 4]), "bucket": np.array([0, 1]),
             "params": np.array('{"params": {"world_size": 2}}')}
     np.savez(tmp_path / "ok.npz", **good)
-    assert gp.load_plan(str(tmp_path / "ok.npz")).steps == 1
+    old = gp.load_plan(str(tmp_path / "ok.npz"))  # as earlier versions wrote: no tokens,
+    assert old.steps == 1 and old.tokens is None and old.grad_accum is None  # no grad_accum
+    recorded = np.array('{"params": {"world_size": 2}, "grad_accum": 3}')
+    np.savez(tmp_path / "new.npz", **{**good, "tokens": np.array([9, 4]), "params": recorded})
+    new = gp.load_plan(str(tmp_path / "new.npz"))
+    assert new.grad_accum == 3 and new.tokens.tolist() == [9, 4]
     cases = {"missing": {k: v for k, v in good.items() if k != "bucket"},
              "unsorted": {**good, "offsets": np.array([0, 3, 2])},
              "past the end": {**good, "offsets": np.array([0, 2, 9])},
@@ -120,7 +125,14 @@ def test_hostile_plan_files_are_one_line_errors(tmp_path):
              "nan": {**good, "params": np.array('{"params": {"world_size": NaN}}')},
              "deep": {**good, "params": np.array("[" * 100_000 + "]" * 100_000)},
              "float": {**good, "indices": np.arange(4.0)},
-             "negative": {**good, "indices": np.array([0, -1, 2, 3])}}
+             "negative": {**good, "indices": np.array([0, -1, 2, 3])},
+             "tokens short": {**good, "tokens": np.array([5])},
+             "tokens negative": {**good, "tokens": np.array([5, -1])},
+             "tokens float": {**good, "tokens": np.array([5.0, 1.0])},
+             "other array": {**good, "extra": np.array([1])}}
+    for accum in ("0", "true", '"2"', "2.5"):
+        cases[f"grad_accum {accum}"] = {
+            **good, "params": np.array(f'{{"params": {{"world_size": 2}}, "grad_accum": {accum}}}')}
     for name, arrays in cases.items():
         np.savez(tmp_path / f"{name}.npz", **arrays)
         with pytest.raises(gp.ProfilerError) as err:

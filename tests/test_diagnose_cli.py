@@ -16,8 +16,11 @@ import pytest
 from conftest import run_cli
 
 import gpu_profiler as gp
+from gpu_profiler.analysis.diagnose import trained_order
+from gpu_profiler.losslog import loss_log
 from gpu_profiler.plan_file import load_plan
 from gpu_profiler.schemas import load
+from gpu_profiler.trained_order import read_plans
 
 tensorboardX = pytest.importorskip("tensorboardX")
 LEVELS = np.log([2.9, 3.2, 3.4, 3.6, 3.7, 4.0])
@@ -134,6 +137,78 @@ def test_the_api(runs):
     assert not r.banded and r.order == str(plan) and r.alignment.grad_accum == 2
 
 
+def test_source_plans_the_order_plan_wrote(corpus, runs, tmp_path, capsys):
+    """Diagnosing with the corpus and plan's options gives what --plan on the file gives
+    (which needs no --grad-accum: the plan records it), and plans as many epochs as the
+    log needs, each as plan --epoch writes it."""
+    plan, log = runs["random"]
+    shape = ["--world-size", "2", "--grad-accum", "2"]
+    docs = []
+    for args in (["--plan", plan], [corpus, "-q", "--order", "random", *shape]):
+        rc, out, err = run_cli(["diagnose", log, *args, "-f", "json"], capsys)
+        assert rc == 0 and "warning: --grad-accum" not in err, err
+        docs.append(json.loads(out))
+    assert docs[0].pop("order") == str(plan) and docs[1].pop("order") == str(corpus)
+    assert docs[0] == docs[1] and docs[0]["bucket_length_r2"] is not None
+    options = ["--order", "random", "--policy", "sorted", "--seed", "5", "--mixed-steps", *shape]
+    plans = []
+    for epoch in (0, 1):
+        plans.append(tmp_path / f"p{epoch}.npz")
+        rc, _, err = run_cli(["plan", corpus, "-q", *options, "--epoch", str(epoch), "-o",
+                              plans[-1]], capsys)
+        assert rc == 0, err
+    saved = read_plans(plans)
+    steps = sum(saved.epochs) // 2  # optimizer steps of both epochs
+    loss = loss_log(np.arange(1, steps), np.full(steps - 1, 2.0))
+    got = trained_order(
+        loss, source=str(corpus), order="random", policy="sorted", seed=5, align_ranks=False,
+        world_size=2, grad_accum=2)
+    assert got.epochs == saved.epochs and np.array_equal(got.bucket, saved.bucket)
+    assert np.allclose(got.length, saved.length) and got.grad_accum == saved.grad_accum == 2
+
+
+def test_a_plan_file_of_an_earlier_version_still_diagnoses(runs, tmp_path):
+    """Without tokens and grad_accum (as plan wrote before): --grad-accum as trained, the
+    same numbers, and no length term."""
+    plan, log = runs["random"]
+    with np.load(plan) as z:
+        arrays = {k: z[k] for k in ("indices", "offsets", "bucket")}
+        summary = json.loads(str(z["params"][()]))
+    del summary["grad_accum"]
+    np.savez(tmp_path / "old.npz", **arrays, params=np.array(json.dumps(summary)))
+    old = gp.diagnose(log, plan=tmp_path / "old.npz", grad_accum=2)
+    new = gp.diagnose(log, plan=plan)
+    assert old.bucket_length_r2 is None and old.length_slope is None
+    assert not any("--grad-accum" in w for w in old.warnings)
+    assert old.bucket_r2 == new.bucket_r2 and new.bucket_length_r2 >= new.bucket_r2
+
+
+def test_plan_records_grad_accum_and_batch_tokens(corpus, runs):
+    plan = load_plan(str(runs["stride"][0]))
+    assert plan.grad_accum == 2 and plan.summary["params"]["grad_accum"] == 2
+    lengths = pq.read_table(corpus)["length"].to_numpy()
+    for j in (0, 7, plan.offsets.size - 2):
+        batch = plan.indices[plan.offsets[j]:plan.offsets[j + 1]]
+        assert plan.tokens[j] == np.minimum(lengths[batch], 8192).sum()
+
+
+def test_bad_combinations_are_one_line(corpus, runs, capsys):
+    plan, log = runs["random"]
+    one_line_error([log, corpus, "--plan", plan], capsys, "not the plan and the SOURCE")
+    one_line_error([log, corpus, "--bucket-order", plan], capsys, "bucket order and the SOURCE")
+    one_line_error([log, "--plan", plan, "--order", "random", "--seed", "3"], capsys,
+                   "--order, --seed: options of planning a SOURCE")
+    one_line_error([log, "--bounds", "0,100,8193"], capsys, "--bounds: options of planning")
+    one_line_error([log, "--plan", plan, "--world-size", "4"], capsys,
+                   "the plan is for 2 ranks")
+    one_line_error([log, corpus, "-q", "--world-size", "2", "--policy", "nope"], capsys,
+                   "policy must be fixed, sorted or packed")
+    one_line_error([log, corpus, "-q", "--grad-accum", "0"], capsys,
+                   "--grad-accum must be a positive integer")
+    rc, out, err = run_cli(["diagnose", log, "--plan", plan, "--grad-accum", "1"], capsys)
+    assert rc == 0 and "--grad-accum 1 overrides the 2 recorded" in out
+
+
 def one_line_error(args, capsys, match):
     rc, out, err = run_cli(["diagnose", *args], capsys)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
@@ -155,7 +230,7 @@ def test_bad_input_is_one_line(runs, tmp_path, capsys):
     long = tmp_path / "long.csv"
     long.write_text("step,loss\n" + "".join(f"{i},2.0\n" for i in range(1, 100_000, 7)))
     one_line_error([long, "--plan", plan], capsys, "do not fall in the order")
-    one_line_error([log, "--plan", plan, "--bucket-order", long], capsys, "not both")
+    one_line_error([log, "--plan", plan, "--bucket-order", long], capsys, "give one batch order")
     one_line_error([long, "-o", long], capsys, "-o")
     one_line_error([long, "--plan", long], capsys, "not a readable plan file")
     one_line_error([long, "--bucket-order", long], capsys, "not a bucket order")

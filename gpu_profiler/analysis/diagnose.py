@@ -38,7 +38,14 @@ from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
 from gpu_profiler.analysis.interleave import interleave, longest_run
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.losslog import LossLog, read_loss_log
-from gpu_profiler.trained_order import TrainedOrder, order_of, read_bucket_order, read_plans
+from gpu_profiler.params import BucketParams
+from gpu_profiler.trained_order import (
+    TrainedOrder,
+    order_of,
+    read_bucket_order,
+    read_plans,
+    sampled_order,
+)
 
 SCHEMA = "gpu-profiler/diagnose/v1"
 LOGGED = ("auto", "sample", "mean")
@@ -49,6 +56,9 @@ PERIOD_P, PERIOD_SHARE = curve.PERIOD_P, 0.10
 DEFAULT_WINDOW, MIN_TREND, MIN_POINTS = 10, 101, 20
 #: Step offsets tried when aligning (logged step s = optimizer step s - offset, 0-based).
 OFFSETS = (0, 1, -1, 2, -2)
+#: `BucketBatchSampler`'s options `diagnose` plans a source with (and ``world_size``).
+SAMPLER_OPTIONS = ("bounds", "max_seq_len", "token_budget", "max_batch_size", "policy",
+                   "order", "seed", "drop_last", "max_run", "align_ranks", "drop_outside")
 #: Backfitting rounds of trend and bucket effects.
 _ROUNDS = 3
 
@@ -165,6 +175,9 @@ class DiagnoseResult:
     alignment: Alignment | None = None
     bucket_r2: float | None = None
     bucket_r2_adjusted: float | None = None
+    bucket_length_r2: float | None = None
+    bucket_length_r2_adjusted: float | None = None
+    length_slope: float | None = None
     debanded_window_std: float | None = None
     predicted_window_std: float | None = None
     longest_run: int | None = None
@@ -189,39 +202,90 @@ class DiagnoseResult:
 def diagnose(log: LossLog | str | os.PathLike[str], *,
              plan: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
              buckets: Sequence[int] | np.ndarray | str | os.PathLike[str] | None = None,
-             world_size: int = 1, grad_accum: int | None = None, rank: int | None = None,
-             logged: str = "auto", step_offset: int | None = None,
+             source: Any = None, batch_lengths: Sequence[float] | np.ndarray | None = None,
+             world_size: int | None = None, grad_accum: int | None = None,
+             rank: int | None = None, logged: str = "auto", step_offset: int | None = None,
              window: int = DEFAULT_WINDOW, trend_window: int | None = None, skip: int = 0,
              series: str | None = None, step_column: str | None = None,
-             log_format: str | None = None) -> DiagnoseResult:
+             log_format: str | None = None, epoch: int = 0, **sampler: Any
+             ) -> DiagnoseResult:
     """Diagnose the loss curve of ``log`` (a `LossLog`, or the path of a TensorBoard run or
     event file, or a CSV / JSONL / Parquet table: `gpu_profiler.losslog.read_loss_log`,
     with ``series``, ``step_column`` and ``log_format``).
 
-    The batch order, when known: ``plan`` (``gpu-profiler plan`` files, one per epoch) or
-    ``buckets`` (the bucket of every batch, ``world_size`` per plan step: an array or a
-    file as ``--emit-order`` writes it). ``grad_accum``: plan steps per optimizer step
-    (default 1; a plan file does not record it); ``rank``: the logged loss is that rank's
-    (default: the mean over ranks); ``logged``: ``sample``, ``mean`` or ``auto`` (the better fit);
-    ``step_offset``: logged step s is optimizer step s - offset (default: the best fit of
-    -2..2). ``window``: steps per reading window; ``trend_window``: logged points per
-    trend fit (default: the larger of 101 and a tenth of the points); ``skip``: steps
-    before this are left out (warm-up).
+    The batch order, when known, one of: ``plan`` (``gpu-profiler plan`` files, one per
+    epoch); ``source`` (the corpus, a `Source` or its data: planned again as ``plan``
+    plans it, from ``epoch`` on, ``sampler`` the options of `BucketBatchSampler`:
+    ``bounds``, ``policy``, ``order``, ``seed``, ...); ``buckets`` (the bucket of every
+    batch: an array, with each batch's mean sample length in ``batch_lengths`` if known,
+    or a file as ``--emit-order`` writes it). ``world_size``: ranks (a plan file's own;
+    else 1); ``grad_accum``: plan steps per optimizer step (default: the plan's, which
+    ``plan`` records (4 unless told), also with ``source``; 1 with ``buckets``);
+    ``rank``: the logged loss is that rank's (default: the mean over ranks); ``logged``:
+    ``sample``, ``mean`` or ``auto`` (the better fit); ``step_offset``: logged step s is
+    optimizer step s - offset (default: the best fit of -2..2). ``window``: steps per
+    reading window; ``trend_window``: logged points per trend fit (default: the larger of
+    101 and a tenth of the points); ``skip``: steps before this are left out (warm-up).
     """
     if not isinstance(log, LossLog):
         log = read_loss_log(log, series=series, step_column=step_column, format=log_format)
-    order = None
-    if plan is not None and buckets is not None:
-        raise ProfilerError("give the plan or the bucket order, not both")
-    if plan is not None:
-        order = read_plans([plan] if isinstance(plan, (str, os.PathLike)) else list(plan))
-    elif isinstance(buckets, (str, os.PathLike)):
-        order = read_bucket_order(buckets, world_size)
-    elif buckets is not None:
-        order = order_of(buckets, world_size)
+    order = trained_order(log, plan=plan, buckets=buckets, source=source,
+                          batch_lengths=batch_lengths, world_size=world_size,
+                          grad_accum=grad_accum, step_offset=step_offset, epoch=epoch,
+                          **sampler)
     return diagnose_log(log, order, grad_accum=grad_accum, rank=rank, logged=logged,
                         step_offset=step_offset, window=window, trend_window=trend_window,
                         skip=skip)
+
+
+def trained_order(log: LossLog, *, plan: Any = None, buckets: Any = None, source: Any = None,
+                  batch_lengths: Any = None, world_size: int | None = None,
+                  grad_accum: int | None = None, step_offset: int | None = None,
+                  epoch: int = 0, **sampler: Any) -> TrainedOrder | None:
+    """The batch order of `diagnose`'s arguments (None: none given); a source is planned
+    for the fewest epochs that hold the log's last step (at ``step_offset``, else the
+    largest tried), as the plan files of the epochs it trained would."""
+    _positive(world_size=world_size, grad_accum=grad_accum)
+    given = [name for name, value in (("plan", plan), ("bucket order", buckets),
+                                      ("SOURCE", source)) if value is not None]
+    if len(given) > 1:
+        raise ProfilerError(f"give one batch order, not the {' and the '.join(given)}")
+    unknown = sorted(set(sampler) - set(SAMPLER_OPTIONS))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; the "
+                        f"sampler's are: {', '.join(SAMPLER_OPTIONS)}")
+    if sampler and source is None:
+        raise ProfilerError(f"{', '.join(sampler)}: options of planning the SOURCE, which "
+                            "was not given")
+    if batch_lengths is not None and (buckets is None or isinstance(buckets, (str, os.PathLike))):
+        raise ProfilerError("batch_lengths go with buckets given as an array")
+    if plan is not None:
+        order = read_plans([plan] if isinstance(plan, (str, os.PathLike)) else list(plan))
+        if world_size not in (None, order.world_size):
+            raise ProfilerError(f"--world-size {world_size}: the plan is for "
+                                f"{order.world_size} ranks (its batches depend on them)")
+        return order
+    if source is not None:
+        last = int(log.steps[-1]) if log.steps.size else 0
+        steps = last + 1 - (max(OFFSETS) if step_offset is None else step_offset)
+        return _planned(source, world_size or 1, grad_accum or BucketParams.grad_accum,
+                        max(steps, 1), epoch, sampler)
+    if isinstance(buckets, (str, os.PathLike)):
+        return read_bucket_order(buckets, world_size or 1)
+    return None if buckets is None else order_of(buckets, world_size or 1,
+                                                 length=batch_lengths)
+
+
+def _planned(source: Any, world_size: int, accum: int, steps: int, epoch: int,
+             sampler: dict[str, Any]) -> TrainedOrder:
+    """The order ``plan`` writes for ``source`` with these options, epoch after epoch
+    from ``epoch``, until it holds ``steps`` optimizer steps."""
+    from gpu_profiler.request import Source
+    from gpu_profiler.sampler import planned_sampler
+
+    src = source if isinstance(source, Source) else Source(source)
+    s, _ = planned_sampler(src, epoch, world_size=world_size, **sampler)
+    return sampled_order(s, steps, accum, src.label)
 
 
 def diagnose_log(log: LossLog, order: TrainedOrder | None = None, *,
@@ -281,16 +345,21 @@ def _check_options(logged: str, window: int, trend_window: int | None, grad_accu
                    rank: int | None, order: TrainedOrder | None) -> None:
     if logged not in LOGGED:
         raise ProfilerError(f"--logged {logged!r}: choose from {', '.join(LOGGED)}")
-    for name, value in (("window", window), ("trend-window", trend_window),
-                        ("grad-accum", grad_accum)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ProfilerError(f"--{name} must be a positive integer, got {value!r}")
+    _positive(window=window, trend_window=trend_window, grad_accum=grad_accum)
     if trend_window is not None and trend_window < 3:
         raise ProfilerError(f"--trend-window must be at least 3, got {trend_window}")
     if rank is not None and (order is None or not 0 <= rank < order.world_size):
         ranks = f"0..{order.world_size - 1}" if order else "none without an order"
         raise ProfilerError(f"--rank {rank}: the ranks are {ranks}")
+
+
+def _positive(**values: int | None) -> None:
+    """A one-line error for an option given as anything but a positive integer."""
+    for name, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ProfilerError(f"--{name.replace('_', '-')} must be a positive integer, "
+                                f"got {value!r}")
 
 
 def _log_warnings(log: LossLog, n: int, t_window: int, w: int) -> list[str]:
@@ -383,16 +452,43 @@ def _windows(steps: np.ndarray, every: int, logged: str, offset: int, n_steps: i
     return np.maximum(prev + 1, 0), idx + 1
 
 
+def _taken(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every plan row of every point's ``[lo, hi)``: the point, and the row."""
+    length = hi - lo
+    start = np.repeat(lo - np.concatenate(([0], np.cumsum(length)[:-1])), length)
+    return np.repeat(np.arange(lo.size), length), start + np.arange(int(length.sum()))
+
+
 def _mix(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, k: int) -> np.ndarray:
     """Each point's bucket mix: the share of each bucket among the batches of plan rows
     ``[lo, hi)`` (``rows``: the bucket of each batch taken, per plan row)."""
     n = lo.size
-    length = hi - lo
-    start = np.repeat(lo - np.concatenate(([0], np.cumsum(length)[:-1])), length)
-    taken = rows[start + np.arange(int(length.sum()))]
-    point = np.repeat(np.arange(n), length)[:, None]
-    counts = np.bincount((point * k + taken).ravel(), minlength=n * k).reshape(n, k)
-    return counts / (length * rows.shape[1])[:, None]
+    point, row = _taken(lo, hi)
+    counts = np.bincount((point[:, None] * k + rows[row]).ravel(),
+                         minlength=n * k).reshape(n, k)
+    return counts / ((hi - lo) * rows.shape[1])[:, None]
+
+
+def _mean_over(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Each point's mean of ``values`` (per plan row, a column per batch taken) over the
+    batches of its plan rows ``[lo, hi)``."""
+    point, row = _taken(lo, hi)
+    sums = np.bincount(point, values[row].sum(axis=1), minlength=lo.size)
+    return sums / ((hi - lo) * values.shape[1])
+
+
+def _length_fit(d: np.ndarray, mix: np.ndarray, x: np.ndarray, r2: float
+                ) -> tuple[float, float] | None:
+    """The R^2 of ``d`` regressed on the bucket mix and ``x`` (each point's mean log batch
+    length) together, and the slope of ``x``, from ``r2`` (the mix's alone) by
+    Frisch-Waugh: ``x`` less its fit by the mix carries the length's own share (None: no
+    length varies apart from the buckets)."""
+    rx = x - mix @ np.linalg.lstsq(mix, x, rcond=None)[0]
+    sxx, sxd = float(rx @ rx), float(rx @ d)
+    ss = float(((d - d.mean()) ** 2).sum())
+    if sxx <= 1e-12 * max(float(((x - x.mean()) ** 2).sum()), 1e-300) or ss <= 0:
+        return None
+    return r2 + sxd * sxd / sxx / ss, sxd / sxx
 
 
 def _r2(d: np.ndarray, fitted: np.ndarray) -> float:
@@ -405,9 +501,10 @@ def _with_order(common: dict[str, Any], order: TrainedOrder, steps: np.ndarray,
                 period: curve.Period, scale: str, every: int, t_window: int, w: int,
                 grad_accum: int | None, rank: int | None, logged: str,
                 step_offset: int | None, warnings: list[str]) -> DiagnoseResult:
-    accum = grad_accum or 1
+    accum = _grad_accum(grad_accum, order, warnings)
     row_lo, row_hi = _step_rows(order, accum)
-    rows = order.bucket if rank is None else order.bucket[:, [rank]]
+    ranks = slice(None) if rank is None else [rank]
+    rows = order.bucket[:, ranks]
     k = order.buckets
     alignment, point_rows = _align(steps, d0, rows, row_lo, row_hi, k, every, logged,
                                    step_offset, accum, order, rank)
@@ -424,8 +521,9 @@ def _with_order(common: dict[str, Any], order: TrainedOrder, steps: np.ndarray,
     fitted = mix @ beta
     r2 = _r2(d, mix @ np.linalg.lstsq(mix, d, rcond=None)[0])
     present = int((taken > 0).sum())
-    n = d.size
-    r2_adj = 1 - (1 - r2) * (n - 1) / (n - present) if n > present else r2
+    r2_adj = _adjusted(r2, d.size, present)
+    fit = None if order.length is None else _length_fit(
+        d, mix, _mean_over(np.log(order.length[:, ranks]), lo, hi), r2)
     spread = curve.window_means(d, w).var()
     share = max(0.0, 1 - float(curve.window_means(d - fitted, w).var()) / spread) \
         if spread > 0 else 0.0
@@ -457,12 +555,32 @@ def _with_order(common: dict[str, Any], order: TrainedOrder, steps: np.ndarray,
     return DiagnoseResult(
         **common, banded=banded, verdict=verdict, band_r2=share, persistence=persist,
         window_std=wstd, order=order.source, alignment=alignment, bucket_r2=r2,
-        bucket_r2_adjusted=r2_adj, debanded_window_std=debanded_std,
+        bucket_r2_adjusted=r2_adj, bucket_length_r2=fit[0] if fit else None,
+        bucket_length_r2_adjusted=_adjusted(fit[0], d.size, present + 1) if fit else None,
+        length_slope=fit[1] if fit else None, debanded_window_std=debanded_std,
         predicted_window_std=predicted_std, longest_run=current_run,
         stride_longest_run=stride_run, max_batch_pct=top_pct,
         buckets=tuple(_bucket_effects(seq, loss, _loss_units(d, trend, scale), lo, hi, rows,
                                       effects, level, k)),
         fix=fix, warnings=tuple(warnings), curves=curves)
+
+
+def _adjusted(r2: float, n: int, p: int) -> float:
+    """``r2`` adjusted for ``p`` regressors fitted to ``n`` points."""
+    return 1 - (1 - r2) * (n - 1) / (n - p) if n > p else r2
+
+
+def _grad_accum(given: int | None, order: TrainedOrder, warnings: list[str]) -> int:
+    """Plan steps per optimizer step: ``given`` (``--grad-accum``), else the plan's, else
+    1; a given one that differs from the plan's overrides it, with a warning (the plan's
+    batches do not depend on it, and ``plan`` records its default, 4, when not told)."""
+    if given is None:
+        return order.grad_accum or 1
+    if order.grad_accum is not None and given != order.grad_accum:
+        warnings.append(f"--grad-accum {given} overrides the {order.grad_accum} recorded "
+                        f"with the order ({order.source}): plan records 4 unless told, and "
+                        "its batches are the same for any")
+    return given
 
 
 def _persistence(fitted: np.ndarray, beta: np.ndarray, rows: np.ndarray, lo: np.ndarray,

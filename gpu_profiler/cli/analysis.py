@@ -4,6 +4,8 @@ options and loading the histogram of one split (a scan, or a histogram saved wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -24,6 +26,55 @@ MaxRun = Annotated[int | None, typer.Option(
     help="Hard cap on same-bucket batches back to back in the interleaved "
     "(stride) order (default: the least possible; an infeasible cap names the minimum).",
     show_default=False)]
+
+# The sampler's options, as ``plan`` takes them (and ``diagnose`` with a SOURCE).
+PlanPolicy = Annotated[str, typer.Option(
+    "--policy", metavar="[fixed|sorted|packed]",
+    help="fixed (the bucket table's batch size per bucket), sorted (filled under the "
+    "token budget) or packed (rows of samples up to --max-seq-len, the rows profile "
+    "--policy packed counts; a batch's rows are its samples cut greedily in order).")]
+Order = Annotated[str, typer.Option(
+    "--order", metavar="[stride|random]",
+    help="stride (the interleaving planner) or random (steps shuffled).")]
+Seed = Annotated[int, typer.Option("--seed", metavar="N", help="Seed of every shuffle.")]
+Epoch = Annotated[int, typer.Option("--epoch", metavar="N",
+                                    help="Which epoch's plan (with the seed, decides it).")]
+MixedSteps = Annotated[bool, typer.Option(
+    "--mixed-steps", metavar="", help="Let one step's micro-batches (one per rank) come from "
+    "different buckets (default: one bucket per step, so no rank waits on another).")]
+DropOutside = Annotated[bool, typer.Option(
+    "--drop-outside", metavar="", help="Plan without the samples no bucket holds (null, "
+    "negative, or outside the bounds once clipped); by default they are an error "
+    "that says how many.")]
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """The sampler's options, as ``plan`` (and ``diagnose`` with a SOURCE) takes them."""
+
+    policy: PlanPolicy = "fixed"
+    order: Order = "stride"
+    seed: Seed = 0
+    epoch: Epoch = 0
+    drop_last: DropLast = False
+    max_run: MaxRun = None
+    mixed_steps: MixedSteps = False
+    drop_outside: DropOutside = False
+
+    def sampler(self, opts: o.ScanOptions) -> dict[str, Any]:
+        """`BucketBatchSampler`'s keyword arguments (but the world size, which
+        ``diagnose`` takes apart) with ``opts``' bucket table."""
+        p = opts.params()
+        return dict(bounds=p.bounds, max_seq_len=p.max_seq_len, token_budget=p.token_budget,
+                    max_batch_size=p.max_batch_size, policy=self.policy, order=self.order,
+                    seed=self.seed, drop_last=self.drop_last, max_run=self.max_run,
+                    align_ranks=not self.mixed_steps, drop_outside=self.drop_outside)
+
+
+def plan_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add every `PlanOptions` field to ``command``'s options, received as ``sampling``."""
+    return o.with_options(command, PlanOptions, "sampling")
+
 
 Plot = Annotated[str | None, typer.Option(
     "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "

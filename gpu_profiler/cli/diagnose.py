@@ -3,6 +3,7 @@ bands it, and (given the batch order) how much the buckets explain."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Annotated
 
 import typer
@@ -11,12 +12,23 @@ from gpu_profiler.cli import analysis as a
 from gpu_profiler.cli import options as o
 from gpu_profiler.cli.output import enforce, gates, guard, show
 
+#: ``--grad-accum``, ``--world-size`` and the outputs are diagnose's own.
+_OWN = ("grad_accum", "world_size", "output_format", "output", "width")
 
+
+@o.scan_options_except(*_OWN)
+@a.plan_options
 def diagnose(
     log: Annotated[str, typer.Argument(
         metavar="LOG", help="The loss log: a TensorBoard run directory or event file, or a "
         "CSV / JSONL / Parquet table of step and loss (a W&B or MLflow export).",
         show_default=False)],
+    source: Annotated[list[str] | None, typer.Argument(
+        metavar="SOURCE", help="The corpus the run trained on (PATHs, as plan takes them): "
+        "its order is planned again as gpu-profiler plan plans it, with plan's options "
+        "(--policy, --order, --seed, --bounds and the others), epoch after epoch from "
+        "--epoch.",
+        show_default=False)] = None,
     plan: Annotated[list[str] | None, typer.Option(
         "--plan", metavar="FILE", help="The batch order: the gpu-profiler plan file the run "
         "trained on (repeat it for each epoch, in order).", show_default=False)] = None,
@@ -24,12 +36,13 @@ def diagnose(
         "--bucket-order", metavar="FILE", help="The batch order as the bucket of every "
         "batch (--emit-order of plan or schedule: one per line, or .npy).",
         show_default=False)] = None,
-    world_size: Annotated[int, typer.Option(
-        "--world-size", metavar="N", help="Ranks: consecutive batches of --bucket-order "
-        "per step (a plan file says its own).")] = 1,
+    world_size: Annotated[int | None, typer.Option(
+        "--world-size", metavar="N", help="Ranks: batches per plan step (default 1; a plan "
+        "file says its own).", show_default=False)] = None,
     grad_accum: Annotated[int | None, typer.Option(
-        "--grad-accum", metavar="N", help="Steps of the plan per optimizer step, as "
-        "trained (default 1).", show_default=False)] = None,
+        "--grad-accum", metavar="N", help="Plan steps per optimizer step, as trained "
+        "(default: what the plan file records, or plan would with SOURCE: 4 unless "
+        "told; 1 with --bucket-order).", show_default=False)] = None,
     rank: Annotated[int | None, typer.Option(
         "--rank", metavar="N", help="The loss logged is this rank's (default: the mean "
         "over the ranks).", show_default=False)] = None,
@@ -66,33 +79,41 @@ def diagnose(
     output_format: o.OutFormat = o.OutputFormat.table,
     output: o.Output = None,
     width: o.Width = None,
+    *,
+    opts: o.ScanOptions,
+    sampling: a.PlanOptions,
 ) -> None:
     """Read a training loss log and say whether batch composition bands its curve.
 
     From the loss alone: its bands (modes, shares, levels), period and ladders. With the
-    batch order (--plan or --bucket-order): how much of the detrended loss each point's
-    buckets explain (R^2), the de-banded curve, and what the stride order would leave.
+    batch order (--plan, --bucket-order, or the SOURCE with plan's options): how much of
+    the detrended loss each point's buckets (and batch lengths) explain (R^2), the
+    de-banded curve, and what the stride order would leave.
     """
-    from gpu_profiler.analysis.diagnose import diagnose_log
+    from gpu_profiler.analysis.diagnose import diagnose
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.losslog import read_loss_log
     from gpu_profiler.render import diagnose as r
     from gpu_profiler.render import plots
-    from gpu_profiler.trained_order import read_bucket_order, read_plans
 
     conditions = gates("diagnose", fail_if)
-    if plan and bucket_order:
-        raise ProfilerError("give --plan or --bucket-order, not both")
+    unused = [f"--{f.name.replace('_', '-')}" for given in (opts, sampling)
+              for f in fields(given) if getattr(given, f.name) != f.default]
+    if unused and not source:
+        raise ProfilerError(f"{', '.join(unused)}: options of planning a SOURCE, and none "
+                            "was given (gpu-profiler diagnose LOG SOURCE ...)")
     guard({"-o": output, "--plot": plot, "--debanded": debanded}, log, *(plan or ()),
-          bucket_order)
+          bucket_order, *(source or ()))
     if plot:
         plots.check_plot(plot)
     loss = read_loss_log(log, series=tag, step_column=step_column, format=log_format)
-    order = read_plans(plan) if plan else \
-        read_bucket_order(bucket_order, world_size) if bucket_order else None
-    result = diagnose_log(loss, order, grad_accum=grad_accum, rank=rank, logged=logged,
-                          step_offset=step_offset, window=window, trend_window=trend_window,
-                          skip=skip)
+    sampler = sampling.sampler(opts) if source else {}
+    result = diagnose(loss, plan=plan or None, buckets=bucket_order,
+                      source=opts.source(source) if source else None, world_size=world_size,
+                      grad_accum=grad_accum, rank=rank, logged=logged, step_offset=step_offset,
+                      window=window, trend_window=trend_window, skip=skip,
+                      epoch=sampling.epoch,
+                      **sampler)
     if debanded:
         from gpu_profiler.io.output import write_atomic
 
@@ -103,3 +124,4 @@ def diagnose(
     show(result, output_format, output, r.print_diagnose, r.diagnose_markdown, r.diagnose_csv,
          width)
     enforce(conditions, result)
+

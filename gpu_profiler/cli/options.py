@@ -204,29 +204,31 @@ class ScanOptions:
 def scan_options(command: Callable[..., None]) -> Callable[..., None]:
     """Add every `ScanOptions` field to ``command``'s options; the command receives them
     as one keyword argument ``opts``."""
-    return _with_scan_options(command, ())
+    return with_options(command, ScanOptions, "opts")
 
 
 def scan_options_except(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """`scan_options` less the fields ``names`` (they keep their defaults), for a command
     they mean nothing to (``report`` has no ``--output-format`` or ``--width``)."""
-    return functools.partial(_with_scan_options, without=names)
+    return functools.partial(with_options, cls=ScanOptions, name="opts", without=names)
 
 
-def _with_scan_options(command: Callable[..., None], without: tuple[str, ...]
-                       ) -> Callable[..., None]:
+def with_options(command: Callable[..., None], cls: type, name: str,
+                 without: tuple[str, ...] = ()) -> Callable[..., None]:
+    """Add the fields of the dataclass ``cls`` (but ``without``) to ``command``'s options;
+    the command receives them as one ``cls`` in its keyword argument ``name``."""
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
-           if p.name != "opts"]
-    hints = inspect.get_annotations(ScanOptions, eval_str=True)
-    names = [f.name for f in fields(ScanOptions) if f.name not in without]
+           if p.name != name]
+    hints = inspect.get_annotations(cls, eval_str=True)
+    names = [f.name for f in fields(cls) if f.name not in without]
     shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                annotation=hints[f.name]) for f in fields(ScanOptions)
+                                annotation=hints[f.name]) for f in fields(cls)
               if f.name in names]
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
-        opts = ScanOptions(**{n: kwargs.pop(n) for n in names if n in kwargs})
-        command(*args, opts=opts, **kwargs)
+        given = cls(**{n: kwargs.pop(n) for n in names if n in kwargs})
+        command(*args, **{name: given}, **kwargs)
 
     run.__signature__ = inspect.Signature(own + shared)  # type: ignore[attr-defined]
     return run

@@ -28,7 +28,7 @@ def report(
         "diagnose: from the loss alone, or with --log-plan).", show_default=False)] = None,
     log_plan: Annotated[list[str] | None, typer.Option(
         "--log-plan", metavar="FILE", help="The plan file(s) LOG trained on, one per epoch "
-        "(its optimizer steps: --grad-accum of them).", show_default=False)] = None,
+        "(its optimizer steps: the --grad-accum each records).", show_default=False)] = None,
     *,
     opts: o.ScanOptions,
 ) -> None:
@@ -109,18 +109,18 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
         tables=tables, pols=result.policies, suggestion=suggestion or no_suggestion,
         schedule=schedule, found=found, figures=figures)
     if log:
-        html = html.replace("<h2>Command</h2>", _diagnosed(log, log_plan, params) +
+        html = html.replace("<h2>Command</h2>", _diagnosed(log, log_plan) +
                             "\n<h2>Command</h2>", 1)
     emit(html, opts.output)
 
 
-def _diagnosed(log: str, plans: list[str] | None, params: Any) -> str:
+def _diagnosed(log: str, plans: list[str] | None) -> str:
     """The report's section on a training loss log (before the command)."""
     from gpu_profiler.analysis.diagnose import diagnose
     from gpu_profiler.render import plots
     from gpu_profiler.render.diagnose import diagnose_html
 
-    r = diagnose(log, plan=plans, grad_accum=params.grad_accum if plans else None)
+    r = diagnose(log, plan=plans)
     return diagnose_html(r, plots.diagnose_figure(r, plots.titled(log, "loss curve")))
 
 

@@ -37,6 +37,10 @@ def _numbers(r: Any) -> list[tuple[str, str]]:
     if r.order:
         a = r.alignment
         rows += [("bucket_r2", f"{r.bucket_r2:.3f} (adjusted {r.bucket_r2_adjusted:.3f})"),
+                 ("bucket_length_r2", "none (no batch lengths)" if r.length_slope is None
+                  else f"{r.bucket_length_r2:.3f} (adjusted {r.bucket_length_r2_adjusted:.3f}"
+                  f"; buckets and batch length: loss ~ length^{r.length_slope:+.3f} within "
+                  "a bucket)"),
                  ("debanded_window_std", _g(r.debanded_window_std)),
                  ("predicted_window_std", f"{_g(r.predicted_window_std)} (stride order)"),
                  ("longest_run", f"{r.longest_run} (stride order: {r.stride_longest_run})"),

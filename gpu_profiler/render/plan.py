@@ -13,7 +13,8 @@ _FIELDS = ("samples", "batches", "steps", "longest_run", "min_run", "tokens",
 def _lines(s: Any) -> list[tuple[str, str]]:
     p = s.params
     return [("split", s.split or "-"), ("policy / order", f"{s.policy} / {s.order}"),
-            ("seed / epoch", f"{s.seed} / {s.epoch}"), ("ranks", str(p.world_size)),
+            ("seed / epoch", f"{s.seed} / {s.epoch}"),
+            ("ranks / grad_accum", f"{p.world_size} / {s.grad_accum or '-'}"),
             ("samples", f"{s.samples:,}"), ("batches", f"{s.batches:,}"),
             ("steps (one batch per rank)", f"{s.steps:,}"),
             ("longest same-bucket run (steps)",

@@ -19,6 +19,7 @@ says it was interrupted).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import pickle
@@ -49,6 +50,7 @@ def runs(path: Path, leaf: int) -> list[Run | None]:
             _helper = subprocess.Popen([sys.executable, "-c", _SERVE, json.dumps(sys.path)],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        stderr=subprocess.DEVNULL)
+            atexit.register(_stop, _helper)
         helper = _helper
         assert helper.stdin is not None and helper.stdout is not None
         try:
@@ -64,6 +66,18 @@ def runs(path: Path, leaf: int) -> list[Run | None]:
     if not ok:
         raise value  # as the helper raised it (a pyarrow error: the caller names the file)
     return value
+
+
+def _stop(helper: subprocess.Popen[bytes]) -> None:
+    """End the helper with this process: its stdin closed, it returns (`serve`)."""
+    if helper.poll() is None and helper.stdin is not None and helper.stdout is not None:
+        helper.stdin.close()
+        helper.stdout.close()
+        try:
+            helper.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            helper.kill()
+            helper.wait()
 
 
 def _send(f: IO[bytes], value: Any) -> None:

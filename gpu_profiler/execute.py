@@ -106,10 +106,10 @@ def tasks_histogram(parts: list[Part], reading: Reading, backend: Backend, cap: 
     elif reading.inline:  # read here, so the first chunk tells whether there is any: a
         first = next(chunks, None)  # task of parts counted as they were read has none
         if first is None:
-            return runs.histogram(cap)
+            return backend.runs(runs, cap)
         chunks = itertools.chain([first], chunks)
     hist = counter.histogram(chunks, cap)
-    return merge([hist, runs.histogram(cap)]) if runs else hist
+    return merge([hist, backend.runs(runs, cap)]) if runs else hist
 
 
 def task_size(parts: list[Part], workers: int) -> int:
@@ -148,7 +148,7 @@ def _chunks(parts: list[Part], reading: Reading, backend: Backend, cap: int | No
         work = joined.counting() if backend.counts else None
         if work is not None:
             hist = backend.count(work, cap)
-            runs.counted(hist)
+            runs.counted.append(hist)
             if bar is not None:
                 bar.update(samples=hist.total)
         else:

@@ -1,4 +1,5 @@
-"""The backend interface: chunks in, one exact `LengthHistogram` out."""
+"""The backend interface: chunks in, one exact `LengthHistogram` out (the only place
+histograms are made: of chunks, of a reader's `Counting`, of a task's `RunTally`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.histogram import LengthHistogram, Sum, auto_cap, wrapped
+from gpu_profiler.runs import RunTally
 
 
 class Backend(ABC):
@@ -35,6 +39,28 @@ class Backend(ABC):
     def count(self, work: Counting, cap: int | None) -> LengthHistogram:
         """The histogram of ``work`` 's files, where `counts`."""
         raise NotImplementedError(f"the {self.name} backend does not count as it reads")
+
+    def runs(self, tally: RunTally, cap: int | None) -> LengthHistogram:
+        """The histogram of ``tally`` (lengths known without being read, and histograms
+        counted as read) with bins ``0..cap``, exactly as chunks of those lengths would be
+        counted (values read as int64: negative, or uint64 >= 2**63, are invalid);
+        ``cap=None`` bins up to the largest value (see `auto_cap`)."""
+        values = [v if v < 2**63 else v - 2**64 for v in tally.values]
+        if cap is None:
+            cap = auto_cap(max((v for v in values if v >= 0), default=0))
+        total = Sum(cap)
+        for raw, v in zip(tally.values, values, strict=True):
+            n = tally.values[raw]
+            if v < 0:
+                total.invalid += n
+            elif v <= cap:
+                total.counts[v] += n
+            else:
+                total.add(LengthHistogram(np.zeros(cap + 1, np.int64), n, n * v, v, v))
+        total.nulls += tally.nulls
+        for hist in tally.counted:
+            total.add(hist)
+        return total.histogram()
 
     def beside_reader(self) -> Backend:
         """This backend for chunks read ahead in another thread, which keeps a core busy."""

@@ -30,7 +30,6 @@ import pyarrow.parquet as pq
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import put_unless_stopped
-from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
 from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Joined, Reading, ShardFormat
 from gpu_profiler.runs import Run

@@ -13,15 +13,15 @@ from gpu_profiler.cli.output import enforce, gates, guard, show
 
 
 def _plain_arguments() -> None:
-    """Name arguments in help as click does, ``PATH``: typer (0.29) writes a required one
-    ``{PATH}`` in the usage line and adds its Python type, ``PATH <str>``."""
+    """Name arguments in the usage line as click does, ``PATH``: typer (0.26 and later)
+    writes a required one ``{PATH}``."""
     from typer.core import TyperArgument
 
-    if hasattr(TyperArgument, "_usage_display_name"):
-        TyperArgument._usage_display_name = (  # type: ignore[method-assign]
-            lambda self: self.display_name_raw if self.required
-            else f"[{self.display_name_raw}]")
-    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+    def usage(self: TyperArgument, ctx: Any) -> list[str]:
+        metavar = self.make_metavar(ctx)
+        return [metavar if self.required else f"[{metavar}]"]
+
+    TyperArgument.get_usage_pieces = usage  # type: ignore[method-assign]
 
 
 _plain_arguments()

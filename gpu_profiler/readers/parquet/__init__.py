@@ -23,9 +23,9 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
@@ -33,6 +33,9 @@ from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
 from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Joined, Reading, ShardFormat
 from gpu_profiler.runs import Run
+
+if TYPE_CHECKING:  # pyarrow.parquet is imported when a file is opened (~50 ms of start-up)
+    import pyarrow.parquet as pq
 
 MAGIC = b"PAR1"
 
@@ -71,7 +74,7 @@ def _corrupt(path: Path, exc: BaseException, groups: list[int] | None = None) ->
 #: number, which differs between the machines of a cluster sharing one file system).
 Version = tuple[int, int, int]
 #: A file's footer and the version it was read from.
-Footer = tuple[pq.FileMetaData, Version]
+Footer = tuple["pq.FileMetaData", Version]
 
 
 def _open(path: Path, footer: Footer | None = None, version: Version | None = None
@@ -86,6 +89,8 @@ def _open(path: Path, footer: Footer | None = None, version: Version | None = No
             raise ProfilerError(f"{path}: changed while the scan ran (replaced or rewritten "
                                 "after its footer was read); rerun once it is complete")
         md = footer[0] if footer is not None else None
+        import pyarrow.parquet as pq
+
         return pq.ParquetFile(f, metadata=md, buffer_size=READ_BUFFER), now
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None

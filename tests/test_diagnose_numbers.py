@@ -151,16 +151,12 @@ def test_a_log_longer_than_the_order_is_refused():
         gp.diagnose(loss_log(np.arange(10), np.ones(10)))
 
 
-def test_a_million_steps_in_seconds():
-    import time
-
+@pytest.mark.slow  # its time is measured by bench/bench_diagnose.py, never asserted here
+def test_a_million_steps_are_diagnosed():
     run = simulate(COUNTS * 420, LEVELS, "random", noise=0.1)
     log = loss_log(run.steps, run.loss)
     assert log.steps.size > 900_000
-    start = time.perf_counter()
-    r = gp.diagnose(log, buckets=run.buckets)
-    assert time.perf_counter() - start < 30  # ~3 s on 2 idle cores
-    assert r.banded
+    assert gp.diagnose(log, buckets=run.buckets).banded
 
 
 # ---------------------------------------------------------------- the curve statistics

@@ -46,6 +46,9 @@ LAYOUTS = common.DATA / "layouts"
 SEED = 20261202
 CAP = 8192
 EOT = 50256
+BASELINE = "gpu-profiler (--baseline)"
+#: The hand-written section of layouts.md (profiles of the rows that lose), kept by reruns.
+NOTES = "## Where the time goes"
 
 # ----------------------------------------------------------------------------- peers
 # Each peer: argv = path, cap, out (.npy of the counts of min(length, cap)).
@@ -120,7 +123,8 @@ counts = np.bincount(np.minimum(x, cap), minlength=cap + 1)
     "tokens numpy memmap": f"""
 x = np.memmap(path, np.uint16, "r")
 ends = np.flatnonzero(x == {EOT})
-x = np.diff(ends, prepend=-1)
+x = np.append(np.diff(ends, prepend=-1), x.size - 1 - ends[-1])  # the tail: a document
+x = x[x > 0]
 counts = np.bincount(np.minimum(x, cap), minlength=cap + 1)
 """,
     "megatron numpy memmap": """
@@ -322,7 +326,7 @@ def gp_counts(path: Path, args: list[str]) -> np.ndarray:
         return clipped_counts(LengthHistogram.load(hist), CAP)
 
 
-def measure(row: Row, repeat: int, tmp: Path) -> dict:
+def measure(row: Row, repeat: int, tmp: Path, baseline: str) -> dict:
     load0 = common.load()
     path = row.make()
     out = tmp / "counts.npy"
@@ -335,6 +339,10 @@ def measure(row: Row, repeat: int, tmp: Path) -> dict:
                      f"({int(got.sum())} vs {int(want.sum())} samples)")
     methods = {"gpu-profiler": lambda: common.process(
         [common.CLI, "profile", str(path), "-q", "-f", "json", *row.args])}
+    if baseline:  # the same CLI on other sources of the package, e.g. a main checkout
+        env = dict(os.environ, PYTHONPATH=baseline)
+        methods[BASELINE] = lambda: common.process(
+            [common.CLI, "profile", str(path), "-q", "-f", "json", *row.args], env)
     for name in row.peers:
         methods[name] = lambda name=name: common.python(peer_code(name), path, CAP, out)
     runs = common.alternate(methods, repeat)
@@ -343,6 +351,9 @@ def measure(row: Row, repeat: int, tmp: Path) -> dict:
                   "rss_mib": max(r["rss_mib"] for r in rs),
                   "runs": [round(r["wall"], 3) for r in rs]} for name, rs in runs.items()}
     res["gpu-profiler"]["scan"] = float(np.median(scan))
+    if baseline:
+        res[BASELINE]["scan"] = float(np.median(
+            [json.loads(r["stdout"])["seconds"] for r in runs[BASELINE]]))
     best = min(row.peers, key=lambda k: res[k]["wall"])
     return {"layout": row.layout, "samples": row.samples, "shards": row.shards,
             "args": row.args, "path_bytes": _bytes(path), "need_bytes": row.need(path),
@@ -368,20 +379,24 @@ def markdown(result: dict) -> list[str]:
           f"a numpy copy of 1 GiB at {bw['copy_gbs']:.1f} GB/s, a read at "
           f"{bw['read_gbs']:.1f} GB/s. `GB/s` is the bytes the scan must read (the length "
           "column, offsets, text, tokens or sizes) over gpu-profiler's whole process; `share` "
-          "is that over the read bandwidth. ratio = best peer's time / gpu-profiler's.", ""]
+          "is that over the read bandwidth. ratio = best peer's time / gpu-profiler's; "
+          "`baseline`: the same CLI on the sources given by `--baseline` (the code before "
+          "this round), in the same alternation.", ""]
     body = []
     for r in result["rows"]:
         gp, best = r["results"]["gpu-profiler"], r["results"][r["best_peer"]]
         gbs = r["need_bytes"] / gp["wall"] / 1e9
+        base = r["results"].get(BASELINE)
         body.append([r["layout"], r["samples"], r["shards"], f"{gp['wall']:.2f} s",
-                     f"{gp['scan']:.2f} s", f"{r['best_peer']} {best['wall']:.2f} s",
+                     f"{gp['scan']:.2f} s", f"{base['wall']:.2f} s" if base else "-",
+                     f"{r['best_peer']} {best['wall']:.2f} s",
                      f"**{r['ratio']:.2f}x**", f"{gp['rss_mib']:.0f} MiB",
                      f"{best['rss_mib']:.0f} MiB", f"{gbs:.2f}",
                      f"{100 * gbs / bw['read_gbs']:.0f}%",
                      f"{r['load'][0]:.1f}-{r['load'][1]:.1f}"])
     md += common.table(["layout", "samples", "shards", "gpu-profiler", "(its scan)",
-                        "best peer", "ratio", "RSS", "peer RSS", "GB/s", "share", "load"],
-                       body, right=set(range(2, 12)) - {5})
+                        "baseline", "best peer", "ratio", "RSS", "peer RSS", "GB/s", "share",
+                        "load"], body, right=set(range(2, 13)) - {6})
     md += ["", "Every peer, whole process (median wall, peak RSS):", ""]
     body = []
     for r in result["rows"]:
@@ -401,9 +416,12 @@ def main() -> int:
     ap.add_argument("--only", default="", help="rows whose layout contains this text")
     ap.add_argument("--keep", action="store_true", help="keep the generated data")
     ap.add_argument("--out", default="layouts", help="results name under bench/results/")
+    ap.add_argument("--baseline", default="", metavar="DIR",
+                    help="also time the CLI on the package sources in DIR (PYTHONPATH)")
     args = ap.parse_args()
     sizes = [10**7] if args.quick else [10**7, 10**8]
     common.check_disk((25 << 30) if args.big else (12 << 30), LAYOUTS)
+    common.compile_package()
     result = {"command": "python bench/bench_layouts.py " + " ".join(sys.argv[1:]),
               "repeat": args.repeat, "machine": common.machine(), "bandwidth": bandwidth(),
               "rows": []}
@@ -414,7 +432,7 @@ def main() -> int:
                 if args.only not in row.layout:
                     continue
                 t = time.perf_counter()
-                r = measure(row, args.repeat, Path(tmp))
+                r = measure(row, args.repeat, Path(tmp), args.baseline)
                 result["rows"].append(r)
                 gp = r["results"]["gpu-profiler"]
                 print(f"{row.layout:40s} {row.samples:>12s} {row.shards:5d}  gp "
@@ -427,7 +445,11 @@ def main() -> int:
             shutil.rmtree(LAYOUTS, ignore_errors=True)
     result["bandwidth_after"] = bandwidth()
     result["machine"]["load_end"] = common.load()
-    common.write_results(args.out, result, markdown(result))
+    md = markdown(result)
+    old = common.RESULTS / f"{args.out}.md"
+    if old.exists() and NOTES in old.read_text():
+        md += ["", NOTES + old.read_text().split(NOTES, 1)[1].rstrip("\n")]
+    common.write_results(args.out, result, md)
     return 0
 
 

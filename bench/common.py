@@ -65,6 +65,15 @@ def python(code: str, *args: object, env: dict[str, str] | None = None) -> dict:
     return process([sys.executable, "-c", code, *map(str, args)], env)
 
 
+def compile_package() -> None:
+    """Byte-compile the package, as installing a wheel does: an editable install under
+    ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module in every process."""
+    import compileall
+
+    for folder in ("gpu_profiler", "kernels"):
+        compileall.compile_dir(ROOT / folder, quiet=1)
+
+
 def alternate(methods: dict[str, Callable[[], dict]], repeat: int) -> dict[str, list[dict]]:
     """Each method run ``repeat`` times, in turn (A B C A B C ...), so that a change of load
     hits them alike."""

@@ -368,6 +368,10 @@ def _bytes(path: Path) -> int:
     return path.stat().st_size
 
 
+def _key(row: dict) -> tuple:
+    return row["layout"], row["samples"], row["shards"]
+
+
 def markdown(result: dict) -> list[str]:
     m, bw = result["machine"], result["bandwidth"]
     md = ["# Layouts: gpu-profiler against the best peer, whole processes", "",
@@ -445,6 +449,12 @@ def main() -> int:
             shutil.rmtree(LAYOUTS, ignore_errors=True)
     result["bandwidth_after"] = bandwidth()
     result["machine"]["load_end"] = common.load()
+    old_json = common.RESULTS / f"{args.out}.json"
+    if args.only and old_json.exists():  # the rows not rerun stay as they were measured
+        new = {_key(r): r for r in result["rows"]}
+        before = json.loads(old_json.read_text())
+        result["rows"] = [new.pop(_key(r), r) for r in before["rows"]] + list(new.values())
+        result["command"] += f" (other rows: {before['command']}, {before['machine']['date']})"
     md = markdown(result)
     old = common.RESULTS / f"{args.out}.md"
     if old.exists() and NOTES in old.read_text():

@@ -383,7 +383,8 @@ def markdown(result: dict) -> list[str]:
           f"a numpy copy of 1 GiB at {bw['copy_gbs']:.1f} GB/s, a read at "
           f"{bw['read_gbs']:.1f} GB/s. `GB/s` is the bytes the scan must read (the length "
           "column, offsets, text, tokens or sizes) over gpu-profiler's whole process; `share` "
-          "is that over the read bandwidth. ratio = best peer's time / gpu-profiler's; "
+          "is that over the read bandwidth. ratio = best peer's time / gpu-profiler's (`CPU "
+          "ratio`: the same for CPU seconds, user + system, steadier on a shared machine); "
           "`baseline`: the same CLI on the sources given by `--baseline` (the code before "
           "this round), in the same alternation.", ""]
     body = []
@@ -394,13 +395,14 @@ def markdown(result: dict) -> list[str]:
         body.append([r["layout"], r["samples"], r["shards"], f"{gp['wall']:.2f} s",
                      f"{gp['scan']:.2f} s", f"{base['wall']:.2f} s" if base else "-",
                      f"{r['best_peer']} {best['wall']:.2f} s",
-                     f"**{r['ratio']:.2f}x**", f"{gp['rss_mib']:.0f} MiB",
+                     f"**{r['ratio']:.2f}x**", f"{best['cpu'] / gp['cpu']:.2f}x",
+                     f"{gp['rss_mib']:.0f} MiB",
                      f"{best['rss_mib']:.0f} MiB", f"{gbs:.2f}",
                      f"{100 * gbs / bw['read_gbs']:.0f}%",
                      f"{r['load'][0]:.1f}-{r['load'][1]:.1f}"])
     md += common.table(["layout", "samples", "shards", "gpu-profiler", "(its scan)",
-                        "baseline", "best peer", "ratio", "RSS", "peer RSS", "GB/s", "share",
-                        "load"], body, right=set(range(2, 13)) - {6})
+                        "baseline", "best peer", "ratio", "CPU ratio", "RSS", "peer RSS",
+                        "GB/s", "share", "load"], body, right=set(range(2, 14)) - {6})
     md += ["", "Every peer, whole process (median wall, peak RSS):", ""]
     body = []
     for r in result["rows"]:
@@ -410,6 +412,15 @@ def markdown(result: dict) -> list[str]:
     md += common.table(["layout", "samples", "shards", "process", "wall", "CPU", "peak RSS"],
                        body, right={2, 4, 5, 6})
     return md
+
+
+def write(name: str, result: dict) -> None:
+    """bench/results/NAME.md and .json, keeping the hand-written `NOTES` of the old .md."""
+    md = markdown(result)
+    old = common.RESULTS / f"{name}.md"
+    if old.exists() and NOTES in old.read_text():
+        md += ["", NOTES + old.read_text().split(NOTES, 1)[1].rstrip("\n")]
+    common.write_results(name, result, md)
 
 
 def main() -> int:
@@ -455,11 +466,7 @@ def main() -> int:
         before = json.loads(old_json.read_text())
         result["rows"] = [new.pop(_key(r), r) for r in before["rows"]] + list(new.values())
         result["command"] += f" (other rows: {before['command']}, {before['machine']['date']})"
-    md = markdown(result)
-    old = common.RESULTS / f"{args.out}.md"
-    if old.exists() and NOTES in old.read_text():
-        md += ["", NOTES + old.read_text().split(NOTES, 1)[1].rstrip("\n")]
-    common.write_results(args.out, result, md)
+    write(args.out, result)
     return 0
 
 

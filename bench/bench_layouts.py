@@ -429,6 +429,7 @@ def main() -> int:
     ap.add_argument("--big", action="store_true", help="also 1e9 (HF, Parquet, tokens)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", default="", help="rows whose layout contains this text")
+    ap.add_argument("--samples", default="", help="rows whose size contains this text")
     ap.add_argument("--keep", action="store_true", help="keep the generated data")
     ap.add_argument("--out", default="layouts", help="results name under bench/results/")
     ap.add_argument("--baseline", default="", metavar="DIR",
@@ -444,7 +445,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for row in rows(sizes, sizes[-1], args.big):
-                if args.only not in row.layout:
+                if args.only not in row.layout or args.samples not in row.samples:
                     continue
                 t = time.perf_counter()
                 r = measure(row, args.repeat, Path(tmp), args.baseline)
@@ -461,7 +462,7 @@ def main() -> int:
     result["bandwidth_after"] = bandwidth()
     result["machine"]["load_end"] = common.load()
     old_json = common.RESULTS / f"{args.out}.json"
-    if args.only and old_json.exists():  # the rows not rerun stay as they were measured
+    if (args.only or args.samples) and old_json.exists():  # the rows not rerun stay
         new = {_key(r): r for r in result["rows"]}
         before = json.loads(old_json.read_text())
         result["rows"] = [new.pop(_key(r), r) for r in before["rows"]] + list(new.values())

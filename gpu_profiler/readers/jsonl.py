@@ -2,10 +2,13 @@
 line, the length an integer field (``--column``).
 
 The text is streamed in blocks cut at newlines, so memory stays bounded whatever the file
-size (no line may exceed :data:`MAX_LINE`). Each block is checked (UTF-8; every non-blank
-line opens an object) and parsed by pyarrow's JSON reader for the one field, on pyarrow's
-threads (every other value is skipped, never built); a block that fails is bisected by
-lines to name its first bad line. Stricter than pyarrow, a line must hold exactly one
+size (no line may exceed :data:`MAX_LINE`). Each block is parsed for the one field by a
+native pass per core (`gpu_profiler.kernels.jsonl.lengths`: JSON and UTF-8 checked, every
+other value skipped, nothing built) up to the first line it does not take; the rest of the
+block is checked (UTF-8; every non-blank line opens an object) and parsed by pyarrow's JSON
+reader, and a block that fails there is bisected by lines to name its first bad line. The
+native pass takes what pyarrow takes, and hands it the rest: pyarrow decides. Stricter
+than pyarrow, a line must hold exactly one
 object: pyarrow also takes ``{..}{..}`` on one line, an object spread over lines, and a
 ``null`` line (as a row of nulls; as the first value of a buffer, it crashes pyarrow 26, so
 such a line never reaches it). Blank lines are skipped; a missing field or ``null`` is a
@@ -15,12 +18,13 @@ Bounds, whatever the file holds (a zstd stream is decompressed as it is read, in
 blocks: no ratio or size limit is needed). Memory: three blocks of :data:`BLOCK` (16 MiB)
 and the longest line twice over while it is buffered (a line is at most :data:`MAX_LINE`,
 256 MiB); naming a bad line costs 24 bytes per non-blank line of its block. Time: linear in
-the text. Blank lines (nothing but JSON whitespace) cost no memory and ~0.3 ns a byte:
-each block is screened by one native pass (`gpu_profiler.kernels.jsonl`: newlines
-counted, every line's first byte checked, nothing allocated per line), a block of blank
-lines is never parsed, and whitespace running on without a newline is dropped as it comes
-instead of buffered. So 1 GiB of newlines in a 35 KB ``.jsonl.zst`` reads in about a
-second, in the memory of any small file.
+the text. Blank lines (nothing but JSON whitespace) cost no memory: a block of nothing
+else is told by one vectorized test and never parsed (~0.3 ns a byte); the native parse
+crosses the blank lines among others; a block that pyarrow parses is first screened by one
+native pass (`gpu_profiler.kernels.jsonl.screen`: newlines counted, every line's first byte
+checked, nothing allocated per line); and whitespace running on without a newline is
+dropped as it comes instead of buffered. So 1 GiB of newlines in a 35 KB ``.jsonl.zst``
+reads in about a second, in the memory of any small file.
 """
 
 from __future__ import annotations
@@ -172,11 +176,10 @@ def chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
 
 def _scanned(block: memoryview, line: int, name: np.ndarray, parse: pj.ParseOptions,
              path: Path, spec: LengthSpec, pool: ThreadPoolExecutor) -> Iterator[Chunk]:
-    """One block's field, parsed by
-    `gpu_profiler.kernels.jsonl.lengths` in `PIECES` pieces of whole lines on the pool's
-    threads, as one chunk. From the first line that kernel does not take, the rest of the
-    block is checked and parsed by pyarrow (`_parse`), which reads what it may and names
-    the first bad line."""
+    """One block's field, parsed by `gpu_profiler.kernels.jsonl.lengths` in `PIECES` pieces
+    of whole lines on the pool's threads, as one chunk. From the first line that kernel
+    does not take, the rest of the block is checked and parsed by pyarrow (`_parse`), which
+    reads what it may and names the first bad line."""
     text = np.frombuffer(block, np.uint8)
     cuts = [0]
     for k in range(1, PIECES):
@@ -309,11 +312,13 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
 
 
 def _checked(block: memoryview, line: int, path: Path, checked: bool) -> Screened | None:
-    """What `screen` finds in the block once it is checked to be UTF-8 (None unless
-    ``checked``)."""
-    if not checked:
+    """What `screen` finds in the block once it is checked to be UTF-8. Unless ``checked``,
+    None (the caller checks), but for a block with no byte above a space (whitespace, or
+    what screening names as a bad line: one vectorized test), which is screened."""
+    if checked:
+        _check_utf8(block, line, path)
+    elif np.count_nonzero(np.frombuffer(block, np.uint8) > 32):
         return None
-    _check_utf8(block, line, path)
     return screen(block, line)[0]
 
 

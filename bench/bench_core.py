@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import common
 import numpy as np
 import pyarrow as pa
 from fast_path import PARAMS, design_table, fast_path
@@ -393,17 +394,10 @@ def machine() -> dict:
     from gpu_profiler.backends import available_backends, get_backend
     from gpu_profiler.backends.numba_backend import cores
 
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    git = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                         text=True, cwd=ROOT).stdout.strip()
-    return {"cpu": cpu, "cores": os.cpu_count(), "cpu_threads": cores(),
-            "cpu_kernels": native.status().split(" (")[0],
-            "python": platform.python_version(), "numpy": np.__version__,
-            "pyarrow": pa.__version__, "numba": numba.__version__,
+    return {**common.machine(), "cpu_threads": cores(),
+            "cpu_kernels": native.status().split(" (")[0], "numba": numba.__version__,
             "datasets": datasets.__version__, "gpu_profiler": gpu_profiler.__version__,
-            "git": git, "auto_backend": get_backend("auto").name,
+            "auto_backend": get_backend("auto").name,
             "small_mib": engine.SMALL_SCAN_BYTES >> 20,
             "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE", ""),
             "backends": {k: v or "available" for k, v in available_backends().items()},

@@ -33,7 +33,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -46,6 +45,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -110,59 +112,15 @@ def build_parquet(n: int) -> Path:
 
 
 def build_hf(n: int) -> Path:
-    """An HF save_to_disk dir written shard by shard in datasets' own layout (its metadata
-    files and schema taken from a small dir that datasets itself saved), then opened with
-    ``datasets.load_from_disk`` to check it."""
-    import datasets
-
+    """An HF save_to_disk dir of 500 MB shards in datasets' own layout
+    (`common.write_hf`)."""
     target = DATA / f"io-hf-len-{n}"
     recipe = {"recipe": RECIPE, "samples": n, "seed": SEED}
     if _fresh(target, recipe):
         return target
-    datasets.disable_progress_bars()
-    tmp = Path(tempfile.mkdtemp(prefix=".io-hf-", dir=DATA))
-    try:
-        template = tmp / "template"
-        datasets.Dataset.from_dict({"length": np.zeros(3, np.int32)}).save_to_disk(
-            str(template))
-        with pa.memory_map(str(template / "data-00000-of-00001.arrow")) as src:
-            schema = pa.ipc.open_stream(src).schema
-        rows_per_shard = HF_SHARD_BYTES // 4
-        shards = max(1, -(-n // rows_per_shard))
-        names = [f"data-{k:05d}-of-{shards:05d}.arrow" for k in range(shards)]
-        out = tmp / "ds"
-        out.mkdir()
-        shard, written, writer, sink = -1, rows_per_shard, None, None
-        for x in blocks(n):
-            lo = 0
-            while lo < x.size:
-                if written == rows_per_shard:
-                    if writer:
-                        writer.close()
-                        sink.close()
-                    shard, written = shard + 1, 0
-                    sink = pa.OSFile(str(out / names[shard]), "wb")
-                    writer = pa.ipc.new_stream(sink, schema)
-                take = min(x.size - lo, rows_per_shard - written)
-                writer.write_table(pa.table({"length": x[lo:lo + take]}, schema=schema),
-                                   max_chunksize=HF_BATCH)
-                lo += take
-                written += take
-        writer.close()
-        sink.close()
-        state = json.loads((template / "state.json").read_text())
-        state["_data_files"] = [{"filename": f} for f in names]
-        state["_fingerprint"] = f"{SEED:x}{n:x}"[:16]
-        (out / "state.json").write_text(json.dumps(state, indent=2))
-        shutil.copy(template / "dataset_info.json", out / "dataset_info.json")
-        check = datasets.load_from_disk(str(out))
-        if check.num_rows != n or str(check.features["length"].dtype) != "int32":
-            sys.exit(f"FAIL: {out} reads back as {check.num_rows} rows {check.features}")
-        del check
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(out, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    common.write_hf(target, {"length": np.zeros(3, np.int32)},
+                    (pa.table({"length": x}) for x in blocks(n)), n,
+                    max(1, -(-n // (HF_SHARD_BYTES // 4))), HF_BATCH)
     _mark(target, recipe)
     return target
 
@@ -635,15 +593,7 @@ def markdown(r: dict) -> str:
 
 
 def machine(load_start: float) -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    git = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                         text=True, cwd=ROOT).stdout.strip()
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "pyarrow": pa.__version__, "numpy": np.__version__, "git": git,
-            "date": time.strftime("%Y-%m-%d %H:%M"), "load_start": load_start,
-            "load_end": os.getloadavg()[0]}
+    return {**common.machine(), "load_start": load_start, "load_end": common.load()}
 
 
 def main() -> None:

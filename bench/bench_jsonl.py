@@ -31,15 +31,13 @@ import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
-BENCH = Path(__file__).resolve().parent
-DATA = BENCH / "data"
-RESULTS = BENCH / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+BENCH, DATA, RESULTS = common.BENCH, common.DATA, common.RESULTS
 SEED = 20261201
-WORDS = ["the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "he", "was", "for",
-         "on", "are", "as", "with", "his", "they", "I", "ünï", "日本", '"q"', "x\ny"]
 
 CHILD = textwrap.dedent("""
     import json, sys, time
@@ -85,27 +83,8 @@ CHILD = textwrap.dedent("""
 
 def corpus(lines: int) -> tuple[Path, Path]:
     """The corpus, plain and zstd (written by pyarrow), made once."""
-    DATA.mkdir(exist_ok=True)
-    plain = DATA / f"jsonl-{lines}.jsonl"
+    plain = common.jsonl_corpus(DATA / f"jsonl-{lines}.jsonl", lines, SEED)
     packed = DATA / f"jsonl-{lines}.jsonl.zst"
-    if not plain.exists():
-        rng = np.random.default_rng(SEED)
-        tmp = plain.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            for start in range(0, lines, 100_000):
-                m = min(100_000, lines - start)
-                tokens = rng.integers(1, 8192, m)
-                nwords = rng.integers(3, 12, m)
-                picks = rng.integers(0, len(WORDS), int(nwords.sum()))
-                out, at = [], 0
-                for i in range(m):
-                    text = json.dumps(" ".join(WORDS[j] for j in picks[at:at + nwords[i]]),
-                                      ensure_ascii=False)
-                    at += nwords[i]
-                    out.append(f'{{"id":"doc-{start + i}","text":{text},"num_tokens":'
-                               f'{tokens[i]},"meta":{{"src":"web","score":0.5}}}}\n')
-                f.write("".join(out))
-        os.replace(tmp, plain)
     if not packed.exists():
         tmp = packed.with_suffix(".tmp")
         with open(plain, "rb") as src, pa.CompressedOutputStream(str(tmp), "zstd") as dst:

@@ -16,15 +16,15 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parent
-CLI = str(Path(sys.executable).parent / "gpu-profiler")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+BENCH, CLI = common.BENCH, common.CLI
 TARGET_S = 1.0
 
 
@@ -43,13 +43,8 @@ def corpus(samples: int) -> Path:
 
 def wall(cmd: list[str], repeat: int) -> list[float]:
     """Wall seconds of ``repeat`` runs of ``cmd`` after one warm-up run."""
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        times.append(time.perf_counter() - t0)
-    return times
+    common.process(cmd)
+    return [common.process(cmd)["wall"] for _ in range(repeat)]
 
 
 def main() -> None:
@@ -58,6 +53,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=10)
     args = ap.parse_args()
     path = str(corpus(args.samples))
+    common.compile_package()
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "gpu-profiler --help": [CLI, "--help"],

@@ -26,11 +26,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 
-BENCH = Path(__file__).resolve().parent
-DATA = BENCH / "data"
-RESULTS = BENCH / "results"
+DATA, RESULTS = common.DATA, common.RESULTS
 TOKENS = 100_000_000
 EOT = 50256
 
@@ -68,14 +67,7 @@ print(json.dumps(out))
 
 def corpus() -> Path:
     """The stream, generated once (seeded): ids uniform below the EOT, one in 1000 an EOT."""
-    path = DATA / "tokens_1e8.bin"
-    if not path.exists():
-        DATA.mkdir(exist_ok=True)
-        rng = np.random.default_rng(20261201)
-        x = rng.integers(0, EOT, TOKENS).astype(np.uint16)
-        x[rng.random(TOKENS) < 1e-3] = EOT
-        x.tofile(path)
-    return path
+    return common.token_stream(DATA / "tokens_1e8.bin", TOKENS, EOT)
 
 
 def run(path: Path, kind: str, backend: str) -> dict:

@@ -103,6 +103,9 @@ EXPORTS: dict[str, Export] = {
     **{f"documents_{t}": Export("documents", "documents_block",
                                 (Arr(t), Arr(t), I, I, I, I, Arr("int32", out=True), _OUT_I8), 2)
        for t in ("uint16", "uint32")},
+    "running_sums": Export("documents", "running_sums",
+                           (Arr("int32"), _I8, I, I, _OUT_I8), 1),
+    "document_bounds": Export("documents", "document_bounds", (_I8, I), 2),
     "interleave": Export("plan", "interleave", (_I8, I, Arr("int32", out=True), _OUT_I8), 1),
     **{f"clip_counts_{t}": Export("plan", "clip_counts", (Arr(t), I, _OUT_I8), 0)
        for t in ("int32", "int64")},
@@ -113,6 +116,8 @@ EXPORTS: dict[str, Export] = {
     "expand": Export("plan", "expand", (Arr("int32"), _I8, I, _OUT_I8, _OUT_I8), 0),
     "sorted_cuts": Export("plan", "sorted_cuts", (_I8, _I8, I, I, I, _OUT_I8_2D), 2),
     "jsonl_screen": Export("jsonl", "screen", (_BYTES, I, _OUT_I8_2D), 3),
+    "jsonl_lengths": Export("jsonl", "lengths", (_BYTES, I, _BYTES, _OUT_I8, Arr("bool", out=True)),
+                            3),
     "parquet_lengths": Export("parquet", "lengths",
                               (_BYTES, _I8, _I8, _BYTES, I, Arr("uint8", out=True), _OUT_I8,
                                _OUT_I8, Arr("bool", out=True), _OUT_I8_2D, _OUT_I8), 2),

@@ -73,3 +73,42 @@ def documents_block(x, eot, lo, hi, start, cap, row, st):
         first, prev = _walk(x, e, i, end, shift, top, row, st, first, prev)
         i = end
     return first, prev
+
+
+@njit(cache=True, nogil=True)
+def running_sums(sizes, bounds, pos, total, out):
+    """The tokens before each of the non-decreasing sequence numbers ``bounds`` (each in
+    ``pos + 1 .. pos + sizes.size``), given ``sizes``, the sizes of sequences ``pos..``, and
+    ``total``, the tokens before sequence ``pos``: ``out[j]`` for ``bounds[j]``. One pass,
+    nothing allocated (a Megatron-LM document index's offsets, a window at a time); returns
+    the tokens before sequence ``pos + sizes.size``."""
+    acc = np.int64(total)
+    p = 0
+    for j in range(bounds.size):
+        b = bounds[j] - pos
+        while p < b:
+            acc += sizes[p]
+            p += 1
+        out[j] = acc
+    while p < sizes.size:
+        acc += sizes[p]
+        p += 1
+    return (acc,)
+
+
+@njit(cache=True, nogil=True)
+def document_bounds(bounds, sequences):
+    """``(outside, down)``: the first entry of a Megatron-LM document index window that lies
+    outside ``0..sequences``, and the first that is less than the one before it (-1: none).
+    One pass, nothing allocated."""
+    outside = -1
+    down = -1
+    for j in range(bounds.size):
+        b = bounds[j]
+        if outside < 0 and (b < 0 or b > sequences):
+            outside = j
+        if down < 0 and j and b < bounds[j - 1]:
+            down = j
+        if outside >= 0 and down >= 0:
+            break
+    return outside, down

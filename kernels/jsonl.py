@@ -117,3 +117,338 @@ def screen(a, bom, out):
             break
         i = j
     return newlines, solid, stray
+
+
+# ----------------------------------------------------------------------------- lengths
+# The common case parsed here, whole: lines of one object each, the field an integer or
+# null. Anything else (an error, and the rare forms pyarrow takes that this does not) stops
+# the scan at that line, which the reader hands to pyarrow with the rest of the block.
+
+_QUOTE, _BACKSLASH, _COLON, _COMMA, _CLOSE = 34, 92, 58, 44, 125
+_LBRACKET, _RBRACKET, _MINUS, _ZERO, _NINE = 91, 93, 45, 48, 57
+_DEPTH = 64  # nesting the skipper follows (deeper: handed over)
+_DIGITS = 18  # an integer of up to 18 digits always fits int64
+
+
+@njit(cache=True)
+def _at(a, i, n):
+    """``a[i]``, or a newline past the end (the block's end ends its last line)."""
+    return a[i] if i < n else _NL
+
+
+@njit(cache=True)
+def _ws(a, i, n):
+    """Past the spaces, tabs and carriage returns from ``i`` (a newline ends a line)."""
+    while i < n and (a[i] == _SP or a[i] == _TAB or a[i] == _CR):
+        i += 1
+    return i
+
+
+@njit(cache=True)
+def _hex(c):
+    return (_ZERO <= c <= _NINE) or (97 <= c <= 102) or (65 <= c <= 70)
+
+
+@njit(cache=True)
+def _cont(a, i, n, lo, hi):
+    """Whether ``a[i]`` is a UTF-8 continuation byte within ``lo..hi``."""
+    return i < n and lo <= a[i] <= hi
+
+
+@njit(cache=True)
+def _utf8(a, i, n):
+    """Past the multi-byte UTF-8 character at ``i``, or -1 (ill-formed: overlong, a
+    surrogate, above U+10FFFF, cut short)."""
+    c = a[i]
+    if 0xC2 <= c <= 0xDF:
+        return i + 2 if _cont(a, i + 1, n, 0x80, 0xBF) else -1
+    if 0xE0 <= c <= 0xEF:
+        lo = 0xA0 if c == 0xE0 else 0x80
+        hi = 0x9F if c == 0xED else 0xBF
+        ok = _cont(a, i + 1, n, lo, hi) and _cont(a, i + 2, n, 0x80, 0xBF)
+        return i + 3 if ok else -1
+    if 0xF0 <= c <= 0xF4:
+        lo = 0x90 if c == 0xF0 else 0x80
+        hi = 0x8F if c == 0xF4 else 0xBF
+        ok = (_cont(a, i + 1, n, lo, hi) and _cont(a, i + 2, n, 0x80, 0xBF)
+              and _cont(a, i + 3, n, 0x80, 0xBF))
+        return i + 4 if ok else -1
+    return -1
+
+
+@njit(cache=True)
+def _string(a, i, n):
+    """Past the string whose opening quote is ``a[i - 1]``, or -1: not valid JSON, or an
+    escaped surrogate (whose pairing pyarrow checks)."""
+    while i < n:
+        c = a[i]
+        if c == _QUOTE:
+            return i + 1
+        if c == _BACKSLASH:
+            e = _at(a, i + 1, n)
+            if e == 117:  # \uXXXX
+                if i + 5 >= n:
+                    return -1
+                for k in range(i + 2, i + 6):
+                    if not _hex(a[k]):
+                        return -1
+                if (a[i + 2] == 100 or a[i + 2] == 68) and not _ZERO <= a[i + 3] <= 55:
+                    return -1  # D800-DFFF
+                i += 6
+            elif (e == _QUOTE or e == _BACKSLASH or e == 47 or e == 98 or e == 102
+                  or e == 110 or e == 114 or e == 116):
+                i += 2
+            else:
+                return -1
+        elif c < 0x20:
+            return -1
+        elif c < 0x80:
+            i += 1
+        else:
+            i = _utf8(a, i, n)
+            if i < 0:
+                return -1
+    return -1
+
+
+@njit(cache=True)
+def _digits(a, i, n):
+    while i < n and _ZERO <= a[i] <= _NINE:
+        i += 1
+    return i
+
+
+@njit(cache=True)
+def _number(a, i, n):
+    """Past the JSON number at ``i``, or -1; also for one pyarrow may find too big for a
+    double (a positive exponent of over 2 digits, or one after over 200 integer digits)."""
+    if a[i] == _MINUS:
+        i += 1
+    c = _at(a, i, n)
+    whole = i
+    if c == _ZERO:
+        i += 1
+    elif _ZERO < c <= _NINE:
+        i = _digits(a, i + 1, n)
+    else:
+        return -1
+    whole = i - whole
+    if _at(a, i, n) == 46:  # .
+        j = _digits(a, i + 1, n)
+        if j == i + 1:
+            return -1
+        i = j
+    c = _at(a, i, n)
+    if c == 101 or c == 69:  # e E
+        i += 1
+        c = _at(a, i, n)
+        if c == 43 or c == _MINUS:
+            i += 1
+        j = _digits(a, i, n)
+        if j == i or (c != _MINUS and (j - i > 2 or whole > 200)):
+            return -1
+        i = j
+    return i
+
+
+@njit(cache=True)
+def _is(a, i, n, b0, b1, b2, b3):
+    return (_at(a, i, n) == b0 and _at(a, i + 1, n) == b1 and _at(a, i + 2, n) == b2
+            and _at(a, i + 3, n) == b3)
+
+
+@njit(cache=True)
+def _literal(a, i, n):
+    """Past the ``true``, ``false`` or ``null`` at ``i``, or -1."""
+    c = a[i]
+    if c == 116:
+        return i + 4 if _is(a, i, n, 116, 114, 117, 101) else -1
+    if c == 102:
+        return i + 5 if _is(a, i + 1, n, 97, 108, 115, 101) else -1
+    if c == 110:
+        return i + 4 if _is(a, i, n, 110, 117, 108, 108) else -1
+    return -1
+
+
+@njit(cache=True)
+def _scalar(a, i, n):
+    """Past the string, number or literal at ``i`` (``i < n``), or -1."""
+    c = a[i]
+    if c == _QUOTE:
+        return _string(a, i + 1, n)
+    if c == _MINUS or _ZERO <= c <= _NINE:
+        return _number(a, i, n)
+    return _literal(a, i, n)
+
+
+@njit(cache=True)
+def _key(a, i, n):
+    """Past an object's key and its colon (and the whitespace after), or -1."""
+    if _at(a, i, n) != _QUOTE:
+        return -1
+    i = _string(a, i + 1, n)
+    if i < 0:
+        return -1
+    i = _ws(a, i, n)
+    if _at(a, i, n) != _COLON:
+        return -1
+    return _ws(a, i + 1, n)
+
+
+@njit(cache=True)
+def _value(a, i, n):
+    """Past the JSON value at ``i``, or -1. The objects and arrays it is nested in are bits
+    of one word (1: an object), so it follows `_DEPTH` levels, allocating nothing."""
+    depth = 0
+    objects = np.uint64(0)
+    while True:
+        c = _at(a, i, n)
+        if c == 123 or c == _LBRACKET:  # { [
+            close = _CLOSE if c == 123 else _RBRACKET
+            i = _ws(a, i + 1, n)
+            if _at(a, i, n) == close:
+                i += 1
+            else:
+                if depth == _DEPTH:
+                    return -1
+                if close == _CLOSE:
+                    objects |= np.uint64(1) << np.uint64(depth)
+                else:
+                    objects &= ~(np.uint64(1) << np.uint64(depth))
+                depth += 1
+                if close == _CLOSE:
+                    i = _key(a, i, n)
+                    if i < 0:
+                        return -1
+                continue
+        else:
+            i = _scalar(a, i, n) if i < n else -1
+            if i < 0:
+                return -1
+        while depth:  # after a value inside an object or array
+            i = _ws(a, i, n)
+            c = _at(a, i, n)
+            in_object = (objects >> np.uint64(depth - 1)) & np.uint64(1)
+            if c == _COMMA:
+                i = _ws(a, i + 1, n)
+                if in_object:
+                    i = _key(a, i, n)
+                    if i < 0:
+                        return -1
+                break
+            if c != (_CLOSE if in_object else _RBRACKET):
+                return -1
+            depth -= 1
+            i += 1
+        if not depth:
+            return i
+
+
+@njit(cache=True)
+def _integer(a, i, n):
+    """``(end, value)`` of the integer of at most `_DIGITS` digits at ``i`` that no
+    fraction or exponent follows; end -1 otherwise."""
+    neg = _at(a, i, n) == _MINUS
+    j = i + 1 if neg else i
+    c = _at(a, j, n)
+    if c == _ZERO:
+        end = j + 1
+    elif _ZERO < c <= _NINE:
+        end = _digits(a, j, n)
+    else:
+        return -1, 0
+    c = _at(a, end, n)
+    if end - j > _DIGITS or c == 46 or c == 101 or c == 69 or _ZERO <= c <= _NINE:
+        return -1, 0
+    v = np.int64(0)
+    for k in range(j, end):
+        v = v * 10 + (a[k] - _ZERO)
+    return end, -v if neg else v
+
+
+@njit(cache=True)
+def _line(a, i, n, name):
+    """``(end, value, found)`` of the object line whose ``{`` is at ``i``: where its
+    trailing whitespace ends, and the integer of its key ``name`` (found 0: absent or
+    null); end -1 when this scan does not take the line."""
+    value = np.int64(0)
+    found = 0
+    seen = False
+    i = _ws(a, i + 1, n)
+    if _at(a, i, n) == _CLOSE:
+        return _ws(a, i + 1, n), value, found
+    while True:
+        if _at(a, i, n) != _QUOTE:
+            return -1, value, found
+        start = i + 1
+        i = _string(a, start, n)
+        if i < 0:
+            return -1, value, found
+        match = i - 1 - start == name.size
+        for k in range(start, i - 1):
+            if a[k] == _BACKSLASH:  # an escaped key may spell the name: pyarrow's
+                return -1, value, found
+            if match and a[k] != name[k - start]:
+                match = False
+        i = _ws(a, i, n)
+        if _at(a, i, n) != _COLON:
+            return -1, value, found
+        i = _ws(a, i + 1, n)
+        if match:
+            if seen:  # pyarrow's error: the field twice
+                return -1, value, found
+            seen = True
+            if _at(a, i, n) == 110:  # null
+                i = _literal(a, i, n)
+            else:
+                i, value = _integer(a, i, n)
+                found = 1
+        else:
+            i = _value(a, i, n)
+        if i < 0:
+            return -1, value, found
+        i = _ws(a, i, n)
+        c = _at(a, i, n)
+        if c == _CLOSE:
+            return _ws(a, i + 1, n), value, found
+        if c != _COMMA:
+            return -1, value, found
+        i = _ws(a, i + 1, n)
+
+
+@njit(cache=True, nogil=True)
+def lengths(a, bom, name, values, valid):
+    """Parse the JSON Lines text ``a`` (uint8, whole lines; the last may lack its newline)
+    for the integer field ``name`` (its UTF-8 bytes, no quote, backslash or control byte)
+    of every line's one object, skipping blank lines and a byte order mark at ``a[0]``
+    when ``bom``.
+
+    Row k's value goes to ``values[k]`` and ``valid[k]`` (False: the field is absent or
+    null). Returns ``(pos, rows, newlines)``: the end of the text, or the start of the
+    first line this scan does not take (invalid JSON or UTF-8, not one object, the field
+    not a plain integer or null, a form pyarrow decides: an escaped key or surrogate, a
+    number it may find too big, nesting deeper than 64; or no room left in ``values``);
+    the rows before it, and the newlines before it."""
+    n = a.size
+    rows = 0
+    newlines = 0
+    i = 3 if bom and n >= 3 and a[0] == 0xEF and a[1] == 0xBB and a[2] == 0xBF else 0
+    start = 0
+    while i < n:
+        i = _ws(a, i, n)
+        if i == n:
+            break
+        c = a[i]
+        if c == _NL:
+            newlines += 1
+            i += 1
+            start = i
+            continue
+        end, value, found = _line(a, i, n, name) if c == 123 else (-1, 0, 0)
+        if end < 0 or (end < n and a[end] != _NL) or rows == values.size:
+            return start, rows, newlines
+        values[rows] = value
+        valid[rows] = found
+        rows += 1
+        i = end
+    return n, rows, newlines

@@ -265,3 +265,32 @@ def test_options_that_do_not_apply(tmp_path, hf_dir, capsys):
         gp.histogram(np.arange(5), unit="sequence")
     with pytest.raises(ProfilerError, match="no such file"):
         gp.histogram(str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("how", ["native", "jit"])
+def test_document_kernels_equal_numpy(how):
+    """`running_sums` and `document_bounds` (kernels/documents.py), natively and through
+    the JIT, against numpy on random windows: sums at every boundary, the window's total,
+    the first boundary outside the sequences and the first that decreases."""
+    from gpu_profiler import native
+    from gpu_profiler.kernels import documents
+
+    if how == "native" and native.library() is None:
+        pytest.skip(native.status())
+    sums = native.kernel("running_sums") if how == "native" else documents.running_sums
+    check = native.kernel("document_bounds") if how == "native" else documents.document_bounds
+    rng = np.random.default_rng(26)
+    for _ in range(200):
+        sizes = rng.integers(-5, 9000, int(rng.integers(1, 50)), dtype=np.int32)
+        pos, total = int(rng.integers(0, 1000)), int(rng.integers(-10, 10**12))
+        bounds = np.sort(rng.integers(pos + 1, pos + sizes.size + 1, int(rng.integers(0, 60))))
+        out = np.zeros(bounds.size, np.int64)
+        cum = total + np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        assert sums(sizes, bounds, pos, total, out) == (cum[-1],)
+        assert out.tolist() == cum[bounds - pos].tolist()
+        seq = int(rng.integers(0, 60))
+        index = rng.integers(-3, 70, int(rng.integers(0, 12)))
+        outside = np.flatnonzero((index < 0) | (index > seq))
+        down = np.flatnonzero(np.diff(index) < 0) + 1
+        want = (int(outside[0]) if outside.size else -1, int(down[0]) if down.size else -1)
+        assert tuple(check(index, seq)) == want

@@ -2,10 +2,13 @@
 line, the length an integer field (``--column``).
 
 The text is streamed in blocks cut at newlines, so memory stays bounded whatever the file
-size (no line may exceed :data:`MAX_LINE`). Each block is checked (UTF-8; every non-blank
-line opens an object) and parsed by pyarrow's JSON reader for the one field, on pyarrow's
-threads (every other value is skipped, never built); a block that fails is bisected by
-lines to name its first bad line. Stricter than pyarrow, a line must hold exactly one
+size (no line may exceed :data:`MAX_LINE`). Each block is parsed for the one field by a
+native pass per core (`gpu_profiler.kernels.jsonl.lengths`: JSON and UTF-8 checked, every
+other value skipped, nothing built) up to the first line it does not take; the rest of the
+block is checked (UTF-8; every non-blank line opens an object) and parsed by pyarrow's JSON
+reader, and a block that fails there is bisected by lines to name its first bad line. The
+native pass takes what pyarrow takes, and hands it the rest: pyarrow decides. Stricter
+than pyarrow, a line must hold exactly one
 object: pyarrow also takes ``{..}{..}`` on one line, an object spread over lines, and a
 ``null`` line (as a row of nulls; as the first value of a buffer, it crashes pyarrow 26, so
 such a line never reaches it). Blank lines are skipped; a missing field or ``null`` is a
@@ -15,19 +18,22 @@ Bounds, whatever the file holds (a zstd stream is decompressed as it is read, in
 blocks: no ratio or size limit is needed). Memory: three blocks of :data:`BLOCK` (16 MiB)
 and the longest line twice over while it is buffered (a line is at most :data:`MAX_LINE`,
 256 MiB); naming a bad line costs 24 bytes per non-blank line of its block. Time: linear in
-the text. Blank lines (nothing but JSON whitespace) cost no memory and ~0.3 ns a byte:
-each block is screened by one native pass (`gpu_profiler.kernels.jsonl`: newlines
-counted, every line's first byte checked, nothing allocated per line), a block of blank
-lines is never parsed, and whitespace running on without a newline is dropped as it comes
-instead of buffered. So 1 GiB of newlines in a 35 KB ``.jsonl.zst`` reads in about a
-second, in the memory of any small file.
+the text. Blank lines (nothing but JSON whitespace) cost no memory: a block of nothing
+else is told by one vectorized test and never parsed (~0.3 ns a byte); the native parse
+crosses the blank lines among others; a block that pyarrow parses is first screened by one
+native pass (`gpu_profiler.kernels.jsonl.screen`: newlines counted, every line's first byte
+checked, nothing allocated per line); and whitespace running on without a newline is
+dropped as it comes instead of buffered. So 1 GiB of newlines in a 35 KB ``.jsonl.zst``
+reads in about a second, in the memory of any small file.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +54,8 @@ BOM = b"\xef\xbb\xbf"  # pyarrow takes one at the start of a file, and so do we
 BLOCK = 16 << 20
 #: pyarrow's own block: the unit its threads parse in parallel.
 PARSE_BLOCK = 1 << 20
+#: Pieces of a block parsed at once by the native scan (`_scanned`), one per core.
+PIECES = max(1, min(os.cpu_count() or 1, 8))
 #: A line running over this many bytes without a newline is taken for a corrupt file (or
 #: not JSON Lines) rather than buffered without bound.
 MAX_LINE = 256 << 20
@@ -55,6 +63,8 @@ MAX_LINE = 256 << 20
 SCHEMA_BYTES = 64 << 10
 
 _WS = b" \t\r\n"  # JSON's whitespace
+#: A field name the native scan cannot compare as raw bytes (JSON would escape it).
+_UNPLAIN = re.compile(rb'["\\\x00-\x1f]')
 _IN_ROW = re.compile(r"\.? in row \d+$")
 _TWO = "holds {} JSON values, not one object (a missing newline?)"
 #: Parse options that check JSON and build nothing (no field is kept).
@@ -98,7 +108,7 @@ def schema(path: Path) -> pa.Schema:
     fields: dict[str, pa.DataType | None] = {}
     objects = 0
     for block, line, seen in _blocks(path, SCHEMA_BYTES, grow=True):
-        if not seen.solid:  # blank lines only (skipped in blocks growing up to BLOCK)
+        if seen is None or not seen.solid:  # blank lines only (in blocks growing to BLOCK)
             continue
         # the first block's lines, or those of a later one (after blank blocks) within
         # SCHEMA_BYTES of its first non-blank line
@@ -149,13 +159,59 @@ def chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
     """Chunks of the integer field ``spec.name``, in line order (null where it is absent)."""
     parse = pj.ParseOptions(explicit_schema=pa.schema([(spec.name, pa.int64())]),
                             unexpected_field_behavior="ignore")
-    # blocks are read (and checked) ahead in a thread while pyarrow parses the last one:
-    # three buffers, one being read, one queued, one parsed
-    for block, line, seen in prefetched(_blocks(path, BLOCK, buffers=3), depth=1):
-        if not seen.solid:  # blank lines only: nothing to parse
-            continue
-        table = _parse(block, line, seen, parse, path)
-        yield from arrays_to_chunks(table.column(0).chunks, spec)
+    name = spec.name.encode()
+    fast = not _UNPLAIN.search(name)
+    # blocks are read (and screened) ahead in a thread while the last one is parsed: three
+    # buffers, one being read, one queued, one parsed
+    blocks = prefetched(_blocks(path, BLOCK, buffers=3, checked=not fast), depth=1)
+    with ThreadPoolExecutor(PIECES) as pool:
+        for block, line, seen in blocks:
+            if seen is None:
+                yield from _scanned(block, line, np.frombuffer(name, np.uint8), parse, path,
+                                    spec, pool)
+            elif seen.solid:  # else blank lines only: nothing to parse
+                table = _parse(block, line, seen, parse, path)
+                yield from arrays_to_chunks(table.column(0).chunks, spec)
+
+
+def _scanned(block: memoryview, line: int, name: np.ndarray, parse: pj.ParseOptions,
+             path: Path, spec: LengthSpec, pool: ThreadPoolExecutor) -> Iterator[Chunk]:
+    """One block's field, parsed by `gpu_profiler.kernels.jsonl.lengths` in `PIECES` pieces
+    of whole lines on the pool's threads, as one chunk. From the first line that kernel
+    does not take, the rest of the block is checked and parsed by pyarrow (`_parse`), which
+    reads what it may and names the first bad line."""
+    text = np.frombuffer(block, np.uint8)
+    cuts = [0]
+    for k in range(1, PIECES):
+        cuts.append(_line_after(block, max(cuts[-1], len(text) * k // PIECES)))
+    cuts.append(len(text))
+    lengths = native.kernel("jsonl_lengths")
+    bom = line == 1
+
+    def scan(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+        values = np.empty((hi - lo) // 3 + 1, np.int64)  # a line has 3 bytes or more
+        valid = np.empty(values.size, np.bool_)
+        pos, taken, newlines = lengths(text[lo:hi], int(bom and lo == 0), name, values, valid)
+        return values[:taken], valid[:taken], lo + pos, hi, newlines
+
+    values: list[np.ndarray] = []
+    valid: list[np.ndarray] = []
+    for v, ok, stop, hi, newlines in pool.map(scan, cuts[:-1], cuts[1:]):
+        values.append(v)
+        valid.append(ok)
+        if stop < hi:
+            break
+        line += newlines
+    if sum(v.size for v in values):
+        mask = np.concatenate(valid)
+        yield Chunk(np.concatenate(values), None if mask.all() else mask)
+    if stop < hi:
+        rest = block[stop:]
+        _check_utf8(rest, line + newlines, path)
+        seen = screen(rest, line + newlines)[0]
+        if seen.solid:
+            table = _parse(rest, line + newlines, seen, parse, path)
+            yield from arrays_to_chunks(table.column(0).chunks, spec)
 
 
 @dataclass(frozen=True)
@@ -184,10 +240,21 @@ def screen(block: memoryview, line: int, rows: int = 0) -> tuple[Screened, np.nd
     return Screened(newlines, solid, None if stray < 0 else stray), out[:min(rows, solid)]
 
 
-def _blocks(path: Path, size: int, buffers: int = 1,
-            grow: bool = False) -> Iterator[tuple[memoryview, int, Screened]]:
+def _line_after(block: memoryview, at: int) -> int:
+    """Where the first line that starts after byte ``at`` of ``block`` starts (or its end)."""
+    while at < len(block):
+        k = block[at:at + (64 << 10)].tobytes().find(b"\n")
+        if k >= 0:
+            return at + k + 1
+        at += 64 << 10
+    return len(block)
+
+
+def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
+            checked: bool = True) -> Iterator[tuple[memoryview, int, Screened | None]]:
     """The file's text in blocks of whole lines (the last may lack its newline), each
-    checked to be UTF-8 and screened, read ``size`` bytes at a time (doubled after each
+    checked to be UTF-8 and screened (unless not ``checked``: the caller does both, and
+    gets None for what `screen` found), read ``size`` bytes at a time (doubled after each
     blank block, up to `BLOCK`, if ``grow``): ``(block, number of its first line, what
     `screen` found)``. Ends after a block with a stray line (whose reader stops there). A
     block is a view of one of ``buffers`` buffers, taken in turn: the caller may still
@@ -216,21 +283,20 @@ def _blocks(path: Path, size: int, buffers: int = 1,
                     from None
             if not n:
                 if have:
-                    _check_utf8(view[:have], line, path)
-                    yield view[:have], line, screen(view[:have], line)[0]
+                    yield view[:have], line, _checked(view[:have], line, path, checked)
                 return
             end = have + n
             cut = buf.rfind(b"\n", have, end) + 1
             if not cut:
                 have = end
                 continue
-            _check_utf8(view[:cut], line, path)
-            seen = screen(view[:cut], line)[0]
+            seen = _checked(view[:cut], line, path, checked)
             yield view[:cut], line, seen
-            if seen.stray is not None:
+            if seen is not None and seen.stray is not None:
                 return
-            line += seen.newlines
-            if grow and not seen.solid:
+            line += seen.newlines if seen is not None else \
+                int(np.count_nonzero(np.frombuffer(view[:cut], np.uint8) == 10))
+            if grow and seen is not None and not seen.solid:
                 size = min(2 * size, max(size, BLOCK))
             # the unfinished line moves to the start of the next buffer (one that fits it,
             # dropping one grown far beyond what it holds)
@@ -243,6 +309,17 @@ def _blocks(path: Path, size: int, buffers: int = 1,
             nxt_view = view if nxt is buf else memoryview(nxt)
             nxt_view[:have] = view[cut:end]
             buf, view = nxt, nxt_view
+
+
+def _checked(block: memoryview, line: int, path: Path, checked: bool) -> Screened | None:
+    """What `screen` finds in the block once it is checked to be UTF-8. Unless ``checked``,
+    None (the caller checks), but for a block with no byte above a space (whitespace, or
+    what screening names as a bad line: one vectorized test), which is screened."""
+    if checked:
+        _check_utf8(block, line, path)
+    elif np.count_nonzero(np.frombuffer(block, np.uint8) > 32):
+        return None
+    return screen(block, line)[0]
 
 
 def _open(path: Path) -> pa.NativeFile:

@@ -32,6 +32,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
+from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers.base import FileShard, Reading, ShardFormat, SourceOptions
@@ -45,11 +46,13 @@ DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float64
 WINDOW = 1 << 22
 
 
-def read_at(f: BinaryIO, dtype: str, count: int, offset: int, path: Path) -> np.ndarray:
+def read_at(f: BinaryIO, dtype: str, count: int, offset: int, path: Path,
+            into: np.ndarray | None = None) -> np.ndarray:
     """``count`` items of ``dtype`` at byte ``offset`` of the open file ``f``, read with
-    positioned reads into a new array (never mapped: mapped pages would count toward the
-    resident set; never a view of a buffer the next read reuses)."""
-    out = np.empty(count, dtype)
+    positioned reads into a new array, or into the start of ``into`` (a buffer of the
+    caller's, reused: no fresh pages to fault in) (never mapped: mapped pages would count
+    toward the resident set)."""
+    out = np.empty(count, dtype) if into is None else into[:count]
     view = out.view(np.uint8).data
     done = 0
     while done < out.nbytes:
@@ -165,9 +168,10 @@ def _documents(path: Path) -> Iterator[Chunk]:
                        "needs one")
     with open(path, "rb") as f:
         sums = _RunningSum(f, index)
+        window = np.empty(min(index.documents, WINDOW + 1), "<i8")
         for lo in range(0, max(index.documents - 1, 1), WINDOW):
             hi = min(index.documents, lo + WINDOW + 1)
-            bounds = read_at(f, "<i8", hi - lo, index.documents_at + 8 * lo, path)
+            bounds = read_at(f, "<i8", hi - lo, index.documents_at + 8 * lo, path, window)
             _check_bounds(index, bounds, lo)
             yield Chunk(sums.at(bounds), offsets=True)
 
@@ -178,14 +182,13 @@ def _check_bounds(index: Index, bounds: np.ndarray, lo: int) -> None:
     at = index.documents_at + 8 * lo
     if lo == 0 and bounds[0] != 0:
         raise _corrupt(index.path, at, f"the document index starts at {bounds[0]}, not 0")
-    bad = np.flatnonzero((bounds < 0) | (bounds > index.sequences))
-    if bad.size:
-        j = int(bad[0])
+    outside, down = native.kernel("document_bounds")(bounds, index.sequences)
+    if outside >= 0:
+        j = outside
         raise _corrupt(index.path, at + 8 * j, f"document boundary {bounds[j]} lies outside "
                        f"the {index.sequences:,} sequences")
-    down = np.flatnonzero(np.diff(bounds) < 0)
-    if down.size:
-        j = int(down[0]) + 1
+    if down >= 0:
+        j = down
         raise _corrupt(index.path, at + 8 * j, f"document boundary {bounds[j]} comes after "
                        f"{bounds[j - 1]} (the document index must not decrease)")
     if lo + bounds.size == index.documents and bounds[-1] != index.sequences:
@@ -196,12 +199,14 @@ def _check_bounds(index: Index, bounds: np.ndarray, lo: int) -> None:
 
 class _RunningSum:
     """Sums of the sizes before given sequence numbers, for non-decreasing numbers: the
-    sizes are read once, in order, a window at a time."""
+    sizes are read once, in order, a window at a time, and summed at the numbers in one
+    native pass (`gpu_profiler.kernels.documents.running_sums`)."""
 
     def __init__(self, f: BinaryIO, index: Index) -> None:
         self.f, self.index = f, index
         self.pos = 0  # sizes before this sequence are summed ...
         self.total = 0  # ... to this
+        self.sizes = np.empty(min(index.sequences, WINDOW), "<i4")
 
     def at(self, bounds: np.ndarray) -> np.ndarray:
         out = np.empty(bounds.size, np.int64)
@@ -214,11 +219,11 @@ class _RunningSum:
                 break
             count = min(WINDOW, int(bounds[-1]) - self.pos)
             sizes = read_at(self.f, "<i4", count, self.index.sizes_at + 4 * self.pos,
-                            self.index.path)
-            sums = self.total + np.cumsum(sizes, dtype=np.int64)
+                            self.index.path, self.sizes)
             k = int(np.searchsorted(bounds, self.pos + count, side="right"))
-            out[i:k] = sums[bounds[i:k] - self.pos - 1]
-            i, self.pos, self.total = k, self.pos + count, int(sums[-1])
+            total = native.kernel("running_sums")(sizes, bounds[i:k], self.pos, self.total,
+                                                  out[i:k])[0]
+            i, self.pos, self.total = k, self.pos + count, total
         return out
 
 

@@ -1,0 +1,248 @@
+"""What the benches share: where things live, whole processes timed with their own peak
+RSS, the machine and its load, Markdown tables, and the seeded corpora they generate.
+
+Peak RSS is measured by a small launcher (``python -I -S``, ~8 MiB) that spawns the measured
+command and reads ``wait4``'s rusage: Linux keeps a process's ``ru_maxrss`` across exec, and a
+child spawned straight from a bench (which holds numpy, pyarrow and its corpora) would start
+from the bench's own resident set.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+DATA = BENCH / "data"
+RESULTS = BENCH / "results"
+CLI = str(Path(sys.executable).parent / "gpu-profiler")
+MIB = 1 << 20
+
+_LAUNCH = r"""
+import json, os, sys, time
+out, err = sys.argv[1], sys.argv[2]
+acts = [(os.POSIX_SPAWN_OPEN, 1, out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+        (os.POSIX_SPAWN_OPEN, 2, err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)]
+t = time.perf_counter()
+pid = os.posix_spawnp(sys.argv[3], sys.argv[3:], os.environ, file_actions=acts)
+_, status, ru = os.wait4(pid, 0)
+print(json.dumps({"wall": time.perf_counter() - t, "rc": os.waitstatus_to_exitcode(status),
+                  "rss_mib": ru.ru_maxrss / 1024, "cpu": ru.ru_utime + ru.ru_stime}))
+"""
+
+
+def process(cmd: list[str], env: dict[str, str] | None = None, check: bool = True) -> dict:
+    """Run ``cmd`` as a whole process: ``wall`` seconds, ``cpu`` seconds, ``rss_mib`` (its
+    peak resident set), ``rc``, ``stdout`` and ``stderr``."""
+    with tempfile.TemporaryDirectory(prefix="bench-proc-") as tmp:
+        out, err = Path(tmp, "out"), Path(tmp, "err")
+        p = subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCH, str(out), str(err),
+                            *map(str, cmd)], capture_output=True, text=True,
+                           env=env, cwd=ROOT, check=True)
+        r = json.loads(p.stdout)
+        r["stdout"], r["stderr"] = out.read_text(), err.read_text()
+    if check and r["rc"]:
+        sys.exit(f"FAIL: {' '.join(map(str, cmd))[:200]} exited {r['rc']}:\n"
+                 f"{r['stderr'][-3000:]}")
+    return r
+
+
+def python(code: str, *args: object, env: dict[str, str] | None = None) -> dict:
+    """``python -c code args`` as a whole process (see :func:`process`)."""
+    return process([sys.executable, "-c", code, *map(str, args)], env)
+
+
+def compile_package() -> None:
+    """Byte-compile the package, as installing a wheel does: an editable install under
+    ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module in every process."""
+    import compileall
+
+    for folder in ("gpu_profiler", "kernels"):
+        compileall.compile_dir(ROOT / folder, quiet=1)
+
+
+def alternate(methods: dict[str, Callable[[], dict]], repeat: int) -> dict[str, list[dict]]:
+    """Each method run ``repeat`` times, in turn (A B C A B C ...), so that a change of load
+    hits them alike."""
+    runs: dict[str, list[dict]] = {k: [] for k in methods}
+    for _ in range(repeat):
+        for name, fn in methods.items():
+            runs[name].append(fn())
+    return runs
+
+
+def median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def load() -> float:
+    """The 1-minute load average."""
+    return os.getloadavg()[0]
+
+
+def machine() -> dict:
+    """The CPU, core count, versions, git revision, date and load average."""
+    import pyarrow as pa
+
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    git = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                         text=True, cwd=ROOT).stdout.strip()
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "numpy": np.__version__, "pyarrow": pa.__version__, "git": git,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": load()}
+
+
+def table(header: list[str], rows: list[list[object]], right: set[int] | None = None) -> list[str]:
+    """A Markdown table; columns in ``right`` (default: all but the first) right-aligned."""
+    right = set(range(1, len(header))) if right is None else right
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def write_results(name: str, data: dict, md: list[str]) -> None:
+    """bench/results/NAME.json and NAME.md."""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+    (RESULTS / f"{name}.md").write_text("\n".join(md) + "\n")
+
+
+def check_disk(need: int, where: Path = DATA) -> None:
+    """Exit unless ``where`` has ``need`` bytes free, and 2 GiB more."""
+    where.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(where).free
+    if free < need + (2 << 30):
+        sys.exit(f"FAIL: {where} has {free / 2**30:.1f} GiB free; this run needs about "
+                 f"{need / 2**30:.1f} GiB (+2 GiB headroom)")
+
+
+# --------------------------------------------------------------------------- corpora
+
+def lengths_block(seed: int, index: int, n: int) -> np.ndarray:
+    """Block ``index`` of a corpus of SFT-like int32 lengths (log-normal, median 600, ~1%
+    above 8192, clipped to [1, 131072]); independent of how many blocks there are."""
+    rng = np.random.default_rng([seed, index])
+    return np.clip(rng.lognormal(math.log(600), 1.124, n), 1, 131072).astype(np.int32)
+
+
+def length_blocks(seed: int, total: int, block: int = 1 << 24) -> Iterator[np.ndarray]:
+    for i, lo in enumerate(range(0, total, block)):
+        yield lengths_block(seed, i, min(block, total - lo))
+
+
+def token_stream(path: Path, tokens: int, eot: int, seed: int = 20261201,
+                 block: int = 100_000_000) -> Path:
+    """A nanoGPT ``.bin`` (uint16) of ``tokens`` ids, made once: uniform below ``eot``, one
+    in 1000 an ``eot`` (documents of ~1000 tokens)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(seed)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            for lo in range(0, tokens, block):
+                m = min(block, tokens - lo)
+                x = rng.integers(0, eot, m).astype(np.uint16)
+                x[rng.random(m) < 1e-3] = eot
+                x.tofile(f)
+        os.replace(tmp, path)
+    return path
+
+
+JSONL_WORDS = ["the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "he", "was",
+               "for", "on", "are", "as", "with", "his", "they", "I", "ünï", "日本", '"q"',
+               "x\ny"]
+
+
+def jsonl_corpus(path: Path, lines: int, seed: int = 20261201) -> Path:
+    """JSON Lines, made once: objects like ``{"id": "doc-17", "text": "...", "num_tokens":
+    812, "meta": {"src": "web", "score": 0.5}}`` with 3-11 words of text (unicode, escaped
+    quotes and newlines among them), ~108 bytes a line."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(seed)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            for start in range(0, lines, 100_000):
+                m = min(100_000, lines - start)
+                tokens = rng.integers(1, 8192, m)
+                nwords = rng.integers(3, 12, m)
+                picks = rng.integers(0, len(JSONL_WORDS), int(nwords.sum()))
+                out, at = [], 0
+                for i in range(m):
+                    text = json.dumps(" ".join(JSONL_WORDS[j] for j in picks[at:at + nwords[i]]),
+                                      ensure_ascii=False)
+                    at += nwords[i]
+                    out.append(f'{{"id":"doc-{start + i}","text":{text},"num_tokens":'
+                               f'{tokens[i]},"meta":{{"src":"web","score":0.5}}}}\n')
+                f.write("".join(out))
+        os.replace(tmp, path)
+    return path
+
+
+def write_hf(target: Path, template: dict, tables: Iterator, rows: int, shards: int,
+             batch: int = 1000) -> Path:
+    """An HF save_to_disk dir of ``rows`` rows in ``shards`` shards of ``batch``-row record
+    batches, as ``datasets`` writes them: its metadata files and schema taken from a small
+    dir that ``datasets`` saved from ``template`` (columns of the same types), the rows
+    from ``tables`` (pyarrow tables, in order). Checked with ``datasets.load_from_disk``."""
+    import datasets
+    import pyarrow as pa
+
+    datasets.disable_progress_bars()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".hf-", dir=target.parent))
+    try:
+        datasets.Dataset.from_dict(template).save_to_disk(str(tmp / "template"))
+        with pa.memory_map(str(tmp / "template" / "data-00000-of-00001.arrow")) as src:
+            schema = pa.ipc.open_stream(src).schema
+        per = -(-rows // shards)
+        names = [f"data-{k:05d}-of-{shards:05d}.arrow" for k in range(shards)]
+        out = tmp / "ds"
+        out.mkdir()
+        shard, written, writer, sink = -1, per, None, None
+        for t in tables:
+            lo = 0
+            while lo < t.num_rows:
+                if written == per:
+                    if writer:
+                        writer.close()
+                        sink.close()
+                    shard, written = shard + 1, 0
+                    sink = pa.OSFile(str(out / names[shard]), "wb")
+                    writer = pa.ipc.new_stream(sink, schema)
+                take = min(t.num_rows - lo, per - written)
+                writer.write_table(t.slice(lo, take).cast(schema), max_chunksize=batch)
+                lo += take
+                written += take
+        writer.close()
+        sink.close()
+        state = json.loads((tmp / "template" / "state.json").read_text())
+        state["_data_files"] = [{"filename": f} for f in names[:shard + 1]]
+        state["_fingerprint"] = f"{rows:x}{shards:x}"[:16]
+        (out / "state.json").write_text(json.dumps(state, indent=2))
+        shutil.copy(tmp / "template" / "dataset_info.json", out / "dataset_info.json")
+        check = datasets.load_from_disk(str(out))
+        if check.num_rows != rows:
+            sys.exit(f"FAIL: {out} reads back as {check.num_rows} rows, not {rows}")
+        del check
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(out, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

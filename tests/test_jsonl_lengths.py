@@ -1,0 +1,153 @@
+"""The JSON Lines parsing kernel (kernels/jsonl.py `lengths`), natively compiled and through
+numba's JIT, against pyarrow's parse of the same lines: every line it takes, pyarrow reads
+to the same integer or null; every valid line of the common forms, it takes; every line it
+does not take stops it there. Lines are random JSON (nested values, escapes, unicode, spaces)
+and random damage to them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+import pytest
+
+from gpu_profiler import native
+
+NAME = "n"
+PARSE = pj.ParseOptions(explicit_schema=pa.schema([(NAME, pa.int64())]),
+                        unexpected_field_behavior="ignore")
+STRINGS = ["", "x", "日本", "ünï", 'q"uote', "back\\slash", "nl\nx", "tab\t", "\u00e9\u2028",
+           "\U0001f600", "/", "\x01"]
+KEYS = ["a", "text", "nn", "N", "n ", " n", "meta", "日"]
+
+
+def _value(rng: np.random.Generator, depth: int) -> object:
+    kind = int(rng.integers(0, 9 if depth < 3 else 6))
+    if kind == 0:
+        return int(rng.integers(-10**6, 10**6))
+    if kind == 1:
+        return float(rng.normal()) * 10.0 ** int(rng.integers(-30, 30))
+    if kind == 2:
+        return STRINGS[int(rng.integers(0, len(STRINGS)))]
+    if kind == 3:
+        return [True, False, None][int(rng.integers(0, 3))]
+    if kind in (4, 5):
+        return int(rng.integers(0, 10**18)) * int(rng.choice([-1, 1]))
+    if kind in (6, 7):
+        return {KEYS[int(rng.integers(0, len(KEYS)))]: _value(rng, depth + 1)
+                for _ in range(int(rng.integers(0, 4)))}
+    return [_value(rng, depth + 1) for _ in range(int(rng.integers(0, 4)))]
+
+
+def _spaced(text: str, rng: np.random.Generator) -> str:
+    """``text`` with JSON whitespace added after some of its structural characters."""
+    out = []
+    in_string = escaped = False
+    for c in text:
+        out.append(c)
+        if in_string:
+            in_string = escaped or c != '"'
+            escaped = not escaped and c == "\\"
+        elif c == '"':
+            in_string = True
+        elif c in ",:{}[" and rng.random() < 0.3:
+            out.append(str(rng.choice([" ", "\t", "\r", "  "])))
+    return "".join(out)
+
+
+def valid_line(rng: np.random.Generator) -> str:
+    obj: dict[str, object] = {}
+    for _ in range(int(rng.integers(0, 5))):
+        obj[KEYS[int(rng.integers(0, len(KEYS)))]] = _value(rng, 1)
+    if rng.random() < 0.8:
+        pick = int(rng.integers(0, 4))
+        obj[NAME] = (None if pick == 0 else int(rng.integers(-10**18 + 1, 10**18))
+                     if pick == 1 else int(rng.integers(0, 100_000)))
+    keys = list(obj)
+    rng.shuffle(keys)
+    text = json.dumps({k: obj[k] for k in keys}, ensure_ascii=bool(rng.random() < 0.3))
+    return str(rng.choice(["", " ", "\t"])) + _spaced(text, rng) + str(rng.choice(["", " ", "\r"]))
+
+
+def damaged(line: bytes, rng: np.random.Generator) -> bytes:
+    at = int(rng.integers(0, len(line) + 1))
+    kind = int(rng.integers(0, 4))
+    if kind == 0:
+        return line[:at]
+    if kind == 1:
+        return line[:at] + line[at + 1:]
+    junk = [b"{", b"}", b'"', b"\\", b",", b":", b"[", b"]", b"0", b"-", b".", b"e", b"n",
+            b"\xff", b"\xc3", b"\xed\xa0\x80", b"\\ud800", b"1e400", b"{}", b" ", b"\x00"]
+    piece = junk[int(rng.integers(0, len(junk)))]
+    return line[:at] + piece + line[at + (kind == 2):]
+
+
+def pyarrow_reads(line: bytes) -> tuple[int | None] | None:
+    """pyarrow's field of the one object on ``line``; None when it fails or reads not one."""
+    try:
+        t = pj.read_json(pa.py_buffer(line + b"\n"), parse_options=PARSE,
+                         read_options=pj.ReadOptions(use_threads=False))
+    except pa.ArrowInvalid:
+        return None
+    return (t.column(0)[0].as_py(),) if t.num_rows == 1 else None
+
+
+def run(kernel, text: bytes, bom: bool = False) -> tuple[int, int, int, list]:
+    a = np.frombuffer(text, np.uint8).copy()
+    values = np.zeros(a.size // 3 + 1, np.int64)
+    valid = np.zeros(values.size, np.bool_)
+    pos, rows, newlines = kernel(a, int(bom), np.frombuffer(NAME.encode(), np.uint8), values,
+                                 valid)
+    return pos, rows, newlines, [int(v) if ok else None
+                                 for v, ok in zip(values[:rows], valid[:rows], strict=True)]
+
+
+@pytest.fixture(params=["native", "jit"])
+def kernel(request):
+    if request.param == "native":
+        if native.library() is None:
+            pytest.skip(native.status())
+        return native.kernel("jsonl_lengths")
+    from gpu_profiler.kernels.jsonl import lengths
+
+    return lengths
+
+
+def test_each_line_it_takes_is_pyarrows_and_the_common_ones_it_takes(kernel):
+    rng = np.random.default_rng(26)
+    taken = 0
+    for k in range(3000):
+        text = valid_line(rng).encode()
+        if k % 2:
+            text = damaged(text, rng)
+            if rng.random() < 0.3:
+                text = damaged(text, rng)
+        pos, rows, _, got = run(kernel, text)
+        want = pyarrow_reads(text)
+        if not text.strip(b" \t\r"):
+            assert (pos, rows) == (len(text), 0)
+        elif pos == len(text):
+            assert rows == 1 and want == (got[0],), text
+            taken += 1
+        else:
+            assert (pos, rows) == (0, 0), text
+            plain = b"\\u" not in text and b"\\" not in text.split(b'"n"')[0]
+            assert k % 2 or not plain or want is None, text  # valid and common: taken
+    assert taken > 1500
+
+
+def test_lines_blank_lines_and_where_it_stops(kernel):
+    text = b'\xef\xbb\xbf{"n": 5}\n\n \t\r\n{"a": [1, {"n": 2}], "n": -12}\r\n{}\n{"n": null}\n'
+    assert run(kernel, text, bom=True) == (len(text), 4, 6, [5, -12, None, None])
+    assert run(kernel, text)[:2] == (0, 0)  # a byte order mark opens only the file
+    text = b'{"n": 1}\n{"n": 2}\n{"n": 2.5}\n{"n": 3}\n'
+    assert run(kernel, text) == (18, 2, 2, [1, 2])
+    for stop in (b'{"n": 1}{"n": 2}', b'{"n": 1, "n": 2}', b'{"n\\u0020": 1}', b"null",
+                 b'{"n": 12345678901234567890}', b'{"n": "1"}', b'{"n": true}',
+                 b'{"n": 01}', b'{"a": "\\ud83d\\ude00"}', b'{"a": ' + b"[" * 66 + b"]" * 66 + b"}",
+                 b'{"a": "\xed\xa0\x80"}', b'{"a": "\xc0\xaf"}', b'{"a": NaN}'):
+        assert run(kernel, b'{"n": 7}\n' + stop + b'\n{"n": 8}\n') == (9, 1, 1, [7]), stop
+    deep = b'{"a": ' + b"[" * 65 + b"]" * 65 + b', "n": 3}'
+    assert run(kernel, deep)[3] == [3]

@@ -171,7 +171,6 @@ def _tensorboard_loader(path: str, tag: str | None) -> LossLog:
     event_pb2 = _event_pb2(path)
     from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
 
-    wanted = tag.encode() if tag else None
     values: dict[str, tuple[list[int], list[float]]] = {}
     seen: set[str] = set()
     warnings = []
@@ -179,8 +178,6 @@ def _tensorboard_loader(path: str, tag: str | None) -> LossLog:
         read = 0
         for record in RawEventFileLoader(name).Load():
             read += len(record) + _RECORD_OVERHEAD
-            if wanted is not None and wanted not in record:
-                continue
             try:
                 event = event_pb2.Event.FromString(record)
             except Exception:  # noqa: BLE001 - a record that passed its CRC but is no Event
@@ -283,7 +280,7 @@ class _EventScan:
                 base = have = 0  # the file offset of buf[0], the bytes in buf
                 eof = False
                 while True:
-                    view = memoryview(self.buf)
+                    view = self.buf.data
                     while not eof and have < self.buf.size:
                         got = f.readinto(view[have:])
                         eof = not got

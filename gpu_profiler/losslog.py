@@ -310,13 +310,16 @@ class _EventScan:
             raise ProfilerError(f"{name}: cannot be read ({exc.strerror or exc})") from None
 
     def _grow_tags(self) -> None:
+        """Double the tag list, the hash table or else the tag store: whichever had no
+        room for the next tag (a longer tag than the doubled store asks again)."""
         count, used = int(self.state[0]), int(self.state[1])
-        if count >= self.tags.shape[0]:
+        tags_full, table_full = count >= self.tags.shape[0], 2 * (count + 1) > self.table.size
+        if tags_full:
             self.tags = np.concatenate([self.tags, np.empty_like(self.tags)])
-        if 2 * (count + 1) > self.table.size:
+        if table_full:
             self.table = np.zeros(2 * self.table.size, np.int64)
-        if used + self.buf.size > self.store.size:  # room for any tag in the next chunk
-            store = np.empty(2 * (used + self.buf.size), np.uint8)
+        if not (tags_full or table_full):
+            store = np.empty(2 * self.store.size, np.uint8)
             store[:used] = self.store[:used]
             self.store = store
         self.state[2] = 1  # the table is rebuilt from the tags

@@ -358,7 +358,8 @@ def test_mutated_events_decode_as_protobuf_decodes_them(tmp_path):
 
 def test_every_growth_path(tmp_path, monkeypatch):
     """Buffers, slots and tag tables as small as they go: records longer than the buffer,
-    events with more values than slots, 700 tags (the tables regrown)."""
+    events with more values than slots, 750 tags (the tables regrown), long ones (the
+    store regrown)."""
     monkeypatch.setattr(losslog, "_CHUNK", 64)
     monkeypatch.setattr(losslog, "_ROOM", 1)
     path = tmp_path / "events.out.tfevents.1.host"
@@ -366,9 +367,12 @@ def test_every_growth_path(tmp_path, monkeypatch):
                         value(b"loss", field(2, 5, struct.pack("<f", i))),
                         *(value(b"x", field(2, 5, F)),) * (i % 5)))
             for i in range(700)]
+    body += [frame(event(field(2, 0, varint(700 + i)), value(b"%d" % i * (500 + 40_000 * (
+        i == 30)), field(2, 5, F)))) for i in range(50)]  # the tag store regrown
     path.write_bytes(b"".join(body))
     assert same(path)[2] == list(range(700))
     assert same(path, "m699")[2] == [699]
+    assert same(path, "30" * 40_500)[2] == [730]
 
 
 def test_the_jit_reads_as_the_library_does(tmp_path, monkeypatch):

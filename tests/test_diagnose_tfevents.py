@@ -206,6 +206,12 @@ HAND = {  # events encoded by hand: protobuf's rules for each, and fields it may
     "metadata": event(field(2, 0, varint(2)), value(b"loss", field(9, 2, field(1, 2, field(
         1, 2, b"scalars") + field(2, 2, b"\xff\x00")) + field(4, 0, varint(1))),
         field(2, 5, F))),
+    "shape, unknown rank": event(field(2, 0, varint(2)), value(b"loss", field(8, 2, field(
+        2, 2, field(3, 0, varint(1)) + field(2, 2, field(1, 0, varint(3)))) + field(5, 5, F)))),
+    "shape, bad utf-8 name": event(field(2, 0, varint(2)), value(b"loss", field(8, 2, field(
+        2, 2, field(2, 2, field(2, 2, b"\xe9"))) + field(5, 5, F)))),
+    "plugin name as varint": event(field(2, 0, varint(2)), value(b"loss", field(9, 2, field(
+        1, 2, field(1, 0, varint(7)))), field(2, 5, F))),
     "metadata, bad utf-8": event(field(2, 0, varint(2)), value(b"loss", field(
         9, 2, field(2, 2, b"\xc3")), field(2, 5, F))),
     "unknown field": event(field(2, 0, varint(2)), value(b"loss", field(2, 5, F),

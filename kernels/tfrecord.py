@@ -147,73 +147,53 @@ def _key(b, p, end):
 
 
 @njit(cache=True)
-def _metadata(b, p, end):
-    """Whether a SummaryMetadata in ``b[p:end]`` is one protobuf reads as this walk does
-    (its fields: plugin_data {plugin_name, content}, display_name, summary_description,
-    data_class)."""
+def _plain_field(b, f, w, p, end, varints, texts, blobs):
+    """Where the field ``f`` of wire type ``w`` whose payload starts at ``p`` ends, when it
+    is a varint field (its number a bit of the mask ``varints``), an ASCII string
+    (``texts``) or bytes (``blobs``); -1 when it is none of them."""
+    bit = np.int64(1) << f if f < 63 else np.int64(0)
+    if w == 0 and varints & bit:
+        return _varint(b, p, end)[1]
+    if w == 2 and (texts | blobs) & bit:
+        s, e = _length(b, p, end)
+        if s < 0 or (texts & bit and not _ascii(b, s, e)):
+            return np.int64(-1)
+        return e
+    return np.int64(-1)
+
+
+@njit(cache=True)
+def _plain(b, p, end, varints, texts, blobs):
+    """Whether ``b[p:end]`` is a message of `_plain_field` fields only."""
     while p < end:
         f, w, p = _key(b, p, end)
         if p < 0:
             return False
-        if w == 0 and f == 4:
-            _, p = _varint(b, p, end)
-            if p < 0:
-                return False
-        elif w == 2 and 1 <= f <= 3:
-            s, e = _length(b, p, end)
-            if s < 0:
-                return False
-            if f == 1:
-                while s < e:  # PluginData
-                    g, x, s = _key(b, s, e)
-                    if s < 0 or x != 2 or g < 1 or g > 2:
-                        return False
-                    s2, e2 = _length(b, s, e)
-                    if s2 < 0 or (g == 1 and not _ascii(b, s2, e2)):
-                        return False
-                    s = e2
-            elif not _ascii(b, s, e):
-                return False
-            p = e
-        else:
+        p = _plain_field(b, f, w, p, end, varints, texts, blobs)
+        if p < 0:
             return False
     return True
 
 
 @njit(cache=True)
-def _shape(b, p, end):
-    """Whether a TensorShapeProto in ``b[p:end]`` is one protobuf reads as this walk does
-    (dim {size, name}, unknown_rank)."""
+def _message(b, p, end, varints, texts, field, sub_varints, sub_texts, sub_blobs):
+    """Whether ``b[p:end]`` is a message of `_plain_field` fields (by ``varints`` and
+    ``texts``) and, in field ``field``, messages that are `_plain` by the ``sub_`` masks:
+    a SummaryMetadata (plugin_data {plugin_name, content}, display_name,
+    summary_description, data_class) or a TensorShapeProto (dim {size, name},
+    unknown_rank), which protobuf reads as this walk does."""
     while p < end:
         f, w, p = _key(b, p, end)
         if p < 0:
             return False
-        if f == 3 and w == 0:
-            _, p = _varint(b, p, end)
+        if f == field and w == 2:
+            s, p = _length(b, p, end)
+            if s < 0 or not _plain(b, s, p, sub_varints, sub_texts, sub_blobs):
+                return False
+        else:
+            p = _plain_field(b, f, w, p, end, varints, texts, np.int64(0))
             if p < 0:
                 return False
-        elif f == 2 and w == 2:
-            s, e = _length(b, p, end)
-            if s < 0:
-                return False
-            while s < e:  # Dim
-                g, x, s = _key(b, s, e)
-                if s < 0:
-                    return False
-                if g == 1 and x == 0:
-                    _, s = _varint(b, s, e)
-                    if s < 0:
-                        return False
-                elif g == 2 and x == 2:
-                    s2, e2 = _length(b, s, e)
-                    if s2 < 0 or not _ascii(b, s2, e2):
-                        return False
-                    s = e2
-                else:
-                    return False
-            p = e
-        else:
-            return False
     return True
 
 
@@ -237,7 +217,7 @@ def _tensor(b, p, end):
             _, p = _varint(b, p, end)
         elif f == 2 and w == 2:
             s, e = _length(b, p, end)
-            if s < 0 or not _shape(b, s, e):
+            if s < 0 or not _message(b, s, e, 1 << 3, 0, 2, 1 << 1, 1 << 2, 0):  # its shape
                 return NONE, np.int64(0), False
             p = e
         elif f == 4 and w == 2:
@@ -313,7 +293,7 @@ def _value(b, p, end, at, steps, bits, ids, kinds):
                 if f == 1:
                     tag, tag_n = s, e - s
             elif f == 9:
-                if not _metadata(b, s, e):
+                if not _message(b, s, e, 1 << 4, 1 << 2 | 1 << 3, 1, 0, 1 << 1, 1 << 2):
                     return False
             else:
                 members += 1

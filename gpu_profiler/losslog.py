@@ -253,6 +253,7 @@ class _EventScan:
         self.names: list[str] = []  # by uid
         self.uid_of: dict[str, int] = {}
         self.kernel_uid = np.empty(0, np.int64)  # the uid of each kernel tag id
+        self.kernel_tags = 0  # the kernel's tags given a uid
         self.want = np.empty(0, bool)  # by uid: a candidate tag
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -266,8 +267,8 @@ class _EventScan:
         if got is None:
             got = self.uid_of[name] = len(self.names)
             self.names.append(name)
-            wanted = name == self.tag if self.tag else "loss" in name.lower()
-            self.want = np.append(self.want, wanted)
+            self.want = _room(self.want, got + 1)
+            self.want[got] = name == self.tag if self.tag else "loss" in name.lower()
         return got
 
     def file(self, name: str) -> tuple[int, int]:
@@ -330,10 +331,12 @@ class _EventScan:
         from gpu_profiler.kernels.tfrecord_format import FALLBACK
 
         steps, bits, ids, kinds = (a[:m] for a in self.out)
-        for t in range(self.kernel_uid.size, int(self.state[0])):  # tags new to the kernel
+        count = int(self.state[0])
+        self.kernel_uid = _room(self.kernel_uid, count)
+        for t in range(self.kernel_tags, count):  # tags new to the kernel
             s, n = self.tags[t]
-            self.kernel_uid = np.append(self.kernel_uid, self.uid(
-                self.store[s:s + n].tobytes().decode("ascii")))
+            self.kernel_uid[t] = self.uid(self.store[s:s + n].tobytes().decode("ascii"))
+        self.kernel_tags = count
         start = 0
         for j in np.flatnonzero(kinds == FALLBACK).tolist() + [m]:
             if j > start:
@@ -365,7 +368,19 @@ class _EventScan:
         if not self.parts:
             return {}
         uid, steps, ys = (np.concatenate(c) for c in zip(*self.parts, strict=True))
-        return {self.names[u]: (steps[uid == u], ys[uid == u]) for u in np.unique(uid)}
+        order = np.argsort(uid, kind="stable")  # each tag's values stay in log order
+        tags, starts = np.unique(uid[order], return_index=True)
+        return {self.names[u]: (steps[at], ys[at]) for u, at in zip(
+            tags.tolist(), np.split(order, starts[1:]), strict=True)}
+
+
+def _room(a: np.ndarray, n: int) -> np.ndarray:
+    """``a``, or a copy twice as long when it is shorter than ``n``."""
+    if a.size >= n:
+        return a
+    grown = np.zeros(max(n, 2 * a.size, 16), a.dtype)
+    grown[:a.size] = a
+    return grown
 
 
 def _floats(bits: np.ndarray, kinds: np.ndarray) -> np.ndarray:

@@ -392,7 +392,8 @@ def _floats(bits: np.ndarray, kinds: np.ndarray) -> np.ndarray:
                                (F16, np.float16, np.uint16)):
         at = kinds == kind
         if at.any():
-            y[at] = bits[at].astype(width).view(dtype)
+            with np.errstate(invalid="ignore"):  # a signalling NaN widened: a NaN, dropped
+                y[at] = bits[at].astype(width).view(dtype)
     return y
 
 

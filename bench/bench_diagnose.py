@@ -9,8 +9,13 @@ alone, and with the order. Expected: gpu-profiler's random order, HF's LengthGro
 and its batches shuffled are banded; the stride order is not.
 
 It also times the readers and the analysis on a million-step log (a CSV and a Parquet table
-of step and loss, and a TensorBoard file of 100,000 steps: tensorboard's record loader checks
-each record's CRC in Python, ~100k events a second).
+of step and loss), and reads TensorBoard event files of 100,000 and 1,000,000 steps x 2 tags
+written by the same SummaryWriter two ways: gpu-profiler's reader (a native kernel frames
+the records, checks both CRC32Cs and decodes the scalar events; median of 5) and
+tensorboard's own record loader with protobuf (the CRCs in Python; median of 3, once at a
+million steps: a minute), checking that both give the same numbers; and `gpu-profiler
+diagnose` on the million-step event file as a command (median of 3). The load average is
+recorded around each. Writing the million-step file takes the writer ~2 min.
 
 Writes ``<out>/diagnose.json`` and ``<out>/diagnose.md``. Run: ``PYTHONPATH=. python
 bench/bench_diagnose.py``.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -32,7 +38,7 @@ from typing import Any
 import numpy as np
 
 import gpu_profiler as gp
-from gpu_profiler.losslog import read_loss_log
+from gpu_profiler.losslog import _tensorboard_loader, read_loss_log
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = {"random": 'gpu_profiler order="random"', "hf_length_grouped":
@@ -79,9 +85,8 @@ def timed(fn: Any) -> tuple[Any, float]:
     return value, time.perf_counter() - start
 
 
-def big_logs(folder: Path) -> dict[str, float]:
-    """Seconds to read and diagnose a million-step log (CSV, Parquet) and to read a
-    100,000-step TensorBoard file."""
+def big_logs(folder: Path) -> tuple[dict[str, float], np.ndarray]:
+    """Seconds to read and diagnose a million-step log (CSV, Parquet), and its loss."""
     import pyarrow as pa
     import pyarrow.csv as pc
     import pyarrow.parquet as pq
@@ -101,9 +106,41 @@ def big_logs(folder: Path) -> dict[str, float]:
         log, out[f"read_{name}"] = timed(lambda name=name: read_loss_log(folder / name))
     _, out["diagnose_alone"] = timed(lambda: gp.diagnose(log))
     _, out["diagnose_with_order"] = timed(lambda: gp.diagnose(log, buckets=folder / "big.npy"))
-    tb = folder / "tb"
-    write_log(tb, loss[:100_000].tolist())  # two tags: 200,000 events
-    _, out["read_tensorboard_100k_steps"] = timed(lambda: read_loss_log(tb))
+    return out, loss
+
+
+def median_of(fn: Any, runs: int) -> dict[str, Any]:
+    """The median and every run's seconds of ``fn()``, and the 1-minute load average before
+    and after them."""
+    before = os.getloadavg()[0]
+    runs_s = [timed(fn)[1] for _ in range(runs)]
+    return {"median_s": float(np.median(runs_s)), "runs_s": runs_s,
+            "load_before": before, "load_after": os.getloadavg()[0]}
+
+
+def tensorboard_reads(folder: Path, loss: np.ndarray) -> dict[str, Any]:
+    """TensorBoard event files of 1e5 and 1e6 steps x 2 tags read by gpu-profiler's reader
+    and by tensorboard's loader (the same numbers checked), and diagnosed by the command."""
+    out: dict[str, Any] = {}
+    for steps in (100_000, 1_000_000):
+        tb = folder / f"tb_{steps}"
+        began = time.perf_counter()
+        write_log(tb, loss[:steps].tolist())  # two tags: 2 events a step
+        print(f"wrote {steps:,} steps in {time.perf_counter() - began:.0f} s", flush=True)
+        ours, theirs = read_loss_log(tb), _tensorboard_loader(str(tb), None)
+        assert (np.array_equal(ours.steps, theirs.steps) and np.array_equal(ours.loss, theirs.loss)
+                and (ours.series, ours.warnings) == (theirs.series, theirs.warnings))
+        row = {"events": 2 * steps, "bytes": sum(f.stat().st_size for f in tb.iterdir()),
+               "native": median_of(lambda tb=tb: read_loss_log(tb), 5),
+               "loader": median_of(lambda tb=tb: _tensorboard_loader(str(tb), None),
+                                   3 if steps <= 100_000 else 1)}
+        if steps == 1_000_000:
+            cli = [str(Path(sys.executable).with_name("gpu-profiler")), "diagnose", str(tb)]
+            row["diagnose_command"] = median_of(
+                lambda cli=cli: subprocess.run(cli, check=True, capture_output=True), 3)
+        out[str(steps)] = row
+        print(f"{steps:,} steps: native {row['native']['median_s']:.2f} s, tensorboard's "
+              f"loader {row['loader']['median_s']:.2f} s", flush=True)
     return out
 
 
@@ -147,9 +184,26 @@ def write_md(path: Path, res: dict[str, Any]) -> None:
     lines += ["", "Big logs (seconds): a million steps of step and loss read from CSV "
               f"{t['read_big.csv']:.2f}, from Parquet {t['read_big.parquet']:.2f}; diagnosed "
               f"from the loss alone {t['diagnose_alone']:.2f}, with the order (one bucket per "
-              f"step, .npy) {t['diagnose_with_order']:.2f}; a TensorBoard file of 100,000 "
-              f"steps x 2 tags read in {t['read_tensorboard_100k_steps']:.2f} (tensorboard's "
-              "loader checks each record's CRC in Python)."]
+              f"step, .npy) {t['diagnose_with_order']:.2f}.", "",
+              f"TensorBoard event files ({res['writer']}'s SummaryWriter, `train/loss` and "
+              "`train/lr` every step), read in process: gpu-profiler's reader (a native "
+              "kernel frames the records, checks both CRC32Cs and decodes the scalar events; "
+              "median of 5) and tensorboard's own record loader with protobuf, as diagnose "
+              "read them before (median of 3, one run at a million steps); both give the "
+              "same steps and values. Load average (1 min) before / after each.", "",
+              "| steps x 2 tags | events | MB | gpu-profiler | load | tensorboard's loader | "
+              "load | speed-up |", "|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for steps, r in res["tensorboard"].items():
+        a, b = r["native"], r["loader"]
+        lines.append(f"| {int(steps):,} | {r['events']:,} | {r['bytes'] / 1e6:.1f} | "
+                     f"{a['median_s']:.2f} s | {a['load_before']:.1f} / {a['load_after']:.1f} "
+                     f"| {b['median_s']:.2f} s | {b['load_before']:.1f} / "
+                     f"{b['load_after']:.1f} | {b['median_s'] / a['median_s']:.0f}x |")
+    c = res["tensorboard"]["1000000"]["diagnose_command"]
+    lines += ["", f"`gpu-profiler diagnose` on the million-step event file, as a command "
+              f"(a new process: start-up, read, diagnosis from the loss alone): "
+              f"{c['median_s']:.2f} s (median of 3; load {c['load_before']:.1f} / "
+              f"{c['load_after']:.1f})."]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -174,8 +228,9 @@ def main() -> int:
                                     "with_order": summary(with_order)}
             print(f"{order:18s} alone {alone.banded!s:5} with order {with_order.banded!s:5} "
                   f"R^2 {with_order.bucket_r2:.2f}: {with_order.verdict}", flush=True)
-        res["timings_s"] = big_logs(folder)
-    print(res["timings_s"])
+        res["timings_s"], loss = big_logs(folder)
+        print(res["timings_s"], flush=True)
+        res["tensorboard"] = tensorboard_reads(folder, loss)
     out = Path(args.out)
     (out / "diagnose.json").write_text(json.dumps(res, indent=1) + "\n")
     write_md(out / "diagnose.md", res)

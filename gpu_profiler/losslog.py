@@ -151,13 +151,26 @@ def event_files(path: str) -> list[str]:
 
 
 def _tensorboard(path: str, tag: str | None) -> LossLog:
-    try:
-        from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-        from tensorboard.compat.proto import event_pb2
-    except ImportError:
-        raise ProfilerError(f"{path}: reading TensorBoard event files needs tensorboard "
-                            "(pip install 'gpu-profiler[diagnose]')") from None
-    wanted = tag.encode() if tag else None
+    """The scalars of tag ``tag`` in the event files at ``path``, their records framed, CRC
+    checked and decoded by the native kernel `gpu_profiler.kernels.tfrecord.events`; the
+    records it does not decode itself by tensorboard's protobuf classes."""
+    event_pb2 = _event_pb2(path)
+    scan = _EventScan(tag, event_pb2)
+    warnings = []
+    for name in event_files(path):
+        read, size = scan.file(name)
+        if read < size:
+            warnings.append(_torn(name, size - read))
+    return _tensorboard_log(path, tag, scan.values(), scan.seen(), warnings)
+
+
+def _tensorboard_loader(path: str, tag: str | None) -> LossLog:
+    """`_tensorboard` through tensorboard's own record loader (``RawEventFileLoader``: the
+    CRCs checked in Python, ~100k events a second): the reference the native reader is
+    tested and measured against."""
+    event_pb2 = _event_pb2(path)
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+
     values: dict[str, tuple[list[int], list[float]]] = {}
     seen: set[str] = set()
     warnings = []
@@ -165,8 +178,6 @@ def _tensorboard(path: str, tag: str | None) -> LossLog:
         read = 0
         for record in RawEventFileLoader(name).Load():
             read += len(record) + _RECORD_OVERHEAD
-            if wanted is not None and wanted not in record:
-                continue
             try:
                 event = event_pb2.Event.FromString(record)
             except Exception:  # noqa: BLE001 - a record that passed its CRC but is no Event
@@ -182,8 +193,28 @@ def _tensorboard(path: str, tag: str | None) -> LossLog:
                     ys.append(x)
         size = os.path.getsize(name)
         if read < size:
-            warnings.append(f"{name}: its last {size - read:,} bytes are not a whole event "
-                            "(a truncated or corrupt record): the events before them are read")
+            warnings.append(_torn(name, size - read))
+    return _tensorboard_log(path, tag, values, seen, warnings)
+
+
+def _event_pb2(path: str) -> Any:
+    try:
+        from tensorboard.compat.proto import event_pb2
+    except ImportError:
+        raise ProfilerError(f"{path}: reading TensorBoard event files needs tensorboard "
+                            "(pip install 'gpu-profiler[diagnose]')") from None
+    return event_pb2
+
+
+def _torn(name: str, unread: int) -> str:
+    return (f"{name}: its last {unread:,} bytes are not a whole event (a truncated or "
+            "corrupt record): the events before them are read")
+
+
+def _tensorboard_log(path: str, tag: str | None, values: dict[str, Any], seen: set[str],
+                     warnings: list[str]) -> LossLog:
+    """The `LossLog` of ``tag`` (else the loss picked among the tags) from ``values``
+    ({tag: (steps, losses)} of the candidate tags, in log order) and the tags ``seen``."""
     if not seen and warnings:
         raise ProfilerError(f"{path}: no events read: {warnings[0]}")
     if tag is None:
@@ -195,6 +226,175 @@ def _tensorboard(path: str, tag: str | None) -> LossLog:
     steps, ys = values[tag]
     return loss_log(steps, ys, path=path, format="tensorboard", series=tag,
                     warnings=warnings)
+
+
+#: Bytes of an event file read at a time, and values decoded by one kernel call.
+_CHUNK, _ROOM = 1 << 24, 1 << 18
+
+
+class _EventScan:
+    """The values of the candidate tags (``tag``, else those named like a loss) and every
+    tag seen, over the event files given to `file` one after another.
+
+    Tags have one id each, the kernel's (its ``tags``) for those it decodes, and the same
+    id for the same name met in a record decoded here with protobuf (``uid``)."""
+
+    def __init__(self, tag: str | None, event_pb2: Any) -> None:
+        from gpu_profiler.native import kernel
+
+        self.tag, self.event_pb2 = tag, event_pb2
+        self.kernel = kernel("tfrecord_events")
+        self.buf = np.empty(_CHUNK, np.uint8)
+        self.table = np.zeros(1 << 10, np.int64)
+        self.store = np.empty(1 << 14, np.uint8)
+        self.tags = np.empty((1 << 8, 2), np.int64)
+        self.state = np.zeros(3, np.int64)
+        self.out = self._slots(_ROOM)
+        self.names: list[str] = []  # by uid
+        self.uid_of: dict[str, int] = {}
+        self.kernel_uid = np.empty(0, np.int64)  # the uid of each kernel tag id
+        self.kernel_tags = 0  # the kernel's tags given a uid
+        self.want = np.empty(0, bool)  # by uid: a candidate tag
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    @staticmethod
+    def _slots(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int32),
+                np.empty(n, np.int8))
+
+    def uid(self, name: str) -> int:
+        got = self.uid_of.get(name)
+        if got is None:
+            got = self.uid_of[name] = len(self.names)
+            self.names.append(name)
+            self.want = _room(self.want, got + 1)
+            self.want[got] = name == self.tag if self.tag else "loss" in name.lower()
+        return got
+
+    def file(self, name: str) -> tuple[int, int]:
+        """Read the event file ``name``: the bytes of its whole records read before the
+        first that is torn or fails a CRC, and its size."""
+        from gpu_profiler.kernels.tfrecord_format import CORRUPT, DONE, ROOM
+
+        try:
+            with open(name, "rb") as f:
+                base = have = 0  # the file offset of buf[0], the bytes in buf
+                eof = False
+                while True:
+                    view = self.buf.data
+                    while not eof and have < self.buf.size:
+                        got = f.readinto(view[have:])
+                        eof = not got
+                        have += got or 0
+                    del view
+                    pos, m, need, status = self.kernel(self.buf, have, self.table, self.store,
+                                                       self.tags, self.state, *self.out)
+                    self._take(m)
+                    if status == CORRUPT:
+                        return base + pos, os.fstat(f.fileno()).st_size
+                    if pos:
+                        self.buf[:have - pos] = self.buf[pos:have]
+                        base, have = base + pos, have - pos
+                    if status == ROOM and m == 0:  # one event's values fill the slots
+                        self.out = self._slots(2 * self.out[0].size)
+                    elif status != DONE and status != ROOM:
+                        self._grow_tags()
+                    elif status == DONE and eof:
+                        return base, max(os.fstat(f.fileno()).st_size, base + have)
+                    elif status == DONE and not 0 <= need <= self.buf.size:
+                        if need < 0 or need > os.fstat(f.fileno()).st_size - base:
+                            return base, os.fstat(f.fileno()).st_size  # a length past its end
+                        buf = np.empty(need, np.uint8)
+                        buf[:have] = self.buf[:have]
+                        self.buf = buf
+        except OSError as exc:
+            raise ProfilerError(f"{name}: cannot be read ({exc.strerror or exc})") from None
+
+    def _grow_tags(self) -> None:
+        """Double the tag list, the hash table or else the tag store: whichever had no
+        room for the next tag (a longer tag than the doubled store asks again)."""
+        count, used = int(self.state[0]), int(self.state[1])
+        tags_full, table_full = count >= self.tags.shape[0], 2 * (count + 1) > self.table.size
+        if tags_full:
+            self.tags = np.concatenate([self.tags, np.empty_like(self.tags)])
+        if table_full:
+            self.table = np.zeros(2 * self.table.size, np.int64)
+        if not (tags_full or table_full):
+            store = np.empty(2 * self.store.size, np.uint8)
+            store[:used] = self.store[:used]
+            self.store = store
+        self.state[2] = 1  # the table is rebuilt from the tags
+
+    def _take(self, m: int) -> None:
+        """Keep the candidate values of the first ``m`` slots, decoding the records handed
+        back with protobuf, in log order."""
+        from gpu_profiler.kernels.tfrecord_format import FALLBACK
+
+        steps, bits, ids, kinds = (a[:m] for a in self.out)
+        count = int(self.state[0])
+        self.kernel_uid = _room(self.kernel_uid, count)
+        for t in range(self.kernel_tags, count):  # tags new to the kernel
+            s, n = self.tags[t]
+            self.kernel_uid[t] = self.uid(self.store[s:s + n].tobytes().decode("ascii"))
+        self.kernel_tags = count
+        start = 0
+        for j in np.flatnonzero(kinds == FALLBACK).tolist() + [m]:
+            if j > start:
+                uid = self.kernel_uid[ids[start:j]]
+                keep = (kinds[start:j] >= 0) & self.want[uid]
+                if keep.any():
+                    self.parts.append((uid[keep], steps[start:j][keep],
+                                       _floats(bits[start:j][keep], kinds[start:j][keep])))
+            if j < m:
+                self._protobuf(self.buf[steps[j]:steps[j] + bits[j]].tobytes())
+            start = j + 1
+
+    def _protobuf(self, record: bytes) -> None:
+        try:
+            event = self.event_pb2.Event.FromString(record)
+        except Exception:  # noqa: BLE001 - a record that passed its CRC but is no Event
+            return
+        for v in event.summary.value:
+            uid = self.uid(v.tag)
+            x = _scalar(v) if self.want[uid] else None
+            if x is not None:
+                self.parts.append((np.array([uid]), np.array([event.step], np.int64),
+                                   np.array([x])))
+
+    def seen(self) -> set[str]:
+        return set(self.names)
+
+    def values(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        if not self.parts:
+            return {}
+        uid, steps, ys = (np.concatenate(c) for c in zip(*self.parts, strict=True))
+        order = np.argsort(uid, kind="stable")  # each tag's values stay in log order
+        tags, starts = np.unique(uid[order], return_index=True)
+        return {self.names[u]: (steps[at], ys[at]) for u, at in zip(
+            tags.tolist(), np.split(order, starts[1:]), strict=True)}
+
+
+def _room(a: np.ndarray, n: int) -> np.ndarray:
+    """``a``, or a copy twice as long when it is shorter than ``n``."""
+    if a.size >= n:
+        return a
+    grown = np.zeros(max(n, 2 * a.size, 16), a.dtype)
+    grown[:a.size] = a
+    return grown
+
+
+def _floats(bits: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """The values whose bits the kernel gave, by their kinds (float32, float64, float16)."""
+    from gpu_profiler.kernels.tfrecord_format import F16, F32, F64
+
+    y = np.empty(bits.size, np.float64)
+    for kind, dtype, width in ((F32, np.float32, np.uint32), (F64, np.float64, np.uint64),
+                               (F16, np.float16, np.uint16)):
+        at = kinds == kind
+        if at.any():
+            with np.errstate(invalid="ignore"):  # a signalling NaN widened: a NaN, dropped
+                y[at] = bits[at].astype(width).view(dtype)
+    return y
 
 
 def _scalar(value: Any) -> float | None:

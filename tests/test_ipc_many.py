@@ -88,43 +88,25 @@ def _tables(n_shards, rng, nulls=False, lists=False, width=np.int64):
         yield pa.table(cols), x
 
 
-@pytest.mark.parametrize("case", ["int64", "int32 with nulls", "list offsets",
-                                  "list offsets with nulls", "uint32", "int16"])
-def test_files_read_together_count_as_each_read_alone(case, kernels, way, spy, tmp_path):
-    """IPC files (a footer says where their batches are) are gathered together, never
-    counted: the same numbers as each read alone, and as pyarrow's."""
-    rng = np.random.default_rng(len(case) + 1)
-    lists = case.startswith("list offsets")
-    width = {"int32 with nulls": np.int32, "uint32": np.uint32, "int16": np.int16}.get(
-        case, np.int64)
-    every = []
-    for i, (t, x) in enumerate(_tables(12, rng, nulls="nulls" in case, lists=lists,
-                                       width=width)):
-        _write(tmp_path / f"s{i:02d}.arrow", t, batch=int(rng.integers(1, 300)), kind="file")
-        every.append(x)
-    kw = {"offsets_of": "ids"} if lists else {"column": "length"}
-    got = _outcome(tmp_path, **kw)
-    assert spy == [(12, 0)]  # every file was read together
-    assert got == _alone(tmp_path, **kw)
-    if not lists and "nulls" not in case:
-        x = np.concatenate(every)
-        assert got[0] == np.bincount(np.minimum(x, 301), minlength=302)[:301].tolist()
-
-
+@pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("io", ["auto", "buffered"])
 @pytest.mark.parametrize("case", ["int64", "int32 with nulls", "list offsets",
                                   "list offsets with nulls", "uint32", "int16"])
-def test_streams_read_together_count_as_each_read_alone(case, io, kernels, way, spy, tmp_path,
-                                                        monkeypatch):
+def test_shards_read_together_count_as_each_read_alone(case, io, kind, kernels, way, spy,
+                                                       tmp_path, monkeypatch):
+    """Streams, counted as read where the kernel reads the integers as the backend does,
+    else gathered; IPC files (a footer says where their batches are) always gathered: the
+    same numbers as each read alone, and as pyarrow's."""
     monkeypatch.setenv("GPU_PROFILER_IO", io)
-    rng = np.random.default_rng(len(case))
+    rng = np.random.default_rng(len(case) + (kind == "file"))
     lists = case.startswith("list offsets")
     width = {"int32 with nulls": np.int32, "uint32": np.uint32, "int16": np.int16}.get(
         case, np.int64)
     every = []
     for i, (t, x) in enumerate(_tables(12, rng, nulls="nulls" in case, lists=lists,
                                        width=width)):
-        _write(tmp_path / f"s{i:02d}.arrows", t, batch=int(rng.integers(1, 300)))
+        _write(tmp_path / f"s{i:02d}.arrow{'s' if kind == 'stream' else ''}", t,
+               batch=int(rng.integers(1, 300)), kind=kind)
         every.append(x)
     kw = {"offsets_of": "ids"} if lists else {"column": "length"}
     calls = []
@@ -133,9 +115,9 @@ def test_streams_read_together_count_as_each_read_alone(case, io, kernels, way, 
                         lambda self: (lambda w: (w is not None and calls.append(1)) or w)(
                             real(self)))
     got = _outcome(tmp_path, **kw)
-    assert spy and all(left == 0 for _, left in spy)  # every stream was read together
-    # counted where the kernel reads the integers as the backend does
-    assert bool(calls) == (way == "counted" and case not in ("uint32", "int16"))
+    assert spy and all(left == 0 for _, left in spy)  # every shard was read together
+    assert bool(calls) == (kind == "stream" and way == "counted"
+                           and case not in ("uint32", "int16"))
     assert got == _alone(tmp_path, **kw)
     if not lists and "nulls" not in case:
         x = np.concatenate(every)

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_profiler import histogram
-from gpu_profiler.readers import arrow
+from gpu_profiler.readers import arrow, parquet
 from gpu_profiler.readers.ipc import selective as ipc_selective
 
 SAMPLES = 24 << 20  # int32: 96 MiB of lengths
@@ -63,6 +63,7 @@ def hf_dir(tmp_path_factory, lengths):
 def small_chunks(monkeypatch):
     for module in (arrow, ipc_selective):  # each reads its own module-level copy
         monkeypatch.setattr(module, "CHUNK_ROWS", 1 << 16)
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 1 << 16)  # rows a Parquet worker decodes at once
     monkeypatch.setattr(ipc_selective, "WINDOW", 1 << 20)  # bytes the IPC reader fetches at once
 
 

@@ -382,6 +382,7 @@ def reference(path: Path, kind: str, spec: LengthSpec = LENGTH):
         return exc
 
 
+@pytest.mark.slow  # every cut of four files: ~13 s (tests/test_ipc_many.py cuts some by default)
 @pytest.mark.parametrize("kind", ["stream", "file"])
 @pytest.mark.parametrize("compression", [None, "zstd"])
 def test_truncated_anywhere(tmp_path, kind, compression, bounded):

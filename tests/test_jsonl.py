@@ -103,6 +103,7 @@ SIZES = st.fixed_dictionaries({"BLOCK": st.sampled_from([64, 200, 4096, 16 << 20
                                "SCHEMA_BYTES": st.sampled_from([64, 64 << 10])})
 
 
+@pytest.mark.slow  # 80 random files, ~10 s (the native parse is checked at random by default)
 @settings(max_examples=80, deadline=None)
 @given(file=jsonl_files(), sizes=SIZES, zstd=st.booleans())
 def test_random_files_equal_pyarrow_and_python_json(file, sizes, zstd):

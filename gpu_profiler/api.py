@@ -9,6 +9,7 @@ from typing import Any
 from gpu_profiler import driver, engine
 from gpu_profiler.analysis.advice import advise, attach
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
+from gpu_profiler.analysis.mixture import Mixture, mixture
 from gpu_profiler.analysis.policies import (
     PolicyResult,
     evaluate_policies,
@@ -17,7 +18,7 @@ from gpu_profiler.analysis.policies import (
 )
 from gpu_profiler.engine import ShardReport
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
+from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram, merge
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.request import DEFAULT, LOCAL, Execution, Sharding, Source, gather
 
@@ -97,6 +98,10 @@ class ProfileResult:
     policies: tuple[PolicyResult, ...] = ()
     report: ShardReport = ShardReport()
     split_histograms: dict[str, LengthHistogram] = field(default_factory=dict)
+    groups: dict[str, BucketTable] = field(default_factory=dict)
+    group_histograms: dict[str, LengthHistogram] = field(default_factory=dict)
+    mixture: Mixture | None = None
+    group_split: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON interface (``schema`` names its version)."""
@@ -105,6 +110,16 @@ class ProfileResult:
         d.update(self.table.to_dict())
         if self.splits:
             d["splits"] = {name: t.to_dict() for name, t in self.splits.items()}
+        if self.mixture is not None:
+            shares = {g.name: g for g in self.mixture.shares}
+            d["group_by"] = self.mixture.by
+            d["group_split"] = self.group_split
+            d["groups"] = {name: {**t.to_dict(), "batches": shares[name].batches,
+                                  "sample_share_pct": shares[name].sample_pct,
+                                  "token_share_pct": shares[name].token_pct,
+                                  "batch_share_pct": shares[name].batch_pct}
+                           for name, t in self.groups.items()}
+            d["group_buckets"] = self.mixture.to_dict()["buckets"]
         if self.policies:
             d["policies"] = [p.to_dict() for p in self.policies]
         if self.report.cache is not None:
@@ -119,8 +134,8 @@ class ProfileResult:
 
 
 def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool = False,
-            execution: Execution | None = None, sharding: Sharding | None = None,
-            **options: Any) -> ProfileResult:
+            group_by: str | None = None, execution: Execution | None = None,
+            sharding: Sharding | None = None, **options: Any) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
     source (see docs/design.md for the semantics). The scan bins the whole length range
     (up to `gpu_profiler.histogram.MAX_AUTO_CAP`), so each table's ``percentiles`` are
@@ -137,6 +152,12 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
     no splits) carries the `~gpu_profiler.analysis.advice.Advice` on a dominant bucket,
     scored with ``drop_last``. With ``skip_bad_shards`` a shard that cannot be read is
     left out (named with its error in ``report.skipped``).
+
+    ``group_by`` (a column: string, dictionary or integer; or ``"@file"`` / ``"@dir"``: each
+    file, or each top-level subdirectory, of a source of many) profiles one split (as
+    ``policies`` do) and each of its groups: ``result.groups`` holds each group's table,
+    ``result.mixture`` their shares of samples, tokens and batches and each bucket's
+    composition (`gpu_profiler.analysis.mixture`); the tables are the split's.
     """
     bucket = {k: options.pop(k) for k in [f.name for f in fields(BucketParams)] if k in options}
     params = BucketParams(**{**bucket, "bounds": parse_bounds(bucket.get("bounds",
@@ -156,7 +177,15 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
         return replace(bucket_table(hist, params), padding_pct=fixed.padding_pct)
 
     given = _histogram_given(src, sh)
-    if given is not None:
+    if group_by is not None:
+        if given is not None:
+            raise ProfilerError(f"{src.label}: --group-by needs the data: a histogram has no "
+                                "groups")
+        ex = replace(ex, cap=None if params.max_seq_len <= MAX_AUTO_CAP else params.max_seq_len)
+        result = _grouped(src, group_by, ex, sh, table, padded)
+        chosen = result.group_split
+        hists = {chosen or "": result.histogram}
+    elif given is not None:
         saved = not isinstance(src.data, LengthHistogram)
         result = ProfileResult(src.label if saved else "<histogram>", "none",
                                "saved histogram" if saved else "histogram", table(given),
@@ -181,3 +210,20 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
         return result
     pols = evaluate_policies(hists[chosen or ""], names, params, drop_last=drop_last)
     return replace(result, policies=tuple(replace(p, split=chosen) for p in pols))
+
+
+def _grouped(src: Source, by: str, ex: Execution, sh: Sharding, table: Any, padded: Any
+             ) -> ProfileResult:
+    """The profile of one split of ``src`` and of each of its groups (see `profile`)."""
+    from gpu_profiler import groups
+
+    g = groups.scan(src, by, ex, sh)
+    total = merge(g.histograms.values()) if g.histograms else LengthHistogram.empty(0)
+    whole = table(total)
+    tables = {name: padded(h) for name, h in g.histograms.items()}
+    mix = mixture(by, tables, whole)
+    whole = replace(whole, warnings=(*whole.warnings, *mix.warnings))
+    s = g.scan
+    return ProfileResult(src.label, s.backend, s.spec.describe(), whole, total, {}, s.seconds,
+                         report=s.report, groups=tables, group_histograms=g.histograms,
+                         mixture=mix, group_split=g.split)

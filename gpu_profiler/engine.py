@@ -8,6 +8,7 @@ process; the driver (`gpu_profiler.driver`) chooses it or the per-shard tasks
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -115,6 +116,14 @@ class Planned:
         raise ProfilerError(f"{self.source.label}: splits {', '.join(map(repr, names))} and "
                             "none is 'train': choose the one to analyse with --split (split= "
                             "in Python)")
+
+    def regrouped(self, key: Callable[[Part], str]) -> Planned:
+        """This plan with its parts as splits named by ``key`` (in the order each name is
+        first met): a per-group scan (`gpu_profiler.groups`) runs each as a split."""
+        groups: dict[str, list[Part]] = {}
+        for part in self.parts:
+            groups.setdefault(key(part), []).append(part)
+        return replace(self, splits=groups)
 
     def only(self, split: str | None) -> Planned:
         """This plan narrowed to one split (``None``: itself), without listing again."""

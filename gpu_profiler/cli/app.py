@@ -68,6 +68,12 @@ def profile(
         show_default=False)] = None,
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
+    group_by: Annotated[str | None, typer.Option(
+        "--group-by", metavar="COLUMN|@file|@dir",
+        help="Also profile each group of one split: each value of a string, dictionary or "
+             "integer COLUMN (a source, language, dataset), each file (@file) or top-level "
+             "subdirectory (@dir); with each group's share of samples, tokens and batches "
+             "and each bucket's composition.", show_default=False)] = None,
     plot: analysis_opts.Plot = None,
     fail_if: o.FailIf = None,
     workers: sharding.Workers = None,
@@ -90,7 +96,8 @@ def profile(
         plots.check_plot(plot)
     with sharding.client(workers, dask, opts) as client:
         result = run_profile(opts.source(paths), **opts.bucketing(), policies=policy or (),
-                             drop_last=drop_last, execution=opts.execution(),
+                             drop_last=drop_last, group_by=group_by,
+                             execution=opts.execution(),
                              sharding=Sharding(client, cache_dir, part, skip_bad_shards))
     if save_hist:
         result.histogram.save(save_hist, result.report.provenance)

@@ -88,6 +88,20 @@ class JsonlPart(FileShard):
                                 "(--column), not --offsets-of")
         return chunks(self.path, reading.spec)
 
+    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """The rows of ``columns`` (typed as `schema` types them; absent: null), parsed by
+        pyarrow block by block: for a scan that needs a field besides the lengths
+        (`gpu_profiler.groups`)."""
+        fields = self.schema()
+        explicit = pa.schema([fields.field(c) for c in columns])
+        parse = pj.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="ignore")
+        try:
+            yield from pj.open_json(_open(self.path), pj.ReadOptions(block_size=16 << 20),
+                                    parse)
+        except (OSError, pa.ArrowException) as exc:
+            raise ProfilerError(f"{self.path}: not JSON Lines pyarrow can read "
+                                f"({first_line(exc)})") from None
+
 
 def _sniff(head: bytes, path: str) -> bool:
     """By name (text has no magic bytes); a ``.jsonl.zst`` must also be a zstd stream."""

@@ -40,6 +40,13 @@ class TablePart:
             column = column.take(self.indices)
         return arrays_to_chunks(column.chunks, reading.spec)
 
+    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """The rows of ``columns`` (`gpu_profiler.groups`)."""
+        table = self.table.select(columns)
+        if self.indices is not None:
+            table = table.take(self.indices)
+        return iter(table.to_batches(CHUNK_ROWS))
+
 
 @dataclass(frozen=True)
 class NumpyPart:

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from gpu_profiler.analysis.buckets import BucketTable
+from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.histogram import PERCENTILES
 
 #: The one CSV schema of ``profile`` (README, "CSV"): a row per bucket and an ``all`` row
@@ -73,6 +74,13 @@ def to_markdown(result: Any) -> str:
     for split, t in tables:
         prefix = f"**{split}**: " if named else ""
         parts += [prefix + summary_line(t), "", prefix + distribution_line(t), ""]
+    if result.mixture is not None:
+        split = f" (split {result.group_split})" if result.group_split else ""
+        by = NOUNS.get(result.mixture.by, result.mixture.by)
+        parts.append(f"**By {by}**{split}:\n")
+        parts += [_markdown_table(group_rows(result)), "",
+                  "**Bucket composition** (% of the bucket's samples):\n",
+                  _markdown_table(composition_rows(result)), ""]
     for text, names in shared_warnings(tables).items():
         where = f" ({', '.join(names)})" if named else ""
         parts.append(f"> **warning{where}:** {text}\n")
@@ -81,6 +89,15 @@ def to_markdown(result: Any) -> str:
 
         parts.append(policies_markdown(result.policies))
     return "\n".join(parts) + "\n"
+
+
+def _markdown_table(rows: list[list[str]]) -> str:
+    """A header row and body rows as a Markdown table (the first column left-aligned)."""
+    head, *body = rows
+    align = "|---|" + "--:|" * (len(head) - 1)
+    return "\n".join(["| " + " | ".join(head) + " |", align,
+                      *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
+                        for r in body)])
 
 
 def summary_line(t: BucketTable) -> str:
@@ -139,3 +156,35 @@ def shared_warnings(tables: list[tuple[str, BucketTable]]) -> dict[str, list[str
 def split_tables(result: Any) -> list[tuple[str, BucketTable]]:
     """``(split, table)`` for each named split, then ``("all", total)``."""
     return [*result.splits.items(), ("all", result.table)]
+
+
+#: Groups shown as columns of the composition table (more: only the largest is named).
+COMPOSITION_COLUMNS = 8
+
+
+def group_rows(result: Any) -> list[list[str]]:
+    """The header and one row per group of a grouped profile (text and Markdown)."""
+    out = [["group", "samples", "% samples", "tokens", "% tokens", "batches", "% batches",
+            "mean", "p50", "p99", "max"]]
+    for share in result.mixture.shares:
+        t = result.groups[share.name]
+        p = t.percentiles
+        out.append([share.name, f"{share.samples:,}", f"{share.sample_pct:.1f}",
+                    f"{share.tokens:,}", f"{share.token_pct:.1f}", f"{share.batches:,.1f}",
+                    f"{share.batch_pct:.1f}",
+                    "-" if t.mean_len is None else f"{t.mean_len:,.0f}",
+                    *("-" if p.get(k) is None else f"{p[k]:,}" for k in ("p50", "p99")),
+                    "-" if t.max_len is None else f"{t.max_len:,}"])
+    return out
+
+
+def composition_rows(result: Any) -> list[list[str]]:
+    """The header and one row per bucket: its samples, largest group and (for at most
+    `COMPOSITION_COLUMNS` groups) every group's percent of its samples."""
+    names = [s.name for s in result.mixture.shares]
+    each = names if len(names) <= COMPOSITION_COLUMNS else []
+    out = [["bucket", "samples", "largest", "%", *each]]
+    for m in result.mixture.buckets:
+        out.append([f"{m.index} [{m.lo},{m.hi})", f"{m.samples:,}", m.top or "-",
+                    f"{m.top_pct:.1f}", *(f"{m.groups[n]:.1f}" for n in each)])
+    return out

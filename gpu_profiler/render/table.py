@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable
+from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.render.formats import (
+    composition_rows,
     distribution_line,
+    group_rows,
     shared_warnings,
     split_tables,
     summary_line,
@@ -23,6 +26,10 @@ def print_profile(result: Any, console: Any) -> None:
         prefix = f"{name}: " if name else ""
         console.print(prefix + summary_line(table), highlight=False)
         console.print(prefix + distribution_line(table), highlight=False)
+    if result.mixture is not None:
+        console.print()
+        for view in group_views(result):
+            console.print(view)
     for text, names in shared_warnings(tables).items():
         where = f" ({', '.join(names)})" if any(names) else ""
         console.print(f"[bold yellow]warning{where}:[/] {text}", highlight=False)
@@ -74,3 +81,31 @@ def _si(n: int) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.1f}{unit}"
     return str(n)
+
+
+def group_views(result: Any) -> list[Any]:
+    """Two rich Tables of a grouped profile: each group's shares and lengths, and each
+    bucket's composition by group."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    rows = group_rows(result)
+    shares = Table(title=escape(f"by {NOUNS.get(result.mixture.by, result.mixture.by)}" + (
+        f" (split {result.group_split})" if result.group_split else "")),
+        title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
+        pad_edge=False)
+    for col in rows[0]:
+        shares.add_column(col, justify="left" if col == "group" else "right", no_wrap=True)
+    for row in rows[1:]:
+        shares.add_row(*map(escape, row))
+    mix = composition_rows(result)
+    buckets = Table(title="bucket composition (% of the bucket's samples)",
+                    title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+                    collapse_padding=True, pad_edge=False)
+    for col in mix[0]:
+        buckets.add_column(escape(col), justify="left" if col == "bucket" else "right",
+                           no_wrap=True)
+    for row in mix[1:]:
+        buckets.add_row(*map(escape, row))
+    return [shares, buckets]

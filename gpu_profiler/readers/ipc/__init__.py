@@ -31,6 +31,7 @@ from gpu_profiler.readers.ipc.metadata import (
     big_endian_error,
     corrupt,
     schema_info,
+    what,
 )
 
 _MAX_SCHEMA = 64 << 20  # a larger schema message is taken for corruption
@@ -67,6 +68,22 @@ class IpcPart(FileShard):
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         self.__dict__.pop("_schema", None)
         return chunks(self.path, self.kind, reading.spec, reading.segmented)
+
+    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """The record batches of ``columns``, by pyarrow's reader over a memory map: for a
+        scan that needs a column besides the lengths (`gpu_profiler.groups`)."""
+        try:
+            source = pa.memory_map(str(self.path))
+            if self.kind == "file":
+                reader = pa.ipc.open_file(source)
+                for i in range(reader.num_record_batches):
+                    yield reader.get_batch(i).select(columns)
+            else:
+                for batch in pa.ipc.open_stream(source):
+                    yield batch.select(columns)
+        except pa.ArrowException as exc:
+            raise ProfilerError(f"{self.path}: corrupt or truncated {what(self.kind)}: "
+                                f"{first_line(exc)}") from None
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,23 @@ _ERRORS = (pa.ArrowException, OSError, ValueError, EOFError)
 _DONE = object()
 
 
+def _batches(path: Path, pf: pq.ParquetFile, groups: range, columns: list[str]
+             ) -> Iterator[pa.RecordBatch]:
+    """Row groups ``groups`` of ``columns``, `BATCH_ROWS` rows at a time, fewer where
+    those columns are wide (a list of token ids: a batch stays near `BATCH_BYTES`)."""
+    try:
+        md, rows, nbytes = pf.metadata, 0, 0
+        for g in groups:
+            rg = md.row_group(g)
+            rows += rg.num_rows
+            nbytes += sum(rg.column(j).total_uncompressed_size for j in range(rg.num_columns)
+                          if rg.column(j).path_in_schema.split(".")[0] in columns)
+        size = int(min(BATCH_ROWS, max(1024, BATCH_BYTES * max(rows, 1) // max(nbytes, 1))))
+        yield from pf.iter_batches(size, list(groups), columns, use_threads=False)
+    except _ERRORS as exc:
+        raise _corrupt(path, exc) from None
+
+
 def _corrupt(path: Path, exc: BaseException, groups: list[int] | None = None) -> ProfilerError:
     where = ""
     if groups:
@@ -145,6 +162,12 @@ class ParquetPart(FileShard):
         return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
                       inline=reading.inline, footer=footer)
 
+    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """The rows of ``columns``, decoded by pyarrow: for a scan that needs a column
+        besides the lengths (`gpu_profiler.groups`)."""
+        pf, _ = _open(self.path)
+        return _batches(self.path, pf, range(pf.num_row_groups), columns)
+
 
 @dataclass(frozen=True)
 class RowGroups(ParquetPart):
@@ -161,6 +184,10 @@ class RowGroups(ParquetPart):
     @property
     def label(self) -> str:
         return f"{self.path} (row groups {self.first}..{self.stop - 1})"
+
+    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        pf, _ = _open(self.path, version=self.version)
+        return _batches(self.path, pf, range(self.first, self.stop), columns)
 
     @property
     def nbytes(self) -> int:

@@ -1,0 +1,177 @@
+"""One exact histogram per group of samples, in one scan (``--group-by``): per value of a
+column (a string, dictionary or integer column: ``source``, ``lang``, ``dataset``), or per
+file (``@file``) or top-level subdirectory (``@dir``) of a source of many files. The
+groups' histograms sum to the whole source's.
+
+A source grouped by file or subdirectory is the planned scan with its parts regrouped as
+splits (`engine.Planned.regrouped`): the fast readers, the cache, ``--part`` and Dask as
+for any scan. A column is read beside the lengths by each format's ``batches`` (pyarrow,
+column by column: IPC and HF shards, Parquet, JSON Lines, tables in memory), its values
+encoded per batch, and each group's rows counted by the scan's backend."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpu_profiler import driver, engine
+from gpu_profiler.backends import Backend
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.engine import Planned, Scan
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram, Sum
+from gpu_profiler.progress import ScanProgress
+from gpu_profiler.readers import LengthSpec
+from gpu_profiler.readers.arrow import array_to_chunk
+from gpu_profiler.request import DEFAULT, LOCAL, Execution, Sharding, Source
+
+#: ``--group-by`` values that group a source's files, not a column's values.
+BY_FILE, BY_DIR = "@file", "@dir"
+#: More distinct values than this is not a mixture's sources (an id column?): refused.
+MAX_GROUPS = 1000
+#: How the group of samples whose group column is null is named.
+NULL = "(null)"
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """A grouped scan: ``histograms`` maps each group's name to its histogram (sorted by
+    name); ``split`` is the split scanned (None: an unsplit source); ``scan`` the scan."""
+
+    by: str
+    histograms: dict[str, LengthHistogram]
+    split: str | None
+    scan: Scan
+
+
+def scan(source: Source, by: str, execution: Execution = DEFAULT,
+         sharding: Sharding = LOCAL) -> Grouped:
+    """Histogram each group of ``source`` (its analysed split: `Planned.analysed_split`)
+    by ``by``: a column, `BY_FILE` or `BY_DIR`."""
+    if not isinstance(by, str) or not by:
+        raise ProfilerError("--group-by needs a column name, @file or @dir")
+    planned = engine.plan(source, execution, skip_bad=sharding.skip_bad_shards)
+    split = planned.analysed_split()
+    planned = planned.only(split)
+    if by in (BY_FILE, BY_DIR):
+        s = driver.run(planned.regrouped(_file_key(planned, by)), sharding)
+    elif by.startswith("@"):
+        raise ProfilerError(f"--group-by {by}: the file groupings are {BY_FILE} and {BY_DIR}")
+    else:
+        if not sharding.local:
+            raise ProfilerError(f"--group-by {by}: a column is grouped in this process; "
+                                "--dask, --cache-dir, --part and --skip-bad-shards group by "
+                                f"{BY_FILE} or {BY_DIR}")
+        s = _by_column(planned, by)
+    hists = dict(sorted(s.histograms.items()))
+    if len(hists) > MAX_GROUPS:
+        raise ProfilerError(f"{source.label}: --group-by {by} makes {len(hists):,} groups, more "
+                            f"than {MAX_GROUPS:,}: group by a column naming the sources")
+    return Grouped(by, hists, split, s)
+
+
+def _file_key(planned: Planned, by: str) -> Any:
+    """The group of a part: its path relative to the directory every part is under
+    (`BY_FILE`), or that path's first component (`BY_DIR`: a file directly in that
+    directory is a group of its own)."""
+    if not planned.parts or not all(hasattr(p, "path") for p in planned.parts):
+        raise ProfilerError(f"{planned.source.label}: --group-by {by} groups the files of a "
+                            "source on disk")
+    root = os.path.commonpath([os.path.dirname(os.path.abspath(p.path))  # type: ignore[attr-defined]
+                               for p in planned.parts])
+
+    def key(part: Any) -> str:
+        rel = os.path.relpath(os.path.abspath(part.path), root)
+        return rel if by == BY_FILE else rel.split(os.sep, 1)[0]
+    return key
+
+
+def _by_column(planned: Planned, by: str) -> Scan:
+    """Every part's rows of the length source and ``by``, counted per value of ``by``."""
+    reading = planned.reading
+    if reading is None:
+        return planned.empty()
+    spec = reading.spec
+    if by == spec.name:
+        raise ProfilerError(f"--group-by {by}: that is the length source itself")
+    unable = next((p for p in planned.parts if not hasattr(p, "batches")), None)
+    if unable is not None:
+        raise ProfilerError(f"{unable.label}: {spec.describe()} has no columns to group by; "
+                            f"group its files with --group-by {BY_FILE} or {BY_DIR}")
+    _check_type(planned.like[0], planned.like[1], by)
+    split = planned.backend.per_part()
+    workers, backend = split if split is not None else (1, planned.backend)
+    totals: dict[str, Sum] = {}
+    with ScanProgress(len(planned.parts), planned.execution.progress) as bar, \
+            ThreadPoolExecutor(workers, thread_name_prefix="gpu-profiler-group") as pool:
+        for part, sums in zip(planned.parts, pool.map(
+                lambda p: _part_groups(p, spec, by, backend), planned.parts), strict=True):
+            samples = 0
+            for name, s in sums.items():
+                h = s.histogram()
+                totals.setdefault(name, Sum()).add(h)
+                samples += h.total
+            if len(totals) > MAX_GROUPS:
+                raise ProfilerError(f"{planned.source.label}: --group-by {by} makes more than "
+                                    f"{MAX_GROUPS:,} groups: group by a column naming the "
+                                    "sources")
+            bar.update(samples=samples, nbytes=part.nbytes, parts=1)
+    hists = {name: engine.exact(s.histogram(), planned.parts, spec)
+             for name, s in totals.items()}
+    return Scan(hists, spec, planned.backend.name, time.perf_counter() - planned.started)
+
+
+def _check_type(label: str, schema: pa.Schema, by: str) -> None:
+    """``by`` is one string, dictionary or integer column of ``schema``."""
+    if by not in schema.names:
+        columns = ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"
+        raise ProfilerError(f"{label}: no column {by!r} to group by; columns: {columns}")
+    t = schema.field(by).type
+    value = t.value_type if pa.types.is_dictionary(t) else t
+    if not (pa.types.is_integer(value) or pa.types.is_string(value)
+            or pa.types.is_large_string(value)):
+        raise ProfilerError(f"{label}: column {by!r} has type {t}; --group-by takes a "
+                            "string, dictionary or integer column")
+
+
+def _part_groups(part: Any, spec: LengthSpec, by: str, backend: Backend) -> dict[str, Sum]:
+    """One part's histograms by group."""
+    schema = part.schema()
+    _check_type(part.label, schema, by)
+    sums: dict[str, Sum] = {}
+    for batch in part.batches([spec.name, by]):
+        for name, chunk in _split(batch, spec):
+            sums.setdefault(name, Sum()).add(backend.histogram([chunk], None))
+    return sums
+
+
+def _split(batch: pa.RecordBatch, spec: LengthSpec) -> Iterator[tuple[str, Chunk]]:
+    """The batch's lengths as one chunk per group (the group column's value)."""
+    if not batch.num_rows:
+        return
+    chunk = array_to_chunk(batch.column(0), spec)
+    data = np.diff(chunk.data.astype(np.int64)) if chunk.offsets else chunk.data
+    groups = batch.column(1)
+    encoded = groups if pa.types.is_dictionary(groups.type) else pc.dictionary_encode(groups)
+    names = [NULL if v is None else str(v) for v in encoded.dictionary.to_pylist()]
+    codes = encoded.indices.fill_null(len(names)).to_numpy(zero_copy_only=False)
+    names.append(NULL)
+    present = np.unique(codes)
+    if present.size == 1:
+        yield names[int(present[0])], Chunk(data, chunk.valid)
+        return
+    order = np.argsort(codes, kind="stable")
+    edges = np.searchsorted(codes[order], np.append(present, present[-1] + 1))
+    for code, lo, hi in zip(present.tolist(), edges[:-1].tolist(), edges[1:].tolist(),
+                            strict=True):
+        rows = order[lo:hi]
+        yield names[code], Chunk(data[rows], None if chunk.valid is None else chunk.valid[rows])
+

@@ -1,0 +1,257 @@
+"""``--group-by``: one exact histogram per group in one scan, on every format that has
+columns (string, dictionary and integer group columns, nulls on both sides), and per file
+or subdirectory of a source of many; each group checked against numpy on the raw rows,
+the mixture's shares against a computation from the per-bucket counts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import run_cli
+from test_megatron import build, flat, random_docs
+
+import gpu_profiler as gp
+from gpu_profiler import groups
+from gpu_profiler.schemas import load
+
+
+def corpus(n: int, k: int, seed: int):
+    """``n`` lengths of ``k`` groups whose lengths differ by group, some nulls on both
+    sides: (lengths or None, group names or None)."""
+    rng = np.random.default_rng(seed)
+    names = [f"src-{i}" for i in range(k)]
+    pick = rng.integers(0, k, n)
+    lengths = (rng.lognormal(5 + 3 * pick / k, 0.6)).astype(np.int64) + 1
+    length = [None if rng.random() < 0.01 else int(v) for v in lengths]
+    group = [None if rng.random() < 0.01 else names[i] for i in pick]
+    return length, group
+
+
+def reference(length, group) -> dict[str, tuple[np.ndarray, int]]:
+    """Each group's (bincount of its lengths, nulls), straight from the rows."""
+    out: dict[str, list] = {}
+    for v, g in zip(length, group, strict=True):
+        out.setdefault(groups.NULL if g is None else str(g), []).append(v)
+    return {g: (np.bincount([v for v in vs if v is not None], minlength=1),
+                sum(v is None for v in vs)) for g, vs in out.items()}
+
+
+def same(result, ref) -> None:
+    assert set(result.group_histograms) == set(ref)
+    for name, h in result.group_histograms.items():
+        counts, nulls = ref[name]
+        got = h.counts
+        n = max(got.size, counts.size)
+        assert np.array_equal(np.pad(got, (0, n - got.size)),
+                              np.pad(counts, (0, n - counts.size))), name
+        assert h.null_count == nulls and h.above_count == 0, name
+
+
+@pytest.mark.parametrize("k", [3, 17, 50])
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_parquet_string_groups_equal_each_groups_rows(tmp_path, k, backend):
+    length, group = corpus(20_000, k, seed=k)
+    path = tmp_path / "mix.parquet"
+    pq.write_table(pa.table({"length": pa.array(length, pa.int32()), "text": ["x"] * 20_000,
+                             "source": group}), path, row_group_size=3_000)
+    r = gp.profile(path, group_by="source", backend=backend)
+    same(r, reference(length, group))
+    # the groups sum to the whole source, scanned the usual way
+    whole = gp.histogram(path, backend=backend)
+    assert np.array_equal(r.histogram.counts, whole.counts)
+    assert r.histogram.null_count == whole.null_count
+
+
+def test_mixture_shares_and_composition_from_the_bucket_counts(tmp_path):
+    length, group = corpus(30_000, 4, seed=3)
+    path = tmp_path / "mix.parquet"
+    pq.write_table(pa.table({"length": length, "source": group}), path)
+    r = gp.profile(path, group_by="source", max_seq_len=4096, bounds="0,300,900,2000,4097")
+    bounds = [0, 300, 900, 2000, 4097]
+    rows = [(min(v, 4096), g) for v, g in zip(length, group, strict=True) if v is not None]
+    names = sorted({groups.NULL if g is None else g for _, g in rows})
+    per = {n: np.zeros(4) for n in names}
+    for v, g in rows:
+        per[groups.NULL if g is None else g][np.searchsorted(bounds, v, "right") - 1] += 1
+    bucket = sum(per.values())
+    batches = np.array([b.est_batches for b in r.table.buckets])
+    for share in r.mixture.shares:
+        want = float((per[share.name] / np.maximum(bucket, 1) * batches).sum())
+        assert share.batches == pytest.approx(want, rel=1e-12)
+        assert share.samples == per[share.name].sum()
+        toks = sum(v for v, g in zip(length, group, strict=True)
+                   if v is not None and (groups.NULL if g is None else g) == share.name)
+        assert share.token_pct == pytest.approx(toks / r.table.total_tokens * 100)
+    for m in r.mixture.buckets:
+        for n in names:
+            assert m.groups[n] == pytest.approx(per[n][m.index] / bucket[m.index] * 100)
+    assert sum(s.batch_pct for s in r.mixture.shares) == pytest.approx(100)
+
+
+def test_a_bucket_made_of_one_source_is_warned_about_and_an_even_mix_is_not(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 20_000
+    src = rng.choice(["web", "code"], n, p=[0.7, 0.3])
+    apart = np.where(src == "code", rng.integers(3000, 8000, n), rng.integers(10, 700, n))
+    even = rng.integers(10, 8000, n)
+    for name, lengths, warned in (("apart", apart, True), ("even", even, False)):
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table({"length": lengths, "source": src}), path)
+        r = gp.profile(path, group_by="source")
+        said = [w for w in r.table.warnings if "mostly of one source" in w]
+        assert bool(said) == warned, said
+        assert bool(r.mixture.warnings) == warned
+
+
+def test_hf_dir_by_datasets_with_offsets_and_a_split(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    length, group = corpus(3_000, 5, seed=9)
+    ids = [[1] * (v % 300) if v is not None else None for v in length]
+    path = tmp_path / "dd"
+    datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"input_ids": ids, "lang": group}),
+        "test": datasets.Dataset.from_dict({"input_ids": ids[:100], "lang": group[:100]}),
+    }).save_to_disk(str(path), num_shards={"train": 3, "test": 1})
+    r = gp.profile(path, group_by="lang", offsets_of="input_ids")
+    assert r.group_split == "train"
+    same(r, reference([None if i is None else len(i) for i in ids], group))
+
+
+@pytest.mark.parametrize("kind", ["file", "stream"])
+def test_ipc_dictionary_column_with_a_dictionary_per_batch(tmp_path, kind):
+    rng = np.random.default_rng(4)
+    schema = pa.schema([("length", pa.int64()), ("ds", pa.dictionary(pa.int8(), pa.string()))])
+    path = tmp_path / f"x.{kind}"
+    length, group = [], []
+    new = pa.ipc.new_file if kind == "file" else pa.ipc.new_stream
+    options = pa.ipc.IpcWriteOptions(emit_dictionary_deltas=False)
+    with new(path, schema, options=options) as w:
+        for b in range(6):  # each batch its own dictionary, in its own order
+            words = [f"d{(b + i) % 7}" for i in range(3)] + ([None] if b % 2 else [])
+            idx = rng.integers(0, len(words), 500)
+            vals = [words[i] for i in idx]
+            lens = rng.integers(0, 5000, 500).tolist()
+            arr = pa.array(vals).dictionary_encode() if kind == "stream" else \
+                pa.DictionaryArray.from_arrays(pa.array(idx, pa.int8()), pa.array(words))
+            if kind == "file":  # a file holds one dictionary: the same words every batch
+                words = [f"d{i}" for i in range(4)]
+                idx = rng.integers(0, 4, 500)
+                vals = [words[i] for i in idx]
+                arr = pa.DictionaryArray.from_arrays(pa.array(idx, pa.int8()), pa.array(words))
+            w.write_batch(pa.record_batch([pa.array(lens), arr], schema=schema))
+            length += lens
+            group += vals
+    r = gp.profile(path, group_by="ds")
+    same(r, reference(length, group))
+
+
+def test_jsonl_integer_field_and_absent_groups(tmp_path):
+    rng = np.random.default_rng(6)
+    path = tmp_path / "x.jsonl"
+    length, group = [], []
+    with open(path, "w") as f:
+        for i in range(5_000):
+            n = int(rng.integers(1, 9000))
+            row = {"num_tokens": n, "text": "é" * (i % 5)}
+            if i % 13:
+                row["shard"] = int(rng.integers(0, 6))
+            f.write(json.dumps(row) + "\n")
+            length.append(n)
+            group.append(row.get("shard"))
+    r = gp.profile(path, group_by="shard", column="num_tokens")
+    same(r, reference(length, group))
+
+
+def test_tables_in_memory_and_a_selected_dataset():
+    datasets = pytest.importorskip("datasets")
+    length, group = corpus(4_000, 6, seed=1)
+    table = pa.table({"length": length, "g": group})
+    same(gp.profile(table, group_by="g"), reference(length, group))
+    ds = datasets.Dataset(table).shuffle(seed=0).select(range(1_000))
+    picked = ds.to_dict()
+    same(gp.profile(ds, group_by="g"), reference(picked["length"], picked["g"]))
+
+
+def test_files_and_directories_of_parquet_and_megatron(tmp_path):
+    rng = np.random.default_rng(2)
+    want: dict[str, list[int]] = {}
+    for sub, lo in (("web", 10), ("code", 2000)):
+        (tmp_path / sub).mkdir()
+        for i in range(3):
+            lens = rng.integers(lo, lo + 3000, 400)
+            pq.write_table(pa.table({"length": lens}), tmp_path / sub / f"{i}.parquet")
+            want.setdefault(sub, []).extend(lens.tolist())
+            want.setdefault(f"{sub}/{i}.parquet", []).extend(lens.tolist())
+    by_dir = gp.profile(tmp_path, group_by="@dir")
+    by_file = gp.profile(tmp_path, group_by="@file")
+    assert list(by_dir.group_histograms) == ["code", "web"]
+    assert len(by_file.group_histograms) == 6
+    for r in (by_dir, by_file):
+        for name, h in r.group_histograms.items():
+            ref = np.bincount(want[name])
+            assert np.array_equal(h.counts[:ref.size], ref) and not h.counts[ref.size:].any()
+    mega = tmp_path / "mega"
+    docs = {}
+    for sub in ("a", "b"):
+        (mega / sub).mkdir(parents=True)
+        docs[sub] = random_docs(300, seed=len(sub) + ord(sub))
+        build(mega / sub / "part", docs[sub])
+    r = gp.profile(mega, group_by="@dir")
+    for sub in ("a", "b"):
+        ref = np.bincount(flat(docs[sub]))
+        got = r.group_histograms[sub].counts
+        assert np.array_equal(got[:ref.size], ref) and not got[ref.size:].any()
+
+
+def test_grouped_cli_json_validates_and_renders(tmp_path, capsys):
+    import jsonschema
+
+    length, group = corpus(5_000, 3, seed=5)
+    path = tmp_path / "mix.parquet"
+    pq.write_table(pa.table({"length": length, "source": group}), path)
+    rc, out, err = run_cli(["profile", path, "--group-by", "source", "-f", "json",
+                            "--policy", "fixed"], capsys)
+    assert rc == 0, err
+    doc = json.loads(out)
+    jsonschema.validate(doc, load("profile"), cls=jsonschema.Draft202012Validator)
+    assert doc["group_by"] == "source" and set(doc["groups"]) == {"src-0", "src-1", "src-2",
+                                                                   groups.NULL}
+    assert sum(g["total_samples"] for g in doc["groups"].values()) == doc["total_samples"]
+    for fmt, marker in (("table", "bucket composition"), ("markdown", "**Bucket composition**")):
+        rc, out, err = run_cli(["profile", path, "--group-by", "source", "-f", fmt], capsys)
+        assert rc == 0 and marker in out and "src-2" in out, err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--group-by", "nope"], "no column 'nope' to group by"),
+    (["--group-by", "score"], "has type double; --group-by takes"),
+    (["--group-by", "length"], "that is the length source itself"),
+    (["--group-by", "@nope"], "the file groupings are @file and @dir"),
+    (["--group-by", "source", "--cache-dir", "{tmp}/c"], "a column is grouped in this process"),
+])
+def test_bad_groupings_are_one_line(tmp_path, capsys, args, message):
+    path = tmp_path / "mix.parquet"
+    pq.write_table(pa.table({"length": [1, 2, 3], "source": ["a", "b", "a"],
+                             "score": [0.5, 1.0, 2.0]}), path)
+    rc, out, err = run_cli(["profile", path, *[a.format(tmp=tmp_path) for a in args]], capsys)
+    assert rc == 2 and message in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_too_many_groups_and_formats_without_columns(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "ids.parquet"
+    pq.write_table(pa.table({"length": np.arange(100), "id": np.arange(100)}), path)
+    monkeypatch.setattr(groups, "MAX_GROUPS", 50)
+    rc, _, err = run_cli(["profile", path, "--group-by", "id"], capsys)
+    assert rc == 2 and "more than 50 groups" in err
+    build(tmp_path / "m", random_docs(20, seed=1))
+    rc, _, err = run_cli(["profile", tmp_path / "m.idx", "--group-by", "source"], capsys)
+    assert rc == 2 and "has no columns to group by" in err and "@file" in err, err
+    hist = tmp_path / "h.json"
+    gp.histogram(path).save(hist)
+    rc, _, err = run_cli(["profile", hist, "--group-by", "id"], capsys)
+    assert rc == 2 and "a histogram has no groups" in err, err

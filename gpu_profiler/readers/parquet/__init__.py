@@ -94,10 +94,11 @@ Version = tuple[int, int, int]
 Footer = tuple["pq.FileMetaData", Version]
 
 
-def _open(path: Path, footer: Footer | None = None, version: Version | None = None
-          ) -> tuple[pq.ParquetFile, Version]:
+def _open(path: Path, footer: Footer | None = None, version: Version | None = None,
+          codes: list[str] | None = None) -> tuple[pq.ParquetFile, Version]:
     """The file opened once (its footer, where not given, and its pages are read through
-    this one descriptor) and its version, which must be ``footer``'s or ``version``."""
+    this one descriptor) and its version, which must be ``footer``'s or ``version``;
+    ``codes``: columns read as dictionaries (the codes of dictionary-encoded pages)."""
     try:
         f = pa.OSFile(str(path))
         st = os.fstat(f.fileno())
@@ -108,7 +109,8 @@ def _open(path: Path, footer: Footer | None = None, version: Version | None = No
         md = footer[0] if footer is not None else None
         import pyarrow.parquet as pq
 
-        return pq.ParquetFile(f, metadata=md, buffer_size=READ_BUFFER), now
+        return pq.ParquetFile(f, metadata=md, buffer_size=READ_BUFFER,
+                              read_dictionary=codes), now
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None
 
@@ -163,9 +165,10 @@ class ParquetPart(FileShard):
                       inline=reading.inline, footer=footer)
 
     def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """The rows of ``columns``, decoded by pyarrow: for a scan that needs a column
-        besides the lengths (`gpu_profiler.groups`)."""
-        pf, _ = _open(self.path)
+        """The rows of ``columns``, decoded by pyarrow (all but the first as dictionaries:
+        the codes of dictionary-encoded pages): for a scan that needs a column besides the
+        lengths (`gpu_profiler.groups`)."""
+        pf, _ = _open(self.path, codes=columns[1:])
         return _batches(self.path, pf, range(pf.num_row_groups), columns)
 
 
@@ -186,7 +189,7 @@ class RowGroups(ParquetPart):
         return f"{self.path} (row groups {self.first}..{self.stop - 1})"
 
     def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        pf, _ = _open(self.path, version=self.version)
+        pf, _ = _open(self.path, version=self.version, codes=columns[1:])
         return _batches(self.path, pf, range(self.first, self.stop), columns)
 
     @property

@@ -255,3 +255,22 @@ def test_too_many_groups_and_formats_without_columns(tmp_path, capsys, monkeypat
     gp.histogram(path).save(hist)
     rc, _, err = run_cli(["profile", hist, "--group-by", "id"], capsys)
     assert rc == 2 and "a histogram has no groups" in err, err
+
+
+def test_report_and_plot_show_the_groups(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    length, group = corpus(5_000, 4, seed=8)
+    path = tmp_path / "mix.parquet"
+    pq.write_table(pa.table({"length": length, "source": group}), path)
+    page, png = tmp_path / "r.html", tmp_path / "m.png"
+    rc, _, err = run_cli(["report", path, "--group-by", "source", "-o", page], capsys)
+    assert rc == 0, err
+    html = page.read_text()
+    r = gp.profile(path, group_by="source")
+    assert '<table id="groups">' in html and '<table id="group-buckets">' in html
+    for share in r.mixture.shares:  # every group's row, with its exact sample count
+        assert f'<td data-field="name">{share.name}</td>' in html
+        assert f'<td data-field="samples">{share.samples:,}</td>' in html
+    assert html.count("<svg") == 4  # profile, groups, suggest, schedule
+    rc, _, err = run_cli(["profile", path, "--group-by", "source", "--plot", png], capsys)
+    assert rc == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", err

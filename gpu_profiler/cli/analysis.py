@@ -76,6 +76,13 @@ def plan_options(command: Callable[..., None]) -> Callable[..., None]:
     return o.with_options(command, PlanOptions, "sampling")
 
 
+GroupBy = Annotated[str | None, typer.Option(
+    "--group-by", metavar="COLUMN|@file|@dir",
+    help="Also profile each group of one split: each value of a string, dictionary or "
+         "integer COLUMN (a source, language, dataset), each file (@file) or top-level "
+         "subdirectory (@dir); with each group's share of samples, tokens and batches and "
+         "each bucket's composition.", show_default=False)]
+
 Plot = Annotated[str | None, typer.Option(
     "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "
     "(needs matplotlib: pip install 'gpu-profiler[plot]').", show_default=False)]

@@ -68,12 +68,7 @@ def profile(
         show_default=False)] = None,
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
-    group_by: Annotated[str | None, typer.Option(
-        "--group-by", metavar="COLUMN|@file|@dir",
-        help="Also profile each group of one split: each value of a string, dictionary or "
-             "integer COLUMN (a source, language, dataset), each file (@file) or top-level "
-             "subdirectory (@dir); with each group's share of samples, tokens and batches "
-             "and each bucket's composition.", show_default=False)] = None,
+    group_by: analysis_opts.GroupBy = None,
     plot: analysis_opts.Plot = None,
     fail_if: o.FailIf = None,
     workers: sharding.Workers = None,
@@ -102,7 +97,8 @@ def profile(
     if save_hist:
         result.histogram.save(save_hist, result.report.provenance)
     if plot:
-        plots.save_figure(plots.profile_figure(result.histogram, result.table, result.source,
+        plots.save_figure(plots.mixture_figure(result) if result.mixture else
+                          plots.profile_figure(result.histogram, result.table, result.source,
                                                drop_last=drop_last), plot)
     render(result, opts.output_format, opts.output, opts.width)
     skipped = sharding.name_skipped(result.report)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
+from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.analysis.policies import evaluate_policy
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
@@ -275,6 +276,55 @@ def padding(ax: Any, hist: LengthHistogram, table: BucketTable, drop_last: bool)
     ax.set_ylabel("padding (% of the computed tokens)")
     ax.set_title(f"padding per bucket, fixed policy (all buckets: {pol.padding_pct:.2f}%)",
                  fontsize=9)
+
+
+# ---------------------------------------------------------------- mixture
+#: Groups drawn one by one in a mixture figure (the rest: one "other" colour).
+MIXTURE_GROUPS = 12
+
+
+def mixture_figure(result: Any) -> Any:
+    """A grouped profile (``--group-by``): each group's share of the samples, the tokens
+    and the batches side by side, and each bucket's composition by group as stacked bars
+    (the buckets' samples), the largest `MIXTURE_GROUPS` groups named."""
+    mix = result.mixture
+    shares = sorted(mix.shares, key=lambda g: -g.samples)
+    named = [g.name for g in shares[:MIXTURE_GROUPS]]
+    colours = dict(zip(named, bucket_colours(len(named)), strict=True))
+    fig, ax = _figure(1, 2, (13, 5), titled(
+        result.source, f"by {NOUNS.get(mix.by, mix.by)}", result.group_split))
+    x = np.arange(3)
+    bottom = np.zeros(3)
+    for g in shares:
+        values = np.array([g.sample_pct, g.token_pct, g.batch_pct])
+        colour = colours.get(g.name, "0.75")
+        ax[0, 0].bar(x, values, 0.6, bottom=bottom, color=colour,
+                     label=g.name if g.name in colours else None, edgecolor="white",
+                     linewidth=0.3)
+        bottom += values
+    if len(shares) > len(named):
+        ax[0, 0].bar([], [], color="0.75", label=f"{len(shares) - len(named)} others")
+    ax[0, 0].set_xticks(x, ["samples", "tokens", "batches (est.)"])
+    ax[0, 0].set_ylabel("share of the whole (%)")
+    ax[0, 0].set_title("each group's share", fontsize=9)
+    ax[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    buckets = mix.buckets
+    xb = np.arange(len(buckets))
+    bottom = np.zeros(len(buckets))
+    for g in shares:
+        values = np.array([b.groups.get(g.name, 0.0) for b in buckets])
+        ax[0, 1].bar(xb, values, 0.7, bottom=bottom, color=colours.get(g.name, "0.75"),
+                     edgecolor="white", linewidth=0.3)
+        bottom += values
+    ax[0, 1].set_xticks(xb, _bucket_labels(result.table.params), fontsize=7)
+    for i in range(len(buckets)):
+        ax[0, 1].annotate(f"{result.table.buckets[i].batch_pct:.0f}% of batches", (i, 100),
+                          ha="center", va="bottom", fontsize=6)
+    ax[0, 1].set_ylim(0, 110)
+    ax[0, 1].set_xlabel("bucket [lo, hi) (tokens)")
+    ax[0, 1].set_ylabel("share of the bucket's samples (%)")
+    ax[0, 1].set_title("bucket composition", fontsize=9)
+    return fig
 
 
 # ---------------------------------------------------------------- suggest

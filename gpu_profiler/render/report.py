@@ -170,20 +170,42 @@ def figure(caption: str, fig: Any) -> str:
     return f"<figure>{inline_svg(fig)}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
+_GROUPS = (("name", "group"), ("samples", "samples"), ("sample_pct", "samples %"),
+           ("tokens", "tokens"), ("token_pct", "tokens %"), ("batches", "est. batches"),
+           ("batch_pct", "batches %"))
+
+
+def mixture(result: Any, fig: Any) -> str:
+    """A grouped profile's section: each group's shares, each bucket's composition (the
+    percent of its samples each group makes), and their figure."""
+    m = result.mixture
+    names = [g.name for g in m.shares]
+    shares = table(f"by {m.by}", _GROUPS, ([getattr(g, k) for k, _ in _GROUPS]
+                                           for g in m.shares), "groups")
+    columns = (("index", "bucket"), ("samples", "samples"), ("top", "largest"),
+               *((f"group:{n}", f"{n} %") for n in names))
+    mix = table("bucket composition (% of the bucket's samples)", columns,
+                ([b.index, b.samples, b.top, *(b.groups[n] for n in names)]
+                 for b in m.buckets), "group-buckets")
+    return shares + mix + figure(f"by {m.by}: shares and bucket composition", fig)
+
+
 def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any]],
                 tables: Sequence[tuple[str, Any]], pols: Sequence[Any], suggestion: Any | str,
                 schedule: Any, found: Sequence[tuple[str, Sequence[str]]],
-                figures: dict[str, tuple[str, Any]]) -> str:
+                figures: dict[str, tuple[str, Any]], groups: str = "") -> str:
     """The page. ``tables``: ``(split, BucketTable)``, the whole source last (``all``);
     ``suggestion``: a `Suggestion`, or why there is none; ``figures``: ``(caption,
     matplotlib figure)`` of the ``profile``, ``suggest`` (when there is a suggestion) and
-    ``schedule`` sections; ``found``: warnings by origin."""
+    ``schedule`` sections; ``found``: warnings by origin; ``groups``: the `mixture`
+    section of a grouped profile."""
     params = table("parameters", (("name", "name"), ("value", "value")), parameters,
                    "parameters")
     parts = [f"<h1>{escape(title)}</h1>",
              "<h2>Summary</h2>", *(summary(s, t) for s, t in tables),
              "<h2>Buckets</h2>", *(buckets(s, t) for s, t in tables),
              figure(*figures["profile"]),
+             *(("<h2>Groups</h2>", groups) if groups else ()),
              "<h2>Warnings</h2>", warnings(found),
              "<h2>Batching policies</h2>", policies(pols),
              "<h2>Bounds suggestions</h2>", proposals(suggestion),

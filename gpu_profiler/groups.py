@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +24,10 @@ import pyarrow.compute as pc
 from gpu_profiler import driver, engine
 from gpu_profiler.backends import Backend
 from gpu_profiler.chunk import Chunk
+from gpu_profiler.columns import check_column, each_part
 from gpu_profiler.engine import Planned, Scan
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, Sum
-from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import LengthSpec
 from gpu_profiler.readers.arrow import array_to_chunk
 from gpu_profiler.request import DEFAULT, LOCAL, Execution, Sharding, Source
@@ -102,55 +101,37 @@ def _by_column(planned: Planned, by: str) -> Scan:
     spec = reading.spec
     if by == spec.name:
         raise ProfilerError(f"--group-by {by}: that is the length source itself")
-    unable = next((p for p in planned.parts if not hasattr(p, "batches")), None)
-    if unable is not None:
-        raise ProfilerError(f"{unable.label}: {spec.describe()} has no columns to group by; "
-                            f"group its files with --group-by {BY_FILE} or {BY_DIR}")
-    _check_type(planned.like[0], planned.like[1], by)
-    split = planned.backend.per_part()
-    workers, backend = split if split is not None else (1, planned.backend)
+
+    def part_groups(part: Any, backend: Backend) -> tuple[dict[str, Sum], int]:
+        _check(part.label, part.schema(), by)
+        sums: dict[str, Sum] = {}
+        for batch in part.batches([spec.name, by]):
+            for name, chunk in _split(batch, spec):
+                sums.setdefault(name, Sum()).add(backend.histogram([chunk], None))
+        return sums, sum(s.histogram().total for s in sums.values())
+
     totals: dict[str, Sum] = {}
-    with ScanProgress(len(planned.parts), planned.execution.progress) as bar, \
-            ThreadPoolExecutor(workers, thread_name_prefix="gpu-profiler-group") as pool:
-        for part, sums in zip(planned.parts, pool.map(
-                lambda p: _part_groups(p, spec, by, backend), planned.parts), strict=True):
-            samples = 0
-            for name, s in sums.items():
-                h = s.histogram()
-                totals.setdefault(name, Sum()).add(h)
-                samples += h.total
-            if len(totals) > MAX_GROUPS:
-                raise ProfilerError(f"{planned.source.label}: --group-by {by} makes more than "
-                                    f"{MAX_GROUPS:,} groups: group by a column naming the "
-                                    "sources")
-            bar.update(samples=samples, nbytes=part.nbytes, parts=1)
+    for sums in each_part(planned, "to group by; group its files with --group-by "
+                          f"{BY_FILE} or {BY_DIR}", part_groups):
+        for name, s in sums.items():
+            totals.setdefault(name, Sum()).add(s.histogram())
+        if len(totals) > MAX_GROUPS:
+            raise ProfilerError(f"{planned.source.label}: --group-by {by} makes more than "
+                                f"{MAX_GROUPS:,} groups: group by a column naming the sources")
     hists = {name: engine.exact(s.histogram(), planned.parts, spec)
              for name, s in totals.items()}
     return Scan(hists, spec, planned.backend.name, time.perf_counter() - planned.started)
 
 
-def _check_type(label: str, schema: pa.Schema, by: str) -> None:
+def _check(label: str, schema: pa.Schema, by: str) -> None:
     """``by`` is one string, dictionary or integer column of ``schema``."""
-    if by not in schema.names:
-        columns = ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"
-        raise ProfilerError(f"{label}: no column {by!r} to group by; columns: {columns}")
-    t = schema.field(by).type
-    value = t.value_type if pa.types.is_dictionary(t) else t
-    if not (pa.types.is_integer(value) or pa.types.is_string(value)
-            or pa.types.is_large_string(value)):
-        raise ProfilerError(f"{label}: column {by!r} has type {t}; --group-by takes a "
-                            "string, dictionary or integer column")
+    def takes(t: pa.DataType) -> bool:
+        value = t.value_type if pa.types.is_dictionary(t) else t
+        return bool(pa.types.is_integer(value) or pa.types.is_string(value)
+                    or pa.types.is_large_string(value))
 
-
-def _part_groups(part: Any, spec: LengthSpec, by: str, backend: Backend) -> dict[str, Sum]:
-    """One part's histograms by group."""
-    schema = part.schema()
-    _check_type(part.label, schema, by)
-    sums: dict[str, Sum] = {}
-    for batch in part.batches([spec.name, by]):
-        for name, chunk in _split(batch, spec):
-            sums.setdefault(name, Sum()).add(backend.histogram([chunk], None))
-    return sums
+    check_column(label, schema, by, "--group-by", takes,
+                 "a string, dictionary or integer column")
 
 
 def _split(batch: pa.RecordBatch, spec: LengthSpec) -> Iterator[tuple[str, Chunk]]:

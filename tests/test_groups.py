@@ -227,8 +227,8 @@ def test_grouped_cli_json_validates_and_renders(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--group-by", "nope"], "no column 'nope' to group by"),
-    (["--group-by", "score"], "has type double; --group-by takes"),
+    (["--group-by", "nope"], "no column 'nope' for --group-by"),
+    (["--group-by", "score"], "has type double; --group-by takes a string"),
     (["--group-by", "length"], "that is the length source itself"),
     (["--group-by", "@nope"], "the file groupings are @file and @dir"),
     (["--group-by", "source", "--cache-dir", "{tmp}/c"], "a column is grouped in this process"),

@@ -1,0 +1,54 @@
+"""Scans that read columns besides the lengths (``--group-by COLUMN``, ``--sft``,
+``--dpo``): every part's record batches of those columns (``Part.batches``: IPC and HF
+shards, Parquet, JSON Lines, tables in memory), the parts on the backend's worker
+threads, in this process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from gpu_profiler.backends import Backend
+from gpu_profiler.engine import Planned
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.progress import ScanProgress
+
+T = TypeVar("T")
+
+
+def each_part(planned: Planned, what: str, work: Callable[[Any, Backend], tuple[T, int]]
+              ) -> Iterator[T]:
+    """``work(part, backend)`` of every part of ``planned`` (on the backend's workers, in
+    order), which returns its result and the samples it read (for the progress bar);
+    ``what`` says what the columns are for, in the error of a format without them."""
+    unable = next((p for p in planned.parts if not hasattr(p, "batches")), None)
+    if unable is not None:
+        about = planned.reading.spec.describe() if planned.reading else "it"
+        raise ProfilerError(f"{unable.label}: {about} has no columns {what}")
+    split = planned.backend.per_part()
+    workers, backend = split if split is not None else (1, planned.backend)
+    parts = planned.parts
+    with ScanProgress(len(parts), planned.execution.progress) as bar, \
+            ThreadPoolExecutor(workers, thread_name_prefix="gpu-profiler-columns") as pool:
+        for part, (result, samples) in zip(parts, pool.map(lambda p: work(p, backend), parts),
+                                           strict=True):
+            bar.update(samples=samples, nbytes=part.nbytes, parts=1)
+            yield result
+
+
+def check_column(label: str, schema: pa.Schema, name: str, option: str,
+                 takes: Callable[[pa.DataType], bool], kinds: str) -> None:
+    """``name`` is one column of ``schema`` of a type ``takes`` (``kinds`` says which, in
+    the error; ``option`` names the option that asked for it)."""
+    if name not in schema.names:
+        columns = ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"
+        raise ProfilerError(f"{label}: no column {name!r} for {option}; columns: {columns}")
+    if schema.names.count(name) > 1:
+        raise ProfilerError(f"{label}: {schema.names.count(name)} fields are named {name!r}; "
+                            f"which one {option} means is ambiguous")
+    t = schema.field(name).type
+    if not takes(t):
+        raise ProfilerError(f"{label}: column {name!r} has type {t}; {option} takes {kinds}")

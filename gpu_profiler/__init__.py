@@ -44,6 +44,8 @@ _EXPORTS = {
     "interleave": "gpu_profiler.analysis.interleave",
     "DiagnoseResult": "gpu_profiler.analysis.diagnose",
     "diagnose": "gpu_profiler.analysis.diagnose",
+    "Shape": "gpu_profiler.shapes",
+    "shape_of": "gpu_profiler.shapes",
 }
 
 if _TYPE_CHECKING:
@@ -63,6 +65,7 @@ if _TYPE_CHECKING:
     from gpu_profiler.plan_file import load_plan
     from gpu_profiler.request import Execution, Sharding, Source
     from gpu_profiler.sampler import BucketBatchSampler
+    from gpu_profiler.shapes import Shape, shape_of
 
 
 def __getattr__(name: str) -> _Any:
@@ -124,6 +127,8 @@ __all__ = [
     "merge",
     "profile",
     "simulate_schedule",
+    "Shape",
+    "shape_of",
     "suggest_bounds",
     "__version__",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_profiler import driver, engine
 from gpu_profiler.analysis.advice import advise, attach
@@ -16,11 +16,15 @@ from gpu_profiler.analysis.policies import (
     evaluate_policy,
     parse_policies,
 )
+from gpu_profiler.analysis.shapes import ShapeProfile
 from gpu_profiler.engine import ShardReport
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram, merge
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.request import DEFAULT, LOCAL, Execution, Sharding, Source, gather
+
+if TYPE_CHECKING:  # (the module is imported when a shape is profiled)
+    from gpu_profiler.shapes import Shape
 
 SCHEMA = "gpu-profiler/profile/v1"
 
@@ -102,6 +106,7 @@ class ProfileResult:
     group_histograms: dict[str, LengthHistogram] = field(default_factory=dict)
     mixture: Mixture | None = None
     group_split: str | None = None
+    shape: ShapeProfile | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON interface (``schema`` names its version)."""
@@ -120,6 +125,9 @@ class ProfileResult:
                                   "batch_share_pct": shares[name].batch_pct}
                            for name, t in self.groups.items()}
             d["group_buckets"] = self.mixture.to_dict()["buckets"]
+        if self.shape is not None:
+            d["shape"] = self.shape.to_dict()
+            d["shape_split"] = self.group_split
         if self.policies:
             d["policies"] = [p.to_dict() for p in self.policies]
         if self.report.cache is not None:
@@ -134,8 +142,9 @@ class ProfileResult:
 
 
 def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool = False,
-            group_by: str | None = None, execution: Execution | None = None,
-            sharding: Sharding | None = None, **options: Any) -> ProfileResult:
+            group_by: str | None = None, shape: Shape | None = None,
+            execution: Execution | None = None, sharding: Sharding | None = None,
+            **options: Any) -> ProfileResult:
     """Scan ``source`` once and build the bucket table of every split and of the whole
     source (see docs/design.md for the semantics). The scan bins the whole length range
     (up to `gpu_profiler.histogram.MAX_AUTO_CAP`), so each table's ``percentiles`` are
@@ -158,6 +167,12 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
     ``policies`` do) and each of its groups: ``result.groups`` holds each group's table,
     ``result.mixture`` their shares of samples, tokens and batches and each bucket's
     composition (`gpu_profiler.analysis.mixture`); the tables are the split's.
+
+    ``shape`` (a `gpu_profiler.shapes.Shape`: `gpu_profiler.shapes.shape_of` makes one
+    from ``sft=("prompt_ids", "completion_ids")``, ``dpo=(...)``, ``labels="labels"`` or
+    ``loss_mask=...``) profiles one split of SFT or DPO samples: the tables are of the length
+    that sets memory, and ``result.shape`` adds each bucket's loss tokens and the prompt x
+    completion heat map (`gpu_profiler.analysis.shapes`).
     """
     bucket = {k: options.pop(k) for k in [f.name for f in fields(BucketParams)] if k in options}
     params = BucketParams(**{**bucket, "bounds": parse_bounds(bucket.get("bounds",
@@ -177,7 +192,16 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
         return replace(bucket_table(hist, params), padding_pct=fixed.padding_pct)
 
     given = _histogram_given(src, sh)
-    if group_by is not None:
+    if shape is not None:
+        if group_by is not None or given is not None or not sh.local:
+            why = ("--group-by" if group_by is not None else "a histogram" if given is not None
+                   else "a sharded scan")
+            raise ProfilerError(f"{shape.option} reads the samples' parts in this process: "
+                                f"not with {why}")
+        result = _shaped(src, shape, ex, params, table)
+        chosen = result.group_split
+        hists = {chosen or "": result.histogram}
+    elif group_by is not None:
         if given is not None:
             raise ProfilerError(f"{src.label}: --group-by needs the data: a histogram has no "
                                 "groups")
@@ -227,3 +251,21 @@ def _grouped(src: Source, by: str, ex: Execution, sh: Sharding, table: Any, padd
     return ProfileResult(src.label, s.backend, s.spec.describe(), whole, total, {}, s.seconds,
                          report=s.report, groups=tables, group_histograms=g.histograms,
                          mixture=mix, group_split=g.split)
+
+
+def _shaped(src: Source, shape: Shape, ex: Execution, params: BucketParams, table: Any
+            ) -> ProfileResult:
+    """The profile of one split of ``src``'s SFT or DPO samples (see `profile`)."""
+    from gpu_profiler import shapes
+    from gpu_profiler.analysis.shapes import shape_profile
+
+    counted, split, planned = shapes.scan(src, shape, ex)
+    hist = counted.histogram()
+    what = (f"{shape.kind.upper()} {' + '.join(shape.parts[:2])}"
+            + (" (the longer answer), two rows a sample" if shape.kind == "dpo" else "")
+            + f": {', '.join(map(repr, shape.columns))}"
+            + (f" ({shape.count})" if shape.count else ""))
+    return ProfileResult(src.label, planned.backend.name, what, table(hist), hist, {},
+                         shapes.elapsed(planned), group_split=split,
+                         shape=shape_profile(counted.keys, counted.counts, shape.to_dict(),
+                                             params))

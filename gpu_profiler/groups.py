@@ -105,7 +105,7 @@ def _by_column(planned: Planned, by: str) -> Scan:
     def part_groups(part: Any, backend: Backend) -> tuple[dict[str, Sum], int]:
         _check(part.label, part.schema(), by)
         sums: dict[str, Sum] = {}
-        for batch in part.batches([spec.name, by]):
+        for batch in part.batches([spec.name, by], codes=(by,)):
             for name, chunk in _split(batch, spec):
                 sums.setdefault(name, Sum()).add(backend.histogram([chunk], None))
         return sums, sum(s.histogram().total for s in sums.values())

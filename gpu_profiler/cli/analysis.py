@@ -83,6 +83,24 @@ GroupBy = Annotated[str | None, typer.Option(
          "subdirectory (@dir); with each group's share of samples, tokens and batches and "
          "each bucket's composition.", show_default=False)]
 
+Sft = Annotated[str | None, typer.Option(
+    "--sft", metavar="PROMPT,COMPLETION",
+    help="Samples are SFT prompt + completion: two columns, each an integer length or a "
+         "list of token ids; adds each bucket's loss (completion) tokens and the prompt x "
+         "completion heat map.", show_default=False)]
+Dpo = Annotated[str | None, typer.Option(
+    "--dpo", metavar="PROMPT,CHOSEN,REJECTED",
+    help="Samples are DPO triples (integer lengths or token lists): the memory length is "
+         "the prompt and its longer answer, two rows a sample.", show_default=False)]
+SftLabels = Annotated[str | None, typer.Option(
+    "--sft-labels", metavar="COLUMN",
+    help="Samples are SFT sequences whose list COLUMN marks the prompt with -100 (labels).",
+    show_default=False)]
+SftMask = Annotated[str | None, typer.Option(
+    "--sft-mask", metavar="COLUMN",
+    help="Samples are SFT sequences whose list COLUMN is non-zero on loss tokens (a loss or "
+         "completion mask).", show_default=False)]
+
 Plot = Annotated[str | None, typer.Option(
     "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "
     "(needs matplotlib: pip install 'gpu-profiler[plot]').", show_default=False)]

@@ -69,6 +69,10 @@ def profile(
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
     group_by: analysis_opts.GroupBy = None,
+    sft: analysis_opts.Sft = None,
+    dpo: analysis_opts.Dpo = None,
+    sft_labels: analysis_opts.SftLabels = None,
+    sft_mask: analysis_opts.SftMask = None,
     plot: analysis_opts.Plot = None,
     fail_if: o.FailIf = None,
     workers: sharding.Workers = None,
@@ -82,8 +86,10 @@ def profile(
     """Scan PATH once and print the per-bucket batch table."""
     from gpu_profiler.api import profile as run_profile
     from gpu_profiler.request import Sharding
+    from gpu_profiler.shapes import shape_of
 
     conditions = gates("profile", fail_if)
+    shape = shape_of(sft, dpo, sft_labels, sft_mask)
     guard({"-o": opts.output, "--save-hist": save_hist, "--plot": plot}, *paths)
     if plot:
         from gpu_profiler.render import plots
@@ -91,13 +97,14 @@ def profile(
         plots.check_plot(plot)
     with sharding.client(workers, dask, opts) as client:
         result = run_profile(opts.source(paths), **opts.bucketing(), policies=policy or (),
-                             drop_last=drop_last, group_by=group_by,
+                             drop_last=drop_last, group_by=group_by, shape=shape,
                              execution=opts.execution(),
                              sharding=Sharding(client, cache_dir, part, skip_bad_shards))
     if save_hist:
         result.histogram.save(save_hist, result.report.provenance)
     if plot:
         plots.save_figure(plots.mixture_figure(result) if result.mixture else
+                          plots.shape_figure(result) if result.shape else
                           plots.profile_figure(result.histogram, result.table, result.source,
                                                drop_last=drop_last), plot)
     render(result, opts.output_format, opts.output, opts.width)

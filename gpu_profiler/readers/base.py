@@ -172,8 +172,9 @@ class Part(Protocol):
     """One shard (file) or in-memory object of a split. A class may also have
     ``together``, a `Together` that reads many of its small parts at once, and then
     ``joins(reading)``: whether that reader takes the part in such a scan; and
-    ``batches(columns)``: pyarrow record batches of those columns, for a scan that needs a
-    column besides the lengths (`gpu_profiler.groups`; formats without columns lack it).
+    ``batches(columns, codes=())``: pyarrow record batches of those columns (``codes``: read
+    as dictionaries where the format stores them so), for a scan that needs a column besides
+    the lengths (`gpu_profiler.columns`; formats without columns lack it).
 
     Attributes:
         label: names the part in errors and progress.

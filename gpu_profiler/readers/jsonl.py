@@ -88,10 +88,11 @@ class JsonlPart(FileShard):
                                 "(--column), not --offsets-of")
         return chunks(self.path, reading.spec)
 
-    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """The rows of ``columns`` (typed as `schema` types them; absent: null), parsed by
-        pyarrow block by block: for a scan that needs a field besides the lengths
-        (`gpu_profiler.groups`)."""
+    def batches(self, columns: list[str], codes: tuple[str, ...] = ()
+                ) -> Iterator[pa.RecordBatch]:
+        """The rows of ``columns`` (typed as `schema` types them; absent: null; ``codes``
+        are plain strings), parsed by pyarrow block by block: for a scan that needs a field
+        besides the lengths (`gpu_profiler.columns`)."""
         fields = self.schema()
         explicit = pa.schema([fields.field(c) for c in columns])
         parse = pj.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="ignore")

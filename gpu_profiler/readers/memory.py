@@ -40,8 +40,9 @@ class TablePart:
             column = column.take(self.indices)
         return arrays_to_chunks(column.chunks, reading.spec)
 
-    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """The rows of ``columns`` (`gpu_profiler.groups`)."""
+    def batches(self, columns: list[str], codes: tuple[str, ...] = ()
+                ) -> Iterator[pa.RecordBatch]:
+        """The rows of ``columns``, as they are (`gpu_profiler.columns`)."""
         table = self.table.select(columns)
         if self.indices is not None:
             table = table.take(self.indices)

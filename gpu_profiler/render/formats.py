@@ -81,6 +81,9 @@ def to_markdown(result: Any) -> str:
         parts += [_markdown_table(group_rows(result)), "",
                   "**Bucket composition** (% of the bucket's samples):\n",
                   _markdown_table(composition_rows(result)), ""]
+    if result.shape is not None:
+        parts += [*(line + "\n" for line in shape_lines(result)),
+                  _markdown_table(shape_rows(result)), ""]
     for text, names in shared_warnings(tables).items():
         where = f" ({', '.join(names)})" if named else ""
         parts.append(f"> **warning{where}:** {text}\n")
@@ -187,4 +190,31 @@ def composition_rows(result: Any) -> list[list[str]]:
     for m in result.mixture.buckets:
         out.append([f"{m.index} [{m.lo},{m.hi})", f"{m.samples:,}", m.top or "-",
                     f"{m.top_pct:.1f}", *(f"{m.groups[n]:.1f}" for n in each)])
+    return out
+
+
+def shape_lines(result: Any) -> list[str]:
+    """A shaped profile (``--sft``, ``--dpo``) in words: its loss tokens and each part's
+    distribution (text and Markdown)."""
+    sh = result.shape
+    split = f" (split {result.group_split})" if result.group_split else ""
+    out = [f"{sh.shape['kind'].upper()} samples{split}: {sh.samples:,} in {sh.rows:,} rows; "
+           f"{sh.loss_tokens:,} of {sh.tokens:,} tokens ({sh.loss_token_pct:.1f}%) are loss "
+           f"tokens after truncation to {result.table.params.max_seq_len:,} (it cuts "
+           f"{sh.truncated_loss_tokens:,} more)"]
+    for name, part in sh.parts.items():
+        points = [*part["percentiles"].items(), ("max", part["max"])]
+        out.append(f"{name}: {part['tokens']:,} tokens; " + ", ".join(
+            f"{k} {'-' if v is None else format(v, ',')}" for k, v in points))
+    return out
+
+
+def shape_rows(result: Any) -> list[list[str]]:
+    """The header and one row per bucket of a shaped profile: its samples, rows, tokens
+    and loss tokens after truncation."""
+    out = [["bucket", "samples", "rows", "tokens", "loss tokens", "loss %", "prompt %"]]
+    for b in result.shape.buckets:
+        out.append([f"{b.index} [{b.lo},{b.hi})", f"{b.samples:,}", f"{b.rows:,}",
+                    f"{b.tokens:,}", f"{b.loss_tokens:,}", f"{b.loss_token_pct:.1f}",
+                    f"{b.prompt_tokens / b.tokens * 100 if b.tokens else 0.0:.1f}"])
     return out

@@ -327,6 +327,46 @@ def mixture_figure(result: Any) -> Any:
     return fig
 
 
+# ---------------------------------------------------------------- shapes
+def shape_figure(result: Any) -> Any:
+    """A shaped profile (``--sft``, ``--dpo``): the prompt x completion heat map (log
+    counts; DPO: the longer answer) and each bucket's tokens split into prompt and loss
+    tokens after truncation."""
+    from matplotlib.colors import LogNorm
+
+    sh = result.shape
+    answer = "completion" if sh.shape["kind"] == "sft" else "longer answer"
+    fig, ax = _figure(1, 2, (13, 5), titled(
+        result.source, f"{sh.shape['kind'].upper()}: {sh.samples:,} samples, "
+        f"{sh.loss_token_pct:.1f}% loss tokens", result.group_split))
+    heat = sh.heatmap
+    counts = np.array(heat["counts"], dtype=float)
+    mesh = ax[0, 0].pcolormesh(heat["completion_edges"], heat["prompt_edges"],
+                               np.ma.masked_equal(counts, 0), cmap="cividis",
+                               norm=LogNorm(vmin=1, vmax=max(counts.max(), 1)))
+    fig.colorbar(mesh, ax=ax[0, 0], label="samples")
+    ax[0, 0].set_xlabel(f"{answer} (tokens)")
+    ax[0, 0].set_ylabel("prompt (tokens)")
+    ax[0, 0].set_title(f"prompt x {answer}", fontsize=9)
+    _thousands(ax[0, 0].xaxis)
+    _thousands(ax[0, 0].yaxis)
+    x = np.arange(len(sh.buckets))
+    prompt = [b.prompt_tokens for b in sh.buckets]
+    loss = [b.loss_tokens for b in sh.buckets]
+    ax[0, 1].bar(x, prompt, 0.6, color=OKABE_ITO[1], label="prompt tokens")
+    ax[0, 1].bar(x, loss, 0.6, bottom=prompt, color=OKABE_ITO[2], label="loss tokens")
+    for i, b in enumerate(sh.buckets):
+        ax[0, 1].annotate(f"{b.loss_token_pct:.0f}%", (i, b.tokens), ha="center",
+                          va="bottom", fontsize=7)
+    ax[0, 1].set_xticks(x, _bucket_labels(result.table.params), fontsize=7)
+    ax[0, 1].set_xlabel("bucket [lo, hi) of the memory length (tokens)")
+    ax[0, 1].set_ylabel("tokens after truncation")
+    ax[0, 1].set_title("tokens per bucket (labels: loss share)", fontsize=9)
+    ax[0, 1].legend(fontsize=7)
+    _thousands(ax[0, 1].yaxis)
+    return fig
+
+
 # ---------------------------------------------------------------- suggest
 def suggest_figure(hist: LengthHistogram, s: Any, title: str) -> Any:
     """The distribution (log counts) over the current bounds, and under it one lane per

@@ -10,6 +10,8 @@ from gpu_profiler.render.formats import (
     composition_rows,
     distribution_line,
     group_rows,
+    shape_lines,
+    shape_rows,
     shared_warnings,
     split_tables,
     summary_line,
@@ -30,6 +32,12 @@ def print_profile(result: Any, console: Any) -> None:
         console.print()
         for view in group_views(result):
             console.print(view)
+    if result.shape is not None:
+        console.print()
+        for line in shape_lines(result):
+            console.print(line, highlight=False)
+        console.print(_rows_view(shape_rows(result), "loss tokens per bucket (after "
+                                 "truncation)"))
     for text, names in shared_warnings(tables).items():
         where = f" ({', '.join(names)})" if any(names) else ""
         console.print(f"[bold yellow]warning{where}:[/] {text}", highlight=False)
@@ -86,26 +94,23 @@ def _si(n: int) -> str:
 def group_views(result: Any) -> list[Any]:
     """Two rich Tables of a grouped profile: each group's shares and lengths, and each
     bucket's composition by group."""
+    by = NOUNS.get(result.mixture.by, result.mixture.by)
+    split = f" (split {result.group_split})" if result.group_split else ""
+    return [_rows_view(group_rows(result), f"by {by}{split}"),
+            _rows_view(composition_rows(result), "bucket composition (% of the bucket's "
+                       "samples)")]
+
+
+def _rows_view(rows: list[list[str]], title: str) -> Any:
+    """A rich Table of a header and body rows (the first column left-aligned)."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    rows = group_rows(result)
-    shares = Table(title=escape(f"by {NOUNS.get(result.mixture.by, result.mixture.by)}" + (
-        f" (split {result.group_split})" if result.group_split else "")),
-        title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
-        pad_edge=False)
-    for col in rows[0]:
-        shares.add_column(col, justify="left" if col == "group" else "right", no_wrap=True)
+    view = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD,
+                 padding=(0, 1), collapse_padding=True, pad_edge=False)
+    for i, col in enumerate(rows[0]):
+        view.add_column(escape(col), justify="left" if i == 0 else "right", no_wrap=True)
     for row in rows[1:]:
-        shares.add_row(*map(escape, row))
-    mix = composition_rows(result)
-    buckets = Table(title="bucket composition (% of the bucket's samples)",
-                    title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
-                    collapse_padding=True, pad_edge=False)
-    for col in mix[0]:
-        buckets.add_column(escape(col), justify="left" if col == "bucket" else "right",
-                           no_wrap=True)
-    for row in mix[1:]:
-        buckets.add_row(*map(escape, row))
-    return [shares, buckets]
+        view.add_row(*map(escape, row))
+    return view

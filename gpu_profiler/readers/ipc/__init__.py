@@ -69,9 +69,11 @@ class IpcPart(FileShard):
         self.__dict__.pop("_schema", None)
         return chunks(self.path, self.kind, reading.spec, reading.segmented)
 
-    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """The record batches of ``columns``, by pyarrow's reader over a memory map: for a
-        scan that needs a column besides the lengths (`gpu_profiler.groups`)."""
+    def batches(self, columns: list[str], codes: tuple[str, ...] = ()
+                ) -> Iterator[pa.RecordBatch]:
+        """The record batches of ``columns`` (as stored: ``codes`` are dictionaries only
+        when written so), by pyarrow's reader over a memory map: for a scan that needs a
+        column besides the lengths (`gpu_profiler.columns`)."""
         try:
             source = pa.memory_map(str(self.path))
             if self.kind == "file":

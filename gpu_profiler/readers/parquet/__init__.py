@@ -61,6 +61,12 @@ _ERRORS = (pa.ArrowException, OSError, ValueError, EOFError)
 _DONE = object()
 
 
+def _strings(schema: pa.Schema, names: tuple[str, ...]) -> list[str]:
+    """Those of ``names`` that are string columns (pyarrow reads them as dictionaries)."""
+    return [n for n in names if pa.types.is_string(schema.field(n).type)
+            or pa.types.is_large_string(schema.field(n).type)]
+
+
 def _batches(path: Path, pf: pq.ParquetFile, groups: range, columns: list[str]
              ) -> Iterator[pa.RecordBatch]:
     """Row groups ``groups`` of ``columns``, `BATCH_ROWS` rows at a time, fewer where
@@ -164,11 +170,12 @@ class ParquetPart(FileShard):
         return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
                       inline=reading.inline, footer=footer)
 
-    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """The rows of ``columns``, decoded by pyarrow (all but the first as dictionaries:
-        the codes of dictionary-encoded pages): for a scan that needs a column besides the
-        lengths (`gpu_profiler.groups`)."""
-        pf, _ = _open(self.path, codes=columns[1:])
+    def batches(self, columns: list[str], codes: tuple[str, ...] = ()
+                ) -> Iterator[pa.RecordBatch]:
+        """The rows of ``columns``, decoded by pyarrow (the string columns of ``codes`` as
+        dictionaries: the codes of dictionary-encoded pages): for a scan that needs a
+        column besides the lengths (`gpu_profiler.columns`)."""
+        pf, _ = _open(self.path, codes=_strings(self.schema(), codes))
         return _batches(self.path, pf, range(pf.num_row_groups), columns)
 
 
@@ -188,8 +195,9 @@ class RowGroups(ParquetPart):
     def label(self) -> str:
         return f"{self.path} (row groups {self.first}..{self.stop - 1})"
 
-    def batches(self, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        pf, _ = _open(self.path, version=self.version, codes=columns[1:])
+    def batches(self, columns: list[str], codes: tuple[str, ...] = ()
+                ) -> Iterator[pa.RecordBatch]:
+        pf, _ = _open(self.path, version=self.version, codes=_strings(self.schema(), codes))
         return _batches(self.path, pf, range(self.first, self.stop), columns)
 
     @property

@@ -3,7 +3,7 @@ the histogram forgets the order)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,13 +15,18 @@ from gpu_profiler.readers import Reading
 from gpu_profiler.request import Execution, Source, gather
 from gpu_profiler.runs import Run
 
+if TYPE_CHECKING:
+    from gpu_profiler.shapes import Shape
+
 #: What a null length reads as: like any negative length, it fits no bucket.
 NULL = -1
 
 
-def lengths(source: Any, **options: Any) -> np.ndarray:
+def lengths(source: Any, *, shape: Shape | None = None, **options: Any) -> np.ndarray:
     """The length of every sample of ``source`` as int64, in row order (row ``i`` of the
-    dataset is entry ``i``); null lengths read as :data:`NULL`.
+    dataset is entry ``i``); null lengths read as :data:`NULL`. With ``shape`` (SFT or DPO
+    samples: `gpu_profiler.shapes.shape_of`), each sample's length that sets memory (a
+    sample with a null or negative part: :data:`NULL`).
 
     ``source`` is a `Source` or its ``data``, the options its fields (as in
     :func:`gpu_profiler.histogram`); a source with several splits needs ``split`` (row
@@ -31,6 +36,10 @@ def lengths(source: Any, **options: Any) -> np.ndarray:
     a token stream's documents in the order they are stored.
     """
     src, _, _ = gather(source, options, takes=())
+    if shape is not None:
+        from gpu_profiler import shapes
+
+        return shapes.sample_lengths(src, shape, ROW_ORDER)
     return of_plan(engine.plan(src, ROW_ORDER))
 
 

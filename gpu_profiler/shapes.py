@@ -132,10 +132,7 @@ def scan(source: Source, shape: Shape, execution: Execution = DEFAULT
     took: list[tuple[np.ndarray, np.ndarray, int, int]] = []
 
     def part_counts(part: Any, backend: Backend) -> tuple[tuple[Any, ...], int]:
-        schema = part.schema()
-        for name in shape.columns:
-            check_column(part.label, schema, name, shape.option, _takes(shape),
-                         "a list column" if shape.count else "an integer or list column")
+        _check(part, shape)
         keys, counts, nulls, invalid, rows = [], [], 0, 0, 0
         for batch in part.batches(list(dict.fromkeys(shape.columns))):
             lengths, valid = _lengths(batch, shape)
@@ -160,6 +157,38 @@ def scan(source: Source, shape: Shape, execution: Execution = DEFAULT
                            np.concatenate([t[1] for t in took] or [np.zeros(0, np.int64)]))
     return (ShapeCounts(shape, _unpack(keys, dims), counts, sum(t[2] for t in took),
                         sum(t[3] for t in took)), split, planned)
+
+
+def sample_lengths(source: Source, shape: Shape, execution: Execution = DEFAULT
+                   ) -> np.ndarray:
+    """Every sample's memory length (see `ShapeCounts.memory`) in row order, int64; a
+    sample with a null or negative part is -1 (`gpu_profiler.lengths.NULL`)."""
+    planned = _plan(source, shape, execution)
+    if len(planned.splits) > 1:
+        names = ", ".join(repr(s) for s in planned.splits)
+        raise ProfilerError(f"the source has splits {names}: pass split= (row indices are "
+                            "per split)")
+
+    def part_lengths(part: Any, backend: Backend) -> tuple[np.ndarray, int]:
+        _check(part, shape)
+        out = []
+        for batch in part.batches(list(dict.fromkeys(shape.columns))):
+            lengths, valid = _lengths(batch, shape)
+            memory = lengths[:, 0] + lengths[:, 1:].max(axis=1)
+            out.append(np.where(valid & (lengths >= 0).all(axis=1), memory, -1))
+        got = np.concatenate(out) if out else np.zeros(0, np.int64)
+        return got, got.size
+
+    got = list(each_part(planned, f"for {shape.option}", part_lengths))
+    return np.concatenate(got) if got else np.zeros(0, np.int64)
+
+
+def _check(part: Any, shape: Shape) -> None:
+    """Every column of ``shape`` is in ``part``, of a type it takes."""
+    schema = part.schema()
+    for name in shape.columns:
+        check_column(part.label, schema, name, shape.option, _takes(shape),
+                     "a list column" if shape.count else "an integer or list column")
 
 
 def _plan(source: Source, shape: Shape, execution: Execution) -> Planned:

@@ -157,3 +157,14 @@ def test_bad_shapes_are_one_line(tmp_path, capsys, args, message):
 def test_a_shape_names_its_parts():
     assert Shape("dpo", ("a", "b", "c")).parts == ("prompt", "chosen", "rejected")
     assert shape_of() is None
+
+
+def test_per_sample_lengths_in_row_order(tmp_path):
+    rows = parts(2_500, 3, seed=7)
+    path = tmp_path / "dpo.parquet"
+    pq.write_table(pa.table({"p": rows[:, 0], "c": [[1] * v for v in rows[:, 1].tolist()],
+                             "r": rows[:, 2]}), path, row_group_size=600)
+    got = gp.lengths(path, shape=shape_of(dpo="p,c,r"))
+    assert np.array_equal(got, rows[:, 0] + rows[:, 1:].max(axis=1))
+    t = pa.table({"p": [3, None, 5, -1], "c": [1, 2, 3, 4]})
+    assert gp.lengths(t, shape=shape_of(sft="p,c")).tolist() == [4, -1, 8, -1]

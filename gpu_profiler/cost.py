@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from gpu_profiler.errors import ProfilerError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where a cost is computed: `--help` stays light
+    import numpy as np
+
     from gpu_profiler.params import BucketParams
 
 #: A cost-curve file is a small table: at most this many bytes, and this many points.
@@ -151,6 +151,8 @@ def _short(v: Any) -> str:
 def row_cost(lengths: Any, model: CostModel) -> Any:
     """The cost of one row padded to ``lengths`` (an int, or an int array: float64 array;
     the default model: the lengths themselves)."""
+    import numpy as np
+
     x = np.asarray(lengths)
     if model.curve:
         xs = np.array([pt[0] for pt in model.curve], np.float64)
@@ -175,6 +177,8 @@ def row_cost(lengths: Any, model: CostModel) -> Any:
 
 def batch_cost(rows: Any, longest: Any, model: CostModel) -> Any:
     """``rows x row_cost(longest)``: what a batch (or arrays of them) costs."""
+    import numpy as np
+
     return np.asarray(rows) * row_cost(longest, model) if np.ndim(rows) or np.ndim(longest) \
         else rows * row_cost(longest, model)
 
@@ -202,11 +206,13 @@ def batch_rows(longest: int, p: BucketParams) -> int:
         return p.max_batch_size
     if p.cost.is_default:
         return min(p.token_budget // longest, p.max_batch_size)
-    return int(batch_rows_array(np.array([longest], np.int64), p)[0])
+    return int(batch_rows_array([longest], p)[0])
 
 
-def batch_rows_array(values: np.ndarray, p: BucketParams) -> np.ndarray:
+def batch_rows_array(values: Any, p: BucketParams) -> np.ndarray:
     """`batch_rows` of every length in ``values`` (int64 array)."""
+    import numpy as np
+
     values = np.asarray(values, np.int64)
     if p.cost.is_default:
         return np.where(values > 0, np.minimum(p.token_budget // np.maximum(values, 1),

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.interleave import early_buckets, interleave, longest_run, min_run
-from gpu_profiler.cost import batch_rows, batch_rows_array, budget_words, cost_model
+from gpu_profiler.cost import batch_rows, batch_rows_array, budget_words, cost_model, row_cost
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.piles import shuffled_groups
@@ -674,9 +674,13 @@ class PlanSummary:
     #: Micro-batches per optimizer step the plan was made for (``plan --grad-accum``: what
     #: ``diagnose`` aligns a loss log with; None: not said). The plan does not depend on it.
     grad_accum: int | None = None
+    #: With a cost model (`gpu_profiler.cost`): the epoch's batches' cost, rows x row cost
+    #: at each batch's longest (packed: at max_seq_len), in its unit (None without one).
+    cost: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "params"}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "params"
+             and not (k == "cost" and self.cost is None)}
         return {"schema": "gpu-profiler/plan/v1", "params": self.params.to_dict(), **d,
                 "bucket_batches": list(self.bucket_batches),
                 "early_buckets": list(self.early_buckets)}
@@ -723,8 +727,13 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None,
     runs = max((longest_run(plan.bucket[r::plan.world_size])[0]
                 for r in range(plan.world_size)), default=0)
     tokens, padded = int(clipped.sum()), int((rows * longest).sum())
+    cost = None
+    if not p.cost.is_default:
+        cost = float((rows * np.asarray(row_cost(longest, p.cost), np.float64)).sum())
     if plan.row_starts is not None:  # packed: every row is max_seq_len tokens computed
         padded = int(plan.rows().sum()) * p.max_seq_len
+        if cost is not None:
+            cost = int(plan.rows().sum()) * float(row_cost(p.max_seq_len, p.cost))
     per = np.bincount(plan.bucket, minlength=len(p.bounds) - 1)
     return PlanSummary(p, sampler.policy, sampler.order, sampler.seed, sampler.epoch, split,
                        int(index.size), plan.batches, plan.steps, tuple(int(b) for b in per),
@@ -732,4 +741,4 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None,
                        (padded - tokens) / padded * 100 if padded else 0.0,
                        plan.dropped_samples, plan.split_batches,
                        tuple(early_buckets(plan.bucket[::plan.world_size], per.size)),
-                       grad_accum)
+                       grad_accum, cost)

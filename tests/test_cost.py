@@ -357,12 +357,15 @@ def test_plan_cuts_batches_under_the_cost_budget(tmp_path, capsys):
     assert doc["params"]["cost"]["attention_weight"] == 0.001
     z = np.load(out)
     idx, off = z["indices"], z["offsets"]
+    total = Fraction(0)
     for j in range(off.size - 1):
         batch = np.minimum(x[idx[off[j]:off[j + 1]]], 8192)
         longest = int(batch.max())
-        assert batch.size * (longest + Fraction(0.001) * longest ** 2) <= 60000 or \
-            batch.size == 1
+        cost = batch.size * (longest + Fraction(0.001) * longest ** 2)
+        assert cost <= 60000 or batch.size == 1
+        total += cost
     assert sorted(idx.tolist()) == list(range(x.size))
+    assert doc["cost"] == pytest.approx(float(total), rel=1e-12)  # the plan's compute
 
 
 def test_text_markdown_and_csv_report_the_cost(saved, capsys):
@@ -376,3 +379,15 @@ def test_text_markdown_and_csv_report_the_cost(saved, capsys):
     assert rc == 0 and header[-2:] == ["cost", "cost_pct"]
     rc, out, _ = run_cli(["profile", saved, "-f", "csv"], capsys)
     assert "cost" not in out.splitlines()[0]
+
+
+def test_the_report_shows_the_cost(saved, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "r.html"
+    rc, _, err = run_cli(["report", saved, "--attention-weight", "0.001", "-o", out], capsys)
+    assert rc == 0, err
+    page = out.read_text()
+    for field in ("est_cost", "cost_pct", "cost"):
+        assert f'data-field="{field}"' in page
+    rc, _, err = run_cli(["report", saved, "-o", out], capsys)
+    assert rc == 0 and 'data-field="est_cost"' not in out.read_text()

@@ -21,6 +21,9 @@ def _lines(s: Any) -> list[tuple[str, str]]:
              f"{s.longest_run:,} steps (least possible: {s.min_run:,})"),
             ("padding", f"{s.padding_pct:.2f}% ({s.padded_tokens - s.tokens:,} of "
                         f"{s.padded_tokens:,} computed tokens)"),
+            *([("cost", f"{s.cost:,.6g} {p.cost.unit} ({p.cost.kind} cost model, budget "
+                        f"{p.cost.budget or p.token_budget:g} a batch)")]
+              if s.cost is not None else []),
             ("dropped samples", f"{s.dropped_samples:,}"),
             ("batches split to fill the last step", f"{s.split_batches:,}"),
             ("buckets ending before the last 2%", ", ".join(map(str, s.early_buckets))

@@ -72,7 +72,8 @@ def policy_note(pol: PolicyResult) -> str:
                          "bucket's max",
              "fixed": "one batch size per bucket; padding is the exact expectation over "
                       "random within-bucket batches",
-             "sorted": "lengths sorted in each bucket, batches filled up to the token budget"}
+             "sorted": "lengths sorted in each bucket, batches filled up to the "
+                       + ("token budget" if pol.cost is None else "cost budget")}
     extra = []
     if pol.dropped_samples:
         extra.append(f"{pol.dropped_samples:,} samples dropped (drop_last)")

@@ -15,6 +15,13 @@ longest row, summed over batches; ``padding_pct`` is the share of it that is pad
   ``max_seq_len`` by best-fit-decreasing / first-fit-decreasing, run on the histogram itself
   (time grows with the number of distinct lengths, never with the number of samples);
   ``min(token_budget // max_seq_len, max_batch_size)`` rows per batch.
+
+With a cost model (``params.cost``, `gpu_profiler.cost`) every batch size above is
+`gpu_profiler.cost.batch_rows` (``rows x row_cost(longest) <= budget``, e.g. ``row_cost(L)
+= L + A L^2``) in place of ``token_budget // longest``, and each bucket adds its ``cost``
+(``rows x row_cost(longest)`` summed over its batches; ``fixed``: the expectation, the
+expected maximum taken over the row costs, which never decrease with the length) and
+``cost_pct``; without one those are None and left out of ``to_dict``.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.buckets import clipped_counts
-from gpu_profiler.cost import batch_rows, budget_option, budget_words, row_cost
+from gpu_profiler.cost import batch_rows, batch_rows_array, budget_option, budget_words, row_cost
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
@@ -322,16 +329,19 @@ def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
     min_rows, max_rows = None, 0
     rows = open_tokens = longest = 0  # the open (not yet closed) batch
 
+    price = dict(zip(values.tolist(), np.asarray(row_cost(values, p.cost), np.float64).tolist(),
+                     strict=True))  # the row cost of each present length, priced at once
+
     def close(r: int, length: int, nb: int = 1) -> None:
         nonlocal batches, padded, cost, min_rows, max_rows
         batches += nb
         padded += nb * r * length
-        cost += nb * r * float(row_cost(length, p.cost))
+        cost += nb * r * price[length]
         min_rows = r if min_rows is None else min(min_rows, r)
         max_rows = max(max_rows, r)
 
-    for v, c in zip(values.tolist(), cnt.tolist(), strict=True):
-        cap = batch_size_for(v, p)
+    caps = batch_rows_array(values, p).tolist()  # `batch_size_for` of every length at once
+    for v, c, cap in zip(values.tolist(), cnt.tolist(), caps, strict=True):
         if cap == 0:  # ascending: this and every longer length exceed the budget
             unbatchable = int(cnt[values >= v].sum())
             break

@@ -557,10 +557,13 @@ class BucketBatchSampler:
         if not isinstance(made, dict):
             raise ProfilerError("bad sampler state: no plan parameters")
         ours = self._identity()
-        differ = [k for k in ours if made.get(k) != ours[k]]
+        # the cost model is a key only when one is given: a state made under one is refused
+        # by a sampler without it, and the other way round
+        differ = [k for k in ours if made.get(k) != ours[k]] + \
+            (["cost"] if "cost" in made and "cost" not in ours else [])
         if differ:
             said = ", ".join(
-                f"{k}={made.get(k)!r} (this sampler: {ours[k]!r})" if k != "lengths" else
+                f"{k}={made.get(k)!r} (this sampler: {ours.get(k)!r})" if k != "lengths" else
                 "other lengths (another corpus, or another order or version of it)"
                 for k in differ)
             raise ProfilerError(f"this sampler state was made with {said}; refusing to "

@@ -204,9 +204,13 @@ def test_sampler_state_names_the_cost_model():
     x = lengths(800)
     s = BucketBatchSampler(x, attention_weight=1 / 1024, cost_budget=10**6)
     other = BucketBatchSampler(x, attention_weight=1 / 512, cost_budget=10**6)
-    with pytest.raises(ProfilerError, match="cost"):
-        other.load_state_dict(s.state_dict())
-    assert "cost" not in BucketBatchSampler(x).state_dict()["plan"]  # default: as before
+    plain = BucketBatchSampler(x)
+    for made, into in ((s, other), (s, plain), (plain, s)):
+        with pytest.raises(ProfilerError, match="cost"):
+            into.load_state_dict(json.loads(json.dumps(made.state_dict())))
+    same = BucketBatchSampler(x, attention_weight=1 / 1024, cost_budget=10**6)
+    same.load_state_dict(json.loads(json.dumps(s.state_dict())))  # through JSON: resumes
+    assert "cost" not in plain.state_dict()["plan"]  # default: as before
 
 
 # ---------------------------------------------------------------- suggest

@@ -86,6 +86,28 @@ def test_packing_rows_per_batch_follow_the_budget():
     assert packed.cost == pytest.approx(packed.rows * (8192 + 8192 ** 2 / 4096))
 
 
+@pytest.mark.parametrize("extra", [[], [400], [400, 1100]])
+def test_the_fixed_policys_cost_is_the_expectation_over_every_random_batch(extra):
+    """fixed: batches are random draws from the bucket, so its cost is rows x the expected
+    row cost of a batch's longest: here the mean over every subset of the batch's size."""
+    values = [100, 100, 300, 500, 700, 700, 700, 900, 1200, *extra]
+    a, budget = Fraction(1, 256), 21000
+    p = BucketParams(bounds=(0, 8193), cost=CostModel(attention_weight=float(a),
+                                                       budget=budget))
+    size = exact_rows(max(values), a, budget, p.max_batch_size)
+    assert size == 3
+
+    def expected(k):  # E[row_cost(max of k draws without replacement)], exactly
+        subsets = list(itertools.combinations(values, k))
+        return sum(max(s) + a * max(s) ** 2 for s in subsets) / len(subsets)
+
+    full, rest = divmod(len(values), size)
+    want = full * size * expected(size) + (rest * expected(rest) if rest else 0)
+    pol = evaluate_policy(hist_of(values), "fixed", p)
+    assert pol.buckets[0].batches == full + bool(rest)
+    assert pol.cost == pytest.approx(float(want), rel=1e-12)
+
+
 def brute_sorted(x, p, a, budget):
     """The sorted policy by hand: each bucket's samples ascending, one at a time into the
     open batch while (rows + 1) x row_cost(longest) <= budget and rows < max_batch_size."""

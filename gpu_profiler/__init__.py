@@ -35,6 +35,7 @@ _EXPORTS = {
     "LengthHistogram": "gpu_profiler.histogram",
     "merge": "gpu_profiler.histogram",
     "BucketParams": "gpu_profiler.params",
+    "CostModel": "gpu_profiler.cost",
     "Source": "gpu_profiler.request",
     "Execution": "gpu_profiler.request",
     "Sharding": "gpu_profiler.request",
@@ -58,6 +59,7 @@ if _TYPE_CHECKING:
     from gpu_profiler.api import ProfileResult, histogram, profile
     from gpu_profiler.backends import available_backends, get_backend
     from gpu_profiler.backends.options import CpuOptions, CudaOptions
+    from gpu_profiler.cost import CostModel
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.histogram import LengthHistogram, merge
     from gpu_profiler.lengths import lengths
@@ -100,6 +102,7 @@ __all__ = [
     "BucketBatchSampler",
     "load_plan",
     "BucketParams",
+    "CostModel",
     "CpuOptions",
     "CudaOptions",
     "Execution",

@@ -153,7 +153,8 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
 
     ``source`` and the scan's options are those of :func:`histogram` (but ``cap``); the
     bucket options (``bounds``, ``max_seq_len``, ``token_budget``, ``max_batch_size``,
-    ``grad_accum``, ``world_size``) are the fields of `BucketParams`. ``source`` may
+    ``grad_accum``, ``world_size``, and ``cost``: a `gpu_profiler.cost.CostModel`) are the
+    fields of `BucketParams`. ``source`` may
     also be a `LengthHistogram` (no scan). ``policies`` (e.g. ``"all"`` or ``["fixed",
     "packed"]``) adds exact batching policies (see :mod:`gpu_profiler.analysis.policies`)
     of one split, the one `Planned.analysed_split` names (``train`` by default); each

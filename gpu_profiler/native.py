@@ -118,7 +118,7 @@ EXPORTS: dict[str, Export] = {
        for t in ("int32", "int64")},
     "shuffle_segments": Export("plan", "shuffle_segments", (_OUT_I8, _I8, I), 0),
     "expand": Export("plan", "expand", (Arr("int32"), _I8, I, _OUT_I8, _OUT_I8), 0),
-    "sorted_cuts": Export("plan", "sorted_cuts", (_I8, _I8, I, I, I, _OUT_I8_2D), 2),
+    "sorted_cuts": Export("plan", "sorted_cuts", (_I8, _I8, I, _OUT_I8_2D), 2),
     "jsonl_screen": Export("jsonl", "screen", (_BYTES, I, _OUT_I8_2D), 3),
     "jsonl_lengths": Export("jsonl", "lengths", (_BYTES, I, _BYTES, _OUT_I8, Arr("bool", out=True)),
                             3),

@@ -15,7 +15,7 @@ rows ``profile --policy packed`` counts.
    operations: the work grows with the (row, length) pairs, at most the samples.
    Zero-length samples need no room: they are dealt round-robin over the rows.
 3. **Batches.** A row belongs to the bucket of its longest sample. Each bucket's rows are
-   shuffled and cut into batches of ``min(token_budget // max_seq_len, max_batch_size)``
+   shuffled and cut into batches of ``batch_rows(max_seq_len)`` (`gpu_profiler.cost`)
    rows (1 if 0); the last may hold fewer, and ``drop_last`` drops it.
 
 **Row order.** Within a batch, rows come in the order they were opened, and a row's samples
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from gpu_profiler.cost import batch_rows
 from gpu_profiler.params import BucketParams
 from gpu_profiler.piles import shuffled_groups
 
@@ -121,7 +122,7 @@ def pack_epoch(x: np.ndarray, params: BucketParams, key: int, drop_last: bool) -
     by_bucket = np.full(cap + 2, -1, np.int64)
     by_bucket[lo:hi] = np.searchsorted(edges, np.arange(lo, hi), side="right") - 1
     order, per_rows, _ = shuffled_groups(first[:rows], cap, by_bucket, k, key ^ _ROWS_KEY)
-    per_batch = min(p.token_budget // cap, p.max_batch_size) or 1
+    per_batch = batch_rows(cap, p) or 1
     kept, batch_first, batch_last = [], [], []
     per_bucket = np.zeros(k, np.int64)
     base = at = 0

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpu_profiler.cost import CostModel
 from gpu_profiler.errors import ProfilerError
 
 DEFAULT_BOUNDS = (0, 770, 1216, 1728, 2432, 3296, 8193)
@@ -23,6 +24,8 @@ class BucketParams:
         max_batch_size: rows per batch at most.
         grad_accum: micro-batches per optimizer step.
         world_size: data-parallel ranks.
+        cost: what a batch costs and its budget (`gpu_profiler.cost`; the default:
+            ``rows x longest`` under ``token_budget``, which ``to_dict`` then leaves out).
     """
 
     bounds: tuple[int, ...] = DEFAULT_BOUNDS
@@ -31,6 +34,7 @@ class BucketParams:
     max_batch_size: int = 64
     grad_accum: int = 4
     world_size: int = 1
+    cost: CostModel = CostModel()
 
     def __post_init__(self) -> None:
         bounds = tuple(int(b) for b in self.bounds)
@@ -50,10 +54,16 @@ class BucketParams:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ProfilerError(f"{name.replace('_', '-')} must be a positive integer, "
                                     f"got {value!r}")
+        if not isinstance(self.cost, CostModel):
+            raise ProfilerError(f"cost must be a CostModel, got {type(self.cost).__name__}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["bounds"] = list(self.bounds)
+        if self.cost.is_default:
+            del d["cost"]
+        else:
+            d["cost"] = self.cost.to_dict()
         return d
 
 

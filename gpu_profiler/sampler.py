@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.interleave import early_buckets, interleave, longest_run, min_run
-from gpu_profiler.analysis.policies import batch_size_for
+from gpu_profiler.cost import batch_rows, batch_rows_array, budget_words, cost_model, row_cost
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.piles import shuffled_groups
@@ -170,17 +170,18 @@ def _cuts(values: np.ndarray, cnt: np.ndarray, n: int, p: BucketParams, policy: 
         return np.zeros((0, 2), np.int64), 0
     if policy == "sorted":
         out = np.zeros((n + 1, 2), np.int64)  # at most one batch per sample
-        nb, lost = native.kernel("sorted_cuts")(values.astype(np.int64), cnt.astype(np.int64),
-                                                p.token_budget, p.max_batch_size,
-                                                int(drop_last), out)
+        nb, lost = native.kernel("sorted_cuts")(cnt.astype(np.int64),
+                                                batch_rows_array(values, p), int(drop_last),
+                                                out)
         return out[:nb], lost
-    size = batch_size_for(int(values[-1]), p)
+    size = batch_rows(int(values[-1]), p)
     if not size:  # a sample over the budget: the bucket's batch size would be 0
-        over = int(cnt[values > p.token_budget].sum())
+        over = int(cnt[batch_rows_array(values, p) == 0].sum())
+        budget = "token_budget" if p.cost.budget is None else "cost_budget"
         warnings.warn(f"policy fixed: {over} samples of bucket [{values[0]}..{values[-1]}] are "
-                      f"longer than the token budget ({p.token_budget}), so each of the "
+                      f"longer than the {budget_words(p)}, so each of the "
                       f"bucket's {n} samples gets a batch of its own; policy sorted batches "
-                      "the others under the budget (or raise token_budget, lower "
+                      f"the others under the budget (or raise {budget}, lower "
                       "max_seq_len)", stacklevel=4)
         size = 1
     full, rest = divmod(n, size)
@@ -325,6 +326,10 @@ class BucketBatchSampler:
         drop_outside: train without the samples no bucket holds (null or negative
             lengths, lengths outside ``[bounds[0], bounds[-1])`` once clipped to
             ``max_seq_len``); by default they are an error that says how many and why.
+        attention_weight, cost_curve, cost_budget, cost_unit: the cost model a batch is sized by
+            (`gpu_profiler.cost`; ``cost_curve`` a file or ``(length, cost)`` pairs): a
+            batch of ``rows`` rows, longest ``L``, costs at most the budget, ``rows x (L + A
+            L^2)`` or ``rows x curve(L)``. By default, ``rows x L <= token_budget``.
 
     Iterating yields one list of sample indices (ints) per micro-batch.
     """
@@ -336,9 +341,13 @@ class BucketBatchSampler:
                  order: str = "stride", seed: int = 0, rank: int | None = None,
                  world_size: int = 1, drop_last: bool = False, max_run: int | None = None,
                  align_ranks: bool = True, drop_outside: bool = False,
+                 attention_weight: float = 0.0, cost_curve: Any = None,
+                 cost_budget: float | None = None, cost_unit: str | None = None,
                  **source: Any) -> None:
         self.params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget,
-                                   max_batch_size, world_size=world_size)
+                                   max_batch_size, world_size=world_size,
+                                   cost=cost_model(attention_weight, cost_curve, cost_budget,
+                                                   cost_unit))
         if policy not in POLICIES:
             raise ProfilerError(f"policy must be fixed, sorted or packed, got {policy!r}")
         if order not in ("stride", "random"):
@@ -500,7 +509,8 @@ class BucketBatchSampler:
                 "token_budget": p.token_budget, "max_batch_size": p.max_batch_size,
                 "policy": self.policy, "order": self.order, "seed": self.seed,
                 "drop_last": self.drop_last, "max_run": self.max_run,
-                "align_ranks": self.align_ranks, "drop_outside": self.drop_outside}
+                "align_ranks": self.align_ranks, "drop_outside": self.drop_outside,
+                **({} if p.cost.is_default else {"cost": p.cost.to_dict()})}
 
     def fingerprint(self) -> str:
         """Names the lengths and every parameter the plan depends on but the world size."""
@@ -547,10 +557,13 @@ class BucketBatchSampler:
         if not isinstance(made, dict):
             raise ProfilerError("bad sampler state: no plan parameters")
         ours = self._identity()
-        differ = [k for k in ours if made.get(k) != ours[k]]
+        # the cost model is a key only when one is given: a state made under one is refused
+        # by a sampler without it, and the other way round
+        differ = [k for k in ours if made.get(k) != ours[k]] + \
+            (["cost"] if "cost" in made and "cost" not in ours else [])
         if differ:
             said = ", ".join(
-                f"{k}={made.get(k)!r} (this sampler: {ours[k]!r})" if k != "lengths" else
+                f"{k}={made.get(k)!r} (this sampler: {ours.get(k)!r})" if k != "lengths" else
                 "other lengths (another corpus, or another order or version of it)"
                 for k in differ)
             raise ProfilerError(f"this sampler state was made with {said}; refusing to "
@@ -664,9 +677,13 @@ class PlanSummary:
     #: Micro-batches per optimizer step the plan was made for (``plan --grad-accum``: what
     #: ``diagnose`` aligns a loss log with; None: not said). The plan does not depend on it.
     grad_accum: int | None = None
+    #: With a cost model (`gpu_profiler.cost`): the epoch's batches' cost, rows x row cost
+    #: at each batch's longest (packed: at max_seq_len), in its unit (None without one).
+    cost: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "params"}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "params"
+             and not (k == "cost" and self.cost is None)}
         return {"schema": "gpu-profiler/plan/v1", "params": self.params.to_dict(), **d,
                 "bucket_batches": list(self.bucket_batches),
                 "early_buckets": list(self.early_buckets)}
@@ -713,8 +730,13 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None,
     runs = max((longest_run(plan.bucket[r::plan.world_size])[0]
                 for r in range(plan.world_size)), default=0)
     tokens, padded = int(clipped.sum()), int((rows * longest).sum())
+    cost = None
+    if not p.cost.is_default:
+        cost = float((rows * np.asarray(row_cost(longest, p.cost), np.float64)).sum())
     if plan.row_starts is not None:  # packed: every row is max_seq_len tokens computed
         padded = int(plan.rows().sum()) * p.max_seq_len
+        if cost is not None:
+            cost = int(plan.rows().sum()) * float(row_cost(p.max_seq_len, p.cost))
     per = np.bincount(plan.bucket, minlength=len(p.bounds) - 1)
     return PlanSummary(p, sampler.policy, sampler.order, sampler.seed, sampler.epoch, split,
                        int(index.size), plan.batches, plan.steps, tuple(int(b) for b in per),
@@ -722,4 +744,4 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None,
                        (padded - tokens) / padded * 100 if padded else 0.0,
                        plan.dropped_samples, plan.split_batches,
                        tuple(early_buckets(plan.bucket[::plan.world_size], per.size)),
-                       grad_accum)
+                       grad_accum, cost)

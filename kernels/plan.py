@@ -137,50 +137,50 @@ def shuffle_segments(a, bounds, key):
 
 
 @njit(cache=True, nogil=True)
-def sorted_cuts(values, counts, budget, max_rows, drop_last, out):
-    """The ``sorted`` policy's batches over one bucket's present lengths ``values``
-    (ascending) with ``counts``, as ``out[j] = (start, end)`` sample positions from the
-    bucket's start: filled in order while ``rows x longest <= budget`` and ``rows <=
-    max_rows``; a length longer than the budget gets one batch per sample. With
-    ``drop_last`` the last batch of fitting samples is dropped when it could still take one
-    of its longest length. Returns ``(batches, dropped samples)``: the policy's numbers
+def sorted_cuts(counts, fit, drop_last, out):
+    """The ``sorted`` policy's batches over one bucket's present lengths (ascending), with
+    ``counts``, as ``out[j] = (start, end)`` sample positions from the bucket's start:
+    filled in order while the rows stay within ``fit[j]``, the rows a batch whose longest
+    is length ``j`` may hold (`gpu_profiler.cost.batch_rows`: the budget and
+    ``max_batch_size`` together; it never grows with the length); a length with ``fit`` 0
+    (over the budget) gets one batch per sample. With ``drop_last`` the last batch of
+    fitting samples is dropped when it could still take one of its longest length.
+    Returns ``(batches, dropped samples)``: the policy's numbers
     (`gpu_profiler.analysis.policies`), plus one batch per over-budget sample, which the
     policy leaves out as unbatchable."""
-    nb, pos, rows, longest, dropped = 0, 0, 0, 0, 0
-    for j in range(values.size + 1):
-        v = values[j] if j < values.size else 0
-        c = counts[j] if j < values.size else 0
-        fit = min(budget // v, max_rows) if v > 0 else max_rows
-        if rows and (j == values.size or fit == 0):  # the open batch is the last that fits
-            full = min(budget // longest, max_rows) if longest > 0 else max_rows
+    nb, pos, rows, full, dropped = 0, 0, 0, 0, 0
+    for j in range(counts.size + 1):
+        c = counts[j] if j < counts.size else 0
+        f = fit[j] if j < counts.size else 0
+        if rows and (j == counts.size or f == 0):  # the open batch is the last that fits
             if drop_last and rows < full:
                 dropped = rows
             else:
                 out[nb, 0], out[nb, 1] = pos - rows, pos
                 nb += 1
             rows = 0
-        if j == values.size:
+        if j == counts.size:
             break
-        if fit == 0:  # ascending: this and every longer length get single batches
+        if f == 0:  # ascending: this and every longer length get single batches
             for _ in range(c):
                 out[nb, 0], out[nb, 1] = pos, pos + 1
                 nb += 1
                 pos += 1
             continue
         if rows:
-            take = min(c, fit - rows) if fit > rows else 0
-            rows, pos, longest, c = rows + take, pos + take, v, c - take
+            take = min(c, f - rows) if f > rows else 0
+            rows, pos, full, c = rows + take, pos + take, f, c - take
             if c:
                 out[nb, 0], out[nb, 1] = pos - rows, pos
                 nb += 1
                 rows = 0
-        while c >= fit:
-            out[nb, 0], out[nb, 1] = pos, pos + fit
+        while c >= f:
+            out[nb, 0], out[nb, 1] = pos, pos + f
             nb += 1
-            pos += fit
-            c -= fit
+            pos += f
+            c -= f
         if c:
-            rows, pos, longest = c, pos + c, v
+            rows, pos, full = c, pos + c, f
     return (nb, dropped)
 
 

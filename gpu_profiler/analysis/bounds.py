@@ -43,6 +43,7 @@ from gpu_profiler.analysis.policies import (
     log_falling,
     present_lengths,
 )
+from gpu_profiler.cost import batch_rows_array, budget_option, budget_words, row_cost
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
@@ -99,12 +100,19 @@ class Proposal:
     policy: PolicyResult
     why_fewer: str | None = None
 
+    @property
+    def cost(self) -> float:
+        """What min-padding minimizes: the padded tokens, or with a cost model the
+        batches' cost in its unit."""
+        return self.padded_tokens if self.policy.cost is None else float(self.policy.cost)
+
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "bounds": list(self.bounds),
                 "padded_tokens": self.padded_tokens, "padding_pct": self.padding_pct,
                 "total_batches": self.total_batches, "steps_per_epoch": self.steps_per_epoch,
                 "max_batch_pct": self.max_batch_pct, "objective": self.objective,
-                "why_fewer": self.why_fewer, "buckets": self.policy.to_dict()["buckets"]}
+                "why_fewer": self.why_fewer, "buckets": self.policy.to_dict()["buckets"],
+                **({} if self.policy.cost is None else {"cost": self.cost})}
 
 
 @dataclass(frozen=True)
@@ -157,10 +165,12 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
         raise ProfilerError(f"no samples inside the bounds [{lo}, {hi}) to split")
     if not batch_size_for(int(values[-1]), p):
         raise ProfilerError(
-            f"the longest sample ({int(values[-1])} tokens) exceeds the token budget "
-            f"({p.token_budget}), so no bounds can batch it; raise --token-budget or lower "
-            "--max-seq-len")
-    tokens = max(int(cnt @ values), 1)  # all lengths 0: no padding to weigh
+            f"the longest sample ({int(values[-1])} tokens) exceeds the {budget_words(p)}, "
+            f"so no bounds can batch it; raise {budget_option(p)} or lower --max-seq-len")
+    # what the search weighs: padded tokens over real ones, or with a cost model, the
+    # batches' cost over the least it could be (every sample in a batch of its own length)
+    tokens: float = max(int(cnt @ values), 1) if p.cost.is_default else \
+        max(float(cnt @ np.asarray(row_cost(values, p.cost), np.float64)), 1e-300)
     score = _Scorer(hist, p, balance, drop_last, tokens)
     out = [score("current", p.bounds, current)]
     for method in ("equal-samples", "equal-tokens", "equal-batches"):
@@ -184,7 +194,7 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
     # Every proposal is scored exactly: the least padding of the search's and the others'
     # (on exact costs the grid holds every rival's edges, so a rival is taken on a tie only).
     best = min([*found, *(replace(q, method="min-padding") for q in rivals)],
-               key=lambda q: q.padded_tokens)
+               key=lambda q: q.cost)
     out.append(best)
     if balance > 0:
         def objective(costs: Any, batches: Any) -> Any:  # lists, or arrays (parts x splits)
@@ -230,15 +240,14 @@ def _weights(method: str, values: np.ndarray, cnt: np.ndarray, p: BucketParams) 
         return cnt.astype(np.float64)
     if method == "equal-tokens":
         return (cnt * values).astype(np.float64)
-    sizes = np.minimum(p.token_budget // np.maximum(values, 1), p.max_batch_size)
-    return cnt / np.where(values > 0, np.maximum(sizes, 1), p.max_batch_size)
+    return cnt / np.maximum(batch_rows_array(values, p), 1)
 
 
 class _Scorer:
     """Scores bounds under the ``fixed`` policy."""
 
     def __init__(self, hist: LengthHistogram, p: BucketParams, balance: float,
-                 drop_last: bool, tokens: int):
+                 drop_last: bool, tokens: float):
         self.hist, self.p, self.balance, self.drop_last = hist, p, balance, drop_last
         self.tokens = tokens
 
@@ -247,9 +256,10 @@ class _Scorer:
         pol = pol or evaluate_policy(self.hist, "fixed", replace(self.p, bounds=bounds),
                                      drop_last=self.drop_last)
         max_pct = max((b.batch_pct for b in pol.buckets), default=0.0)
+        cost = pol.padded_tokens if pol.cost is None else pol.cost
         return Proposal(method, bounds, float(pol.padded_tokens), pol.padding_pct,
                         int(pol.total_batches), int(pol.steps_per_epoch), max_pct,
-                        pol.padded_tokens / self.tokens + self.balance * max_pct / 100, pol)
+                        cost / self.tokens + self.balance * max_pct / 100, pol)
 
 
 def _parts(dp: _Dp, edges: list[int]) -> tuple[Any, Any]:
@@ -315,10 +325,13 @@ def _why_fewer(q: Proposal, k: int, values: np.ndarray, cnt: np.ndarray, p: Buck
                 "a bucket boundary cannot split a length, so quantile edges coincide")
     if q.method == "min-padding":
         cost = dp.cheapest_k() if dp.exact else (
-            np.inf if dp.all_buckets is None else dp.all_buckets.padded_tokens)
+            np.inf if dp.all_buckets is None else dp.all_buckets.cost)
         if not np.isfinite(cost):
             return (f"its candidate grid holds {len(dp.cand)} edges, fewer than the {k - 1} "
                     f"that {k} buckets need")
+        if not p.cost.is_default:
+            return (f"no {k}-bucket split of its candidate grid costs less (the cheapest "
+                    f"expects {cost:,.6g} {p.cost.unit}, these bounds {q.cost:,.6g})")
         return (f"no {k}-bucket split of its candidate grid pads less (the cheapest expects "
                 f"{cost:,.0f} padded tokens, these bounds {q.padded_tokens:,.0f})")
     return ("no split tried with more buckets scores a lower objective (padding + balance x "
@@ -433,7 +446,10 @@ class _Dp:
         self.values, self.p, self.drop_last, self.k = values, p, drop_last, k
         self.size = values.size
         self.cum = np.cumsum(cnt)
-        self.gaps = np.diff(values).astype(np.float64)
+        #: what a row padded to each length costs (`gpu_profiler.cost.row_cost`), and the
+        #: steps between them: the expected batch maximum is priced on these
+        self.priced = np.asarray(row_cost(values, p.cost)).astype(np.float64)
+        self.gaps = np.diff(self.priced)
         self._cache: dict[tuple[int, int], tuple[float, int]] = {}  # `interval`'s
         self._seen: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] = (  # `cached`'s
             np.zeros(0, np.int64), (np.zeros(0), np.zeros(0, np.int64)))
@@ -470,7 +486,7 @@ class _Dp:
         key = (a, b)
         if key not in self._cache:
             self._cache[key] = _interval_cost(self.values, self.cum, self.gaps, a, b, self.p,
-                                              self.drop_last)
+                                              self.drop_last, self.priced)
         return self._cache[key]
 
     def intervals(self, a: Any, b: Any) -> tuple[Any, Any]:
@@ -542,9 +558,12 @@ class _Dp:
 
 
 def _interval_cost(values: np.ndarray, cum: np.ndarray, gaps: np.ndarray, a: int, b: int,
-                   p: BucketParams, drop_last: bool) -> tuple[float, int]:
-    """The ``fixed`` policy's expected padded tokens and batches of the bucket holding
-    ``values[a:b]``; infinite cost when its longest sample exceeds the budget."""
+                   p: BucketParams, drop_last: bool, priced: np.ndarray | None = None
+                   ) -> tuple[float, int]:
+    """The ``fixed`` policy's expected padded tokens (with a cost model: cost; ``priced``
+    the row cost of each length, ``gaps`` its steps; None: the lengths) and batches of the
+    bucket holding ``values[a:b]``; infinite cost when its longest sample exceeds the
+    budget."""
     base = int(cum[a - 1]) if a else 0
     n = int(cum[b - 1]) - base
     size = batch_size_for(int(values[b - 1]), p)
@@ -560,7 +579,7 @@ def _interval_cost(values: np.ndarray, cum: np.ndarray, gaps: np.ndarray, a: int
         tail = 0.0
         if j0 < b - 1:
             tail = float(gaps[j0:b - 1] @ draw_all_below(cum[j0:b - 1] - base, n, k))
-        padded += rows * (float(values[b - 1]) - tail)
+        padded += rows * (float((values if priced is None else priced)[b - 1]) - tail)
     return padded, full + (1 if rest and not drop_last else 0)
 
 
@@ -598,10 +617,12 @@ class _Binned:
         d = values.size
         self.exact_last = exact_last
         self.cum = np.cumsum(cnt)
-        self.tokens = np.cumsum(cnt * values)
-        self.values = values.astype(np.float64)
-        self.size = np.where(values > 0, np.minimum(p.token_budget // np.maximum(values, 1),
-                                                    p.max_batch_size), p.max_batch_size)
+        # lengths priced (`gpu_profiler.cost.row_cost`; the default: themselves): the
+        # expected maximum, and a one-row batch's mean, are of row costs
+        priced = np.asarray(row_cost(values, p.cost)).astype(np.float64)
+        self.tokens = np.cumsum(cnt * values) if p.cost.is_default else np.cumsum(cnt * priced)
+        self.values = priced
+        self.size = batch_rows_array(values, p)
         self.drop_last, self.top = drop_last, top
         if d <= EXACT_LENGTHS:  # a bin a length, the last batch summed too: exact
             t, self.exact_last = np.arange(d + 1), True

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_profiler.cost import batch_rows, budget_option, budget_words, row_cost
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -31,6 +32,11 @@ class BucketRow:
     est_batches: float
     batch_pct: float
     over_budget: bool
+    #: With a cost model (`gpu_profiler.cost`; None without, and left out of the JSON): the
+    #: estimate's compute, ``samples x row_cost(max_len)`` in the model's unit, and its
+    #: share of the epoch's.
+    est_cost: float | None = None
+    cost_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ class BucketTable:
     warnings: tuple[str, ...]
     advice: Any = None
     padding_pct: float | None = None
+    #: The estimate's compute of every bucket, in the cost model's unit (None without one).
+    total_est_cost: float | None = None
 
     @property
     def max_batch_pct(self) -> float:
@@ -87,10 +95,18 @@ class BucketTable:
         d["percentiles"] = dict(self.percentiles)
         d["percentile_bounds"] = {k: list(v) for k, v in self.percentile_bounds.items()}
         d["params"] = self.params.to_dict()
-        d["buckets"] = [asdict(b) for b in self.buckets]
+        d["buckets"] = [_without_cost(asdict(b)) for b in self.buckets]
         d["warnings"] = list(self.warnings)
         d["advice"] = self.advice.to_dict() if self.advice else None
+        if self.params.cost.is_default:
+            del d["total_est_cost"]
         return d
+
+
+def _without_cost(d: dict[str, Any]) -> dict[str, Any]:
+    if d.get("est_cost") is None:
+        del d["est_cost"], d["cost_pct"]
+    return d
 
 
 def clipped_counts(hist: LengthHistogram, max_seq_len: int) -> np.ndarray:
@@ -116,15 +132,21 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
         tokens = int(seg @ lengths[min(lo, counts.size):min(hi, counts.size)])
         nz = np.flatnonzero(seg)
         max_len = lo + int(nz[-1]) if nz.size else 0
-        size = min(p.token_budget // max_len, p.max_batch_size) if max_len else p.max_batch_size
+        size = batch_rows(max_len, p)
         rows.append(dict(index=b, lo=lo, hi=hi, samples=samples,
                          sample_pct=samples / total * 100 if total else 0.0, tokens=tokens,
                          avg_len=tokens / samples if samples else 0.0, max_len=max_len,
                          est_batch_size=size, est_batches=samples / max(size, 1),
-                         over_budget=size == 0))
+                         over_budget=size == 0,
+                         est_cost=None if p.cost.is_default else
+                         samples * float(row_cost(max_len, p.cost))))
     total_batches = float(sum(r["est_batches"] for r in rows))
+    total_cost = None if p.cost.is_default else float(sum(r["est_cost"] for r in rows))
     buckets = tuple(BucketRow(**r, batch_pct=r["est_batches"] / total_batches * 100
-                              if total_batches else 0.0) for r in rows)
+                              if total_batches else 0.0,
+                              cost_pct=None if total_cost is None else
+                              r["est_cost"] / total_cost * 100 if total_cost else 0.0)
+                    for r in rows)
     unbucketed = total - sum(r.samples for r in buckets)
     pcts = hist.percentiles()
     truncated_tokens = h.above_tokens - h.above_count * p.max_seq_len
@@ -142,7 +164,7 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
         buckets=buckets,
         total_est_batches=total_batches,
         steps_per_epoch=total_batches / (p.grad_accum * p.world_size),
-        warnings=tuple(_warnings(p, buckets, unbucketed, h)))
+        warnings=tuple(_warnings(p, buckets, unbucketed, h)), total_est_cost=total_cost)
 
 
 #: Longer than any context trained on (2**24 tokens): a column past it holds something
@@ -160,8 +182,9 @@ def _warnings(p: BucketParams, buckets: tuple[BucketRow, ...], unbucketed: int,
         if b.over_budget:
             out.append(
                 f"bucket {b.index} [{b.lo}, {b.hi}): its longest sample ({b.max_len} tokens) "
-                f"exceeds the token budget ({p.token_budget}), so no batch fits; raise "
-                "--token-budget or lower --max-seq-len")
+                f"exceeds the {budget_words(p)}, so no batch fits; raise "
+                f"{budget_option(p)} or lower "
+                "--max-seq-len")
     if unbucketed:
         fix = (f": every sample of {p.max_seq_len} tokens or more is clipped to "
                f"{p.max_seq_len}, past the last bound; end the bounds at {p.max_seq_len + 1} "

@@ -15,6 +15,13 @@ longest row, summed over batches; ``padding_pct`` is the share of it that is pad
   ``max_seq_len`` by best-fit-decreasing / first-fit-decreasing, run on the histogram itself
   (time grows with the number of distinct lengths, never with the number of samples);
   ``min(token_budget // max_seq_len, max_batch_size)`` rows per batch.
+
+With a cost model (``params.cost``, `gpu_profiler.cost`) every batch size above is
+`gpu_profiler.cost.batch_rows` (``rows x row_cost(longest) <= budget``, e.g. ``row_cost(L)
+= L + A L^2``) in place of ``token_budget // longest``, and each bucket adds its ``cost``
+(``rows x row_cost(longest)`` summed over its batches; ``fixed``: the expectation, the
+expected maximum taken over the row costs, which never decrease with the length) and
+``cost_pct``; without one those are None and left out of ``to_dict``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.buckets import clipped_counts
+from gpu_profiler.cost import batch_rows, batch_rows_array, budget_option, budget_words, row_cost
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
@@ -59,6 +67,10 @@ class PolicyBucket:
     batch_pct: float
     dropped_samples: int
     unbatchable_samples: int
+    #: With a cost model (`gpu_profiler.cost`; None without one, and left out of the JSON):
+    #: the batches' total cost in its unit (``fixed``: expected) and its share of the epoch's.
+    cost: float | None = None
+    cost_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,15 +104,26 @@ class PolicyResult:
     algorithm: str | None = None
     warnings: tuple[str, ...] = field(default=())
     split: str | None = None
+    #: The epoch's cost in the cost model's unit (None without a cost model).
+    cost: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["buckets"] = [asdict(b) for b in self.buckets]
+        d["buckets"] = [_without_cost(asdict(b)) for b in self.buckets]
         d["warnings"] = list(self.warnings)
         if self.rows is None:
             for key in ("rows", "rows_per_batch", "packing_efficiency", "algorithm"):
                 del d[key]
-        return d
+        return _without_cost(d)
+
+
+def _without_cost(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` less its cost keys when no cost model priced it (the outputs stay as they were
+    without one)."""
+    if d.get("cost") is None:
+        for key in ("cost", "cost_pct"):
+            d.pop(key, None)
+    return d
 
 
 def evaluate_policies(hist: LengthHistogram, names: Any = POLICIES,
@@ -163,8 +186,9 @@ def present_lengths(counts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, n
 
 
 def batch_size_for(max_len: int, p: BucketParams) -> int:
-    """Rows per batch when the longest row is ``max_len`` (0: does not fit the budget)."""
-    return min(p.token_budget // max_len, p.max_batch_size) if max_len else p.max_batch_size
+    """Rows per batch when the longest row is ``max_len`` (0: does not fit the budget):
+    `gpu_profiler.cost.batch_rows`, the one place a batch is sized."""
+    return batch_rows(max_len, p)
 
 
 # ---------------------------------------------------------------- expected batch maximum
@@ -262,7 +286,8 @@ def _estimate_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParam
     size = batch_size_for(max_len, p)
     return dict(samples=n, batches=n / max(size, 1), batch_size=size, min_batch_size=size,
                 max_batch_size=size, tokens=tokens, padded_tokens=n * max_len,
-                dropped_samples=0, unbatchable_samples=n if n and not size else 0)
+                dropped_samples=0, unbatchable_samples=n if n and not size else 0,
+                cost=n * float(row_cost(max_len, p.cost)))
 
 
 def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
@@ -272,13 +297,20 @@ def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
     size = batch_size_for(int(values[-1]) if n else 0, p)
     if n and not size:
         return dict(samples=0, batches=0, batch_size=0, min_batch_size=0, max_batch_size=0,
-                    tokens=0, padded_tokens=0, dropped_samples=0, unbatchable_samples=n)
+                    tokens=0, padded_tokens=0, dropped_samples=0, unbatchable_samples=n,
+                    cost=0.0)
     full, rest = divmod(n, size)
     cum, gaps = np.cumsum(cnt)[:-1], np.diff(values).astype(np.float64)
+    # the expected cost of a batch's row: E[row_cost(max)], the same sum over the row
+    # costs of the lengths (row_cost never decreases with length: max and cost commute)
+    priced = np.asarray(row_cost(values, p.cost), np.float64)
+    pgaps = np.diff(priced)
     padded = full * size * _expected_max(values, cum, gaps, n, size) if full else 0.0
+    cost = full * size * _expected_max(priced, cum, pgaps, n, size) if full else 0.0
     sizes = [size] if full else []
     if rest and not drop_last:
         padded += rest * _expected_max(values, cum, gaps, n, rest)
+        cost += rest * _expected_max(priced, cum, pgaps, n, rest)
         sizes.append(rest)
     dropped = rest if drop_last else 0
     kept = n - dropped
@@ -286,25 +318,30 @@ def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
                 batch_size=size, min_batch_size=min(sizes, default=0),
                 max_batch_size=max(sizes, default=0),
                 tokens=tokens * kept / n if dropped else tokens, padded_tokens=padded,
-                dropped_samples=dropped, unbatchable_samples=0)
+                dropped_samples=dropped, unbatchable_samples=0, cost=cost)
 
 
 def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
                    drop_last: bool) -> dict[str, Any]:
     values, cnt = seg
     batches = padded = tokens = kept = unbatchable = 0
+    cost = 0.0
     min_rows, max_rows = None, 0
     rows = open_tokens = longest = 0  # the open (not yet closed) batch
 
+    price = dict(zip(values.tolist(), np.asarray(row_cost(values, p.cost), np.float64).tolist(),
+                     strict=True))  # the row cost of each present length, priced at once
+
     def close(r: int, length: int, nb: int = 1) -> None:
-        nonlocal batches, padded, min_rows, max_rows
+        nonlocal batches, padded, cost, min_rows, max_rows
         batches += nb
         padded += nb * r * length
+        cost += nb * r * price[length]
         min_rows = r if min_rows is None else min(min_rows, r)
         max_rows = max(max_rows, r)
 
-    for v, c in zip(values.tolist(), cnt.tolist(), strict=True):
-        cap = batch_size_for(v, p)
+    caps = batch_rows_array(values, p).tolist()  # `batch_size_for` of every length at once
+    for v, c, cap in zip(values.tolist(), cnt.tolist(), caps, strict=True):
         if cap == 0:  # ascending: this and every longer length exceed the budget
             unbatchable = int(cnt[values >= v].sum())
             break
@@ -332,7 +369,8 @@ def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
             tokens, kept = tokens + open_tokens, kept + rows
     return dict(samples=kept, batches=batches, batch_size=kept / batches if batches else 0.0,
                 min_batch_size=min_rows or 0, max_batch_size=max_rows, tokens=tokens,
-                padded_tokens=padded, dropped_samples=dropped, unbatchable_samples=unbatchable)
+                padded_tokens=padded, dropped_samples=dropped, unbatchable_samples=unbatchable,
+                cost=cost)
 
 
 _BUCKET_FNS = {"estimate": _estimate_bucket, "fixed": _fixed_bucket, "sorted": _sorted_bucket}
@@ -351,6 +389,11 @@ def _steps(batches: float, p: BucketParams, name: str, drop_last: bool) -> int |
 
 def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last: bool,
               expected: bool) -> PolicyResult:
+    priced = not p.cost.is_default
+    total_cost = float(sum(r["cost"] for r in rows))
+    for r in rows:
+        r["cost"], r["cost_pct"] = (r["cost"], _pct(r["cost"], total_cost)) if priced else \
+            (None, None)
     samples = sum(r["samples"] for r in rows)
     tokens = sum(r["tokens"] for r in rows)
     padded = sum(r["padded_tokens"] for r in rows)
@@ -366,15 +409,15 @@ def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last:
         if b.unbatchable_samples:
             warnings.append(
                 f"{name}: {b.unbatchable_samples} samples of bucket {b.index} [{b.lo}, {b.hi}) "
-                f"are longer than the token budget ({p.token_budget}) and fit no batch; raise "
-                "--token-budget or lower --max-seq-len")
+                f"are longer than the {budget_words(p)} and fit no batch; raise "
+                f"{budget_option(p)} or lower --max-seq-len")
     return PolicyResult(
         name=name, drop_last=drop_last, expected=expected, buckets=buckets, samples=samples,
         tokens=tokens, padded_tokens=padded, padding_pct=_pct(padded - tokens, padded),
         total_batches=batches, steps_per_epoch=_steps(batches, p, name, drop_last),
         dropped_samples=sum(b.dropped_samples for b in buckets),
         unbatchable_samples=sum(b.unbatchable_samples for b in buckets),
-        warnings=tuple(warnings))
+        warnings=tuple(warnings), cost=total_cost if priced else None)
 
 
 # ---------------------------------------------------------------- packing
@@ -384,11 +427,11 @@ def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
     values, cnt = present_lengths(counts, lo, hi)
     samples, tokens = int(cnt.sum()), int(cnt @ values)
     rows = pack_rows(values, cnt, p.max_seq_len, algorithm)
-    per_batch = min(p.token_budget // p.max_seq_len, p.max_batch_size)
+    per_batch = batch_size_for(p.max_seq_len, p)
     warnings = []
     if per_batch == 0:
         per_batch = 1
-        warnings.append(f"{algorithm} packing: the token budget ({p.token_budget}) is smaller "
+        warnings.append(f"{algorithm} packing: the {budget_words(p)} is smaller "
                         f"than one packed row ({p.max_seq_len}); each batch holds one row")
     full, rest = divmod(rows, per_batch)
     batches = full + (1 if rest and not drop_last else 0)
@@ -403,7 +446,8 @@ def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
         steps_per_epoch=_steps(batches, p, name, drop_last), dropped_samples=0,
         unbatchable_samples=0, rows=rows, rows_per_batch=per_batch,
         packing_efficiency=tokens / (rows * p.max_seq_len) if rows else 0.0,
-        algorithm=algorithm, warnings=tuple(warnings))
+        algorithm=algorithm, warnings=tuple(warnings),
+        cost=None if p.cost.is_default else kept_rows * float(row_cost(p.max_seq_len, p.cost)))
 
 
 def pack_rows(values: np.ndarray, counts: np.ndarray, capacity: int,

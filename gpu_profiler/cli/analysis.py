@@ -68,7 +68,10 @@ class PlanOptions:
         return dict(bounds=p.bounds, max_seq_len=p.max_seq_len, token_budget=p.token_budget,
                     max_batch_size=p.max_batch_size, policy=self.policy, order=self.order,
                     seed=self.seed, drop_last=self.drop_last, max_run=self.max_run,
-                    align_ranks=not self.mixed_steps, drop_outside=self.drop_outside)
+                    align_ranks=not self.mixed_steps, drop_outside=self.drop_outside,
+                    attention_weight=p.cost.attention_weight,
+                    cost_curve=p.cost.curve or None, cost_budget=p.cost.budget,
+                    cost_unit=p.cost.unit if p.cost.curve else None)
 
 
 def plan_options(command: Callable[..., None]) -> Callable[..., None]:

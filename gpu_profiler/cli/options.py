@@ -96,6 +96,20 @@ TokenBudget = Annotated[int, typer.Option(
     "--token-budget", metavar="N", help="Tokens per batch (rows x longest).")]
 MaxBatchSize = Annotated[int, typer.Option(
     "--max-batch-size", metavar="N", help="Rows per batch at most.")]
+AttentionWeight = Annotated[float, typer.Option(
+    "--attention-weight", metavar="A",
+    help="Cost a batch as rows x (longest + A x longest^2): padded attention, every row "
+    "over the batch's longest (default 0: rows x longest). With --cost-budget, or under "
+    "--token-budget.")]
+CostCurve = Annotated[str | None, typer.Option(
+    "--cost-curve", metavar="FILE",
+    help="Cost a batch as rows x curve(longest): a measured table, CSV 'length,<unit>' "
+    "lines or JSON, of one row's cost (seconds, bytes) at a padded length, linear in "
+    "between; needs --cost-budget.", show_default=False)]
+CostBudget = Annotated[float | None, typer.Option(
+    "--cost-budget", metavar="X",
+    help="The most a batch may cost, in the cost model's unit (default: --token-budget).",
+    show_default=False)]
 GradAccum = Annotated[int, typer.Option(
     "--grad-accum", metavar="N", help="Micro-batches per optimizer step.")]
 WorldSize = Annotated[int, typer.Option(
@@ -167,6 +181,9 @@ class ScanOptions:
     max_seq_len: MaxSeqLen = BucketParams.max_seq_len
     token_budget: TokenBudget = BucketParams.token_budget
     max_batch_size: MaxBatchSize = BucketParams.max_batch_size
+    attention_weight: AttentionWeight = 0.0
+    cost_curve: CostCurve = None
+    cost_budget: CostBudget = None
     grad_accum: GradAccum = BucketParams.grad_accum
     world_size: WorldSize = BucketParams.world_size
     output_format: OutFormat = OutputFormat.table
@@ -192,7 +209,15 @@ class ScanOptions:
         """Keyword arguments of ``profile`` for the buckets and batches."""
         return {"bounds": self.bounds, "max_seq_len": self.max_seq_len,
                 "token_budget": self.token_budget, "max_batch_size": self.max_batch_size,
-                "grad_accum": self.grad_accum, "world_size": self.world_size}
+                "grad_accum": self.grad_accum, "world_size": self.world_size,
+                "cost": self.cost()}
+
+    def cost(self) -> Any:
+        """The `CostModel` of ``--attention-weight``, ``--cost-curve`` and
+        ``--cost-budget`` (the curve file read and checked)."""
+        from gpu_profiler.cost import cost_model
+
+        return cost_model(self.attention_weight, self.cost_curve, self.cost_budget)
 
     def params(self) -> Any:
         """The `BucketParams` (bounds parsed and checked)."""

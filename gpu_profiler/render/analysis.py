@@ -72,7 +72,8 @@ def policy_note(pol: PolicyResult) -> str:
                          "bucket's max",
              "fixed": "one batch size per bucket; padding is the exact expectation over "
                       "random within-bucket batches",
-             "sorted": "lengths sorted in each bucket, batches filled up to the token budget"}
+             "sorted": "lengths sorted in each bucket, batches filled up to the "
+                       + ("token budget" if pol.cost is None else "cost budget")}
     extra = []
     if pol.dropped_samples:
         extra.append(f"{pol.dropped_samples:,} samples dropped (drop_last)")
@@ -87,24 +88,39 @@ def policies_view(pols: Sequence[PolicyResult], params: Any) -> Any:
     view = rich_table(f"batching policies{_of(split)} "
                       f"({params.grad_accum * params.world_size} batches per optimizer step: "
                       f"grad_accum {params.grad_accum} x world_size {params.world_size})",
-                      ("policy", "batches", "steps", "tokens", "padded tokens", "padding %"),
+                      ("policy", "batches", "steps", "tokens", "padded tokens", "padding %")
+                      + (f"cost ({params.cost.unit})",) * _priced(pols),
                       caption="padded tokens: rows x longest row, summed over batches "
-                              "(fixed: expected over random within-bucket batches)")
+                              "(fixed: expected over random within-bucket batches)"
+                              + ("; cost: rows x row cost at the longest, summed over batches "
+                                 "(docs/guide/cost.md)") * _priced(pols))
     for p in pols:
         view.add_row(p.name + (" (drop_last)" if p.drop_last else ""), _n(p.total_batches),
                      _n(p.steps_per_epoch), _n(p.tokens), _n(round(p.padded_tokens, 1)),
-                     f"{p.padding_pct:.2f}")
+                     f"{p.padding_pct:.2f}", *(_cost(p.cost),) * _priced(pols))
     return view
+
+
+def _priced(pols: Sequence[PolicyResult]) -> bool:
+    """Whether a cost model priced these policies (then their cost is shown)."""
+    return any(p.cost is not None for p in pols)
+
+
+def _cost(x: float | None) -> str:
+    return "" if x is None else f"{x:,.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
 
 
 def policy_buckets_view(pol: PolicyResult, caption: bool = True) -> Any:
     """One policy's buckets: batch size, batches and the three shares side by side."""
     view = rich_table(f"{pol.name}: {policy_note(pol)}", (
-        "bucket", "bsz", "batches", "samples %", "tokens %", "batches %", "pad %"),
-        caption=SHARES_NOTE if caption else None)
+        "bucket", "bsz", "batches", "samples %", "tokens %", "batches %", "pad %")
+        + ("cost", "cost %") * (pol.cost is not None),
+        caption=(SHARES_NOTE + ("; cost %: share of the epoch's compute (cost)"
+                                if pol.cost is not None else "")) if caption else None)
     for b in pol.buckets:
         view.add_row(_bucket(b), _bsz(b), _n(b.batches), f"{b.sample_pct:.1f}",
-                     f"{b.token_pct:.1f}", _pct(b.batch_pct, hot=True), f"{b.padding_pct:.1f}")
+                     f"{b.token_pct:.1f}", _pct(b.batch_pct, hot=True), f"{b.padding_pct:.1f}",
+                     *(_cost(b.cost), f"{b.cost_pct or 0.0:.1f}") * (pol.cost is not None))
     return view
 
 
@@ -131,20 +147,25 @@ def print_policies(pols: Sequence[PolicyResult], params: Any, console: Any) -> N
 
 def policies_markdown(pols: Sequence[PolicyResult]) -> str:
     """The same tables in Markdown."""
+    priced = _priced(pols)
     out = [*_split_line(pols[0].split if pols else None),
-           "| policy | batches | steps | tokens | padded tokens | padding % |",
-           "|---|--:|--:|--:|--:|--:|"]
+           "| policy | batches | steps | tokens | padded tokens | padding % |"
+           + " cost |" * priced, "|---|--:|--:|--:|--:|--:|" + "--:|" * priced]
     for p in pols:
         out.append(f"| {p.name} | {_n(p.total_batches)} | {_n(p.steps_per_epoch)} | "
-                   f"{_n(p.tokens)} | {_n(round(p.padded_tokens, 1))} | {p.padding_pct:.2f} |")
+                   f"{_n(p.tokens)} | {_n(round(p.padded_tokens, 1))} | {p.padding_pct:.2f} |"
+                   + f" {_cost(p.cost)} |" * priced)
     for p in pols:
         out += ["", f"**{p.name}**: {policy_note(p)}"]
         if p.buckets:
-            out += ["", "| bucket | bsz | batches | samples % | tokens % | batches % | pad % |",
-                    "|---|--:|--:|--:|--:|--:|--:|"]
+            out += ["", "| bucket | bsz | batches | samples % | tokens % | batches % | pad % |"
+                    + " cost | cost % |" * priced, "|---|--:|--:|--:|--:|--:|--:|"
+                    + "--:|--:|" * priced]
             out += [f"| [{b.lo}, {b.hi}) | {_bsz(b)} | {_n(b.batches)} | "
                     f"{b.sample_pct:.1f} | {b.token_pct:.1f} | {b.batch_pct:.1f} | "
-                    f"{b.padding_pct:.1f} |" for b in p.buckets]
+                    f"{b.padding_pct:.1f} |"
+                    + f" {_cost(b.cost)} | {b.cost_pct or 0.0:.1f} |" * priced
+                    for b in p.buckets]
     if any(p.buckets for p in pols):
         out += ["", f"_{SHARES_NOTE}_"]
     out += [f"\n> **warning:** {w}" for p in pols for w in p.warnings]

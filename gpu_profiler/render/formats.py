@@ -26,34 +26,48 @@ def to_json(result: Any) -> str:
     return json.dumps(result.to_dict(), indent=2) + "\n"
 
 
+#: The columns a cost model (`gpu_profiler.cost`) adds to `PROFILE_CSV`, only with one:
+#: each row's batches' cost in its unit, and its share of the epoch's.
+COST_CSV = ("cost", "cost_pct")
+
+
 def to_csv(result: Any) -> str:
-    """A profile in the `PROFILE_CSV` schema."""
+    """A profile in the `PROFILE_CSV` schema (and `COST_CSV` with a cost model)."""
     out = io.StringIO()
-    w = csv.DictWriter(out, PROFILE_CSV, lineterminator="\n")
+    priced = not result.table.params.cost.is_default
+    w = csv.DictWriter(out, PROFILE_CSV + COST_CSV * priced, lineterminator="\n")
     w.writeheader()
     for split, t in split_tables(result):
         for b in t.buckets:
             w.writerow(dict(split=split, policy="table", bucket=b.index, lo=b.lo, hi=b.hi,
                             samples=b.samples, sample_pct=b.sample_pct, tokens=b.tokens,
                             avg_len=b.avg_len, max_len=b.max_len, batch_size=b.est_batch_size,
-                            batches=b.est_batches, batch_pct=b.batch_pct))
+                            batches=b.est_batches, batch_pct=b.batch_pct,
+                            **_cost_cells(b.est_cost, b.cost_pct)))
         w.writerow(dict(split=split, policy="table", bucket="all", samples=t.total_samples,
                         sample_pct=100.0, tokens=t.clipped_tokens, total_tokens=t.total_tokens,
                         max_len=t.max_len, batches=t.total_est_batches, batch_pct=100.0,
                         steps_per_epoch=t.steps_per_epoch, min_len=t.min_len,
-                        mean_len=t.mean_len, **t.percentiles))
+                        mean_len=t.mean_len, **t.percentiles,
+                        **_cost_cells(t.total_est_cost, 100.0)))
     for p in getattr(result, "policies", ()):
         for pb in p.buckets:
             w.writerow(dict(split=p.split or "", policy=p.name, bucket=pb.index, lo=pb.lo,
                             hi=pb.hi, samples=pb.samples, sample_pct=pb.sample_pct,
                             tokens=pb.tokens, batch_size=pb.batch_size, batches=pb.batches,
                             batch_pct=pb.batch_pct, padded_tokens=pb.padded_tokens,
-                            padding_pct=pb.padding_pct))
+                            padding_pct=pb.padding_pct, **_cost_cells(pb.cost, pb.cost_pct)))
         w.writerow(dict(split=p.split or "", policy=p.name, bucket="all", samples=p.samples,
                         sample_pct=100.0, tokens=p.tokens, batch_size=p.rows_per_batch or "",
                         batches=p.total_batches, batch_pct=100.0, padded_tokens=p.padded_tokens,
-                        padding_pct=p.padding_pct, steps_per_epoch=p.steps_per_epoch))
+                        padding_pct=p.padding_pct, steps_per_epoch=p.steps_per_epoch,
+                        **_cost_cells(p.cost, 100.0)))
     return out.getvalue()
+
+
+def _cost_cells(cost: float | None, pct: float | None) -> dict[str, Any]:
+    """The `COST_CSV` cells of a row (none without a cost model)."""
+    return {} if cost is None else {"cost": cost, "cost_pct": pct}
 
 
 def to_markdown(result: Any) -> str:
@@ -61,15 +75,18 @@ def to_markdown(result: Any) -> str:
     total), each split's summary, then each warning once, naming its splits."""
     tables = split_tables(result) if result.splits else [("", result.table)]
     named = bool(result.splits)
+    priced = not result.table.params.cost.is_default
     parts = ["| split " * named + "| bucket | samples | % samples | tokens | avg len | "
-             "max len | batch size | est batches | % batches |\n"
-             + "|---" * named + "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+             "max len | batch size | est batches | % batches |" + " est cost | % cost |" * priced
+             + "\n" + "|---" * named + "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+             + "--:|--:|" * priced]
     for split, t in tables:
         for b in t.buckets:
             parts.append(f"| {split} " * named + f"| [{b.lo}, {b.hi}) | {b.samples:,} | "
                          f"{b.sample_pct:.2f} | {b.tokens:,} | {b.avg_len:,.1f} | "
                          f"{b.max_len:,} | {b.est_batch_size} | {b.est_batches:,.2f} | "
-                         f"{b.batch_pct:.2f} |")
+                         f"{b.batch_pct:.2f} |"
+                         + f" {b.est_cost or 0.0:,.6g} | {b.cost_pct or 0.0:.2f} |" * priced)
     parts.append("")
     for split, t in tables:
         prefix = f"**{split}**: " if named else ""

@@ -80,9 +80,18 @@ def summary(split: str, t: Any) -> str:
     return counts + lengths + bounds
 
 
+#: The bucket columns a cost model adds (`gpu_profiler.cost`; only with one).
+_BUCKET_COST = (("est_cost", "est. cost"), ("cost_pct", "cost %"))
+
+
 def buckets(split: str, t: Any) -> str:
-    rows = [[getattr(b, k) for k, _ in _BUCKETS] for b in t.buckets]
-    return table(f"buckets ({split})", _BUCKETS, rows, f"buckets-{split}")
+    cols = _BUCKETS + _BUCKET_COST * (not t.params.cost.is_default)
+    rows = [[getattr(b, k) for k, _ in cols] for b in t.buckets]
+    caption = f"buckets ({split})"
+    if not t.params.cost.is_default:
+        caption += (f"; est. cost: samples x row cost at the bucket's max, in "
+                    f"{t.params.cost.unit} ({t.params.cost.kind} cost model)")
+    return table(caption, cols, rows, f"buckets-{split}")
 
 
 def policies(pols: Sequence[Any]) -> str:
@@ -92,11 +101,14 @@ def policies(pols: Sequence[Any]) -> str:
     cols = (("name", "policy"), ("total_batches", "batches"),
             ("steps_per_epoch", "steps/epoch"), ("tokens", "tokens"),
             ("padded_tokens", "padded tokens"), ("padding_pct", "padding %"),
+            *((("cost", "cost"),) if any(p.cost is not None for p in pols) else ()),
             ("expected", "tokens are"))
     split = pols[0].split if pols else None
     out = [table("batching policies" + (f" of split {split}" if split else "")
                  + ": padded tokens are rows x longest row, summed over batches; expected: "
-                 "over random within-bucket batches, exact: counted", cols,
+                 "over random within-bucket batches, exact: counted"
+                 + ("; cost: rows x row cost at the longest, summed over batches"
+                    if any(p.cost is not None for p in pols) else ""), cols,
                  [[*(getattr(p, k) for k, _ in cols[:-1]),
                    "expected" if p.expected else "exact"] for p in pols], "policies")]
     for p in pols:
@@ -118,7 +130,8 @@ def _policy_columns(p: Any) -> tuple[tuple[str, str], ...]:
                 ("max_batch_size", "max batch size"))
     return (("index", "bucket"), ("lo", "lo"), ("hi", "hi"), ("samples", "samples"), *size,
             ("batches", "batches"), ("sample_pct", "samples %"), ("token_pct", "tokens %"),
-            ("batch_pct", "batches %"), ("padding_pct", "padding %"))
+            ("batch_pct", "batches %"), ("padding_pct", "padding %"),
+            *((("cost", "cost"), ("cost_pct", "cost %")) if p.cost is not None else ()))
 
 
 def proposals(s: Any) -> str:
@@ -128,7 +141,8 @@ def proposals(s: Any) -> str:
         return f"<p>No bounds to propose: {escape(s)}</p>"
     cols = (("method", "method"), ("bounds", "bounds"), ("padded_tokens", "padded tokens"),
             ("padding_pct", "padding %"), ("total_batches", "batches"),
-            ("steps_per_epoch", "steps/epoch"), ("max_batch_pct", "largest share %"))
+            ("steps_per_epoch", "steps/epoch"), ("max_batch_pct", "largest share %"),
+            *((("cost", "cost"),) if not s.params.cost.is_default else ()))
     rows = [[q.method, ",".join(map(str, q.bounds)), *(getattr(q, k) for k, _ in cols[2:])]
             for q in s.proposals]
     return table(f"bounds for {s.buckets} buckets, scored under the fixed policy", cols, rows,

@@ -63,11 +63,12 @@ def bucket_table_view(tables: list[tuple[str, BucketTable]], title: str) -> Any:
 
     view = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD,
                  padding=(0, 1), collapse_padding=True, pad_edge=False,
-                 caption="%: share of samples; bsz: est. batch size; batches: samples / bsz",
-                 caption_justify="left")
+                 caption="%: share of samples; bsz: est. batch size; batches: samples / bsz"
+                 + _cost_caption(tables), caption_justify="left")
     named = any(name for name, _ in tables)
+    priced = any(not t.params.cost.is_default for _, t in tables)
     for col in ("split",) * named + ("bucket", "samples", "%", "tokens", "avg", "max", "bsz",
-                                     "batches", "% batches"):
+                                     "batches", "% batches") + ("cost", "% cost") * priced:
         view.add_column(col, justify="left" if col in ("split", "bucket") else "right",
                         no_wrap=True)
     for name, t in tables:
@@ -79,11 +80,31 @@ def bucket_table_view(tables: list[tuple[str, BucketTable]], title: str) -> Any:
             view.add_row(*(escape(name),) * named, f"{b.index} [{b.lo},{b.hi})",
                          f"{b.samples:,}", f"{b.sample_pct:.1f}", _si(b.tokens),
                          f"{b.avg_len:,.0f}", f"{b.max_len:,}", size, f"{b.est_batches:,.1f}",
-                         share, end_section=b is t.buckets[-1])
+                         share, *(_g(b.est_cost), f"{b.cost_pct or 0.0:.1f}") * priced,
+                         end_section=b is t.buckets[-1])
     return view
 
 
-def _si(n: int) -> str:
+def _cost_caption(tables: list[tuple[str, BucketTable]]) -> str:
+    """What the cost columns count, when a cost model prices the batches."""
+    costs = {t.params.cost for _, t in tables if not t.params.cost.is_default}
+    if not costs:
+        return ""
+    c = next(iter(costs))
+    how = (f"rows x (longest + {c.attention_weight:g} x longest^2)" if c.kind == "attention"
+           else "rows x curve(longest)")
+    return (f"\ncost: samples x row cost at the bucket's max, {how}, in {c.unit}; % cost: "
+            "share of the epoch's")
+
+
+def _g(x: float | None) -> str:
+    """A cost: 4 significant digits, compact."""
+    if x is None:
+        return ""
+    return _si(x) if abs(x) >= 1e3 else f"{x:.4g}"
+
+
+def _si(n: float) -> str:
     """Compact count: 27.4M, 1.2G (JSON keeps the exact number)."""
     for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= scale:

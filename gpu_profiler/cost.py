@@ -1,0 +1,327 @@
+"""`CostModel`: what one batch costs, and how many rows a batch may hold under its budget.
+
+Every batch is a rectangle: ``rows`` rows padded to its ``longest`` (clipped) sample. Its
+cost is ``rows x row_cost(longest)``, the cost of one row padded to ``longest``:
+
+- default: ``row_cost(L) = L``, the budget is ``token_budget``: today's ``rows x longest``
+  token budget, computed in integers (every output is what it was without a cost model);
+- ``attention_weight = A``: ``row_cost(L) = L + A L^2``. The attention modelled is the
+  padded one: every row of a padded batch attends over the batch's longest length (what
+  dense attention on a padded batch computes), so a batch costs ``rows x (L + A L^2)``. A
+  is the cost of one query-key pair relative to one token's linear (MLP + projections)
+  cost: about ``1 / (6 d_model)`` for FLOPs of a standard transformer layer;
+- ``curve``: ``row_cost(L)`` read off a measured table (length -> cost of one row at
+  that padded length, seconds or bytes), linear between its points, the end segments
+  extended beyond them (never below 0; one point: proportional to ``L``).
+
+``budget`` is the most a batch may cost, in the model's unit (None: ``token_budget``; a
+curve needs one). The rows a batch of longest ``L`` may hold are the most ``r <=
+max_batch_size`` with ``r x row_cost(L) <= budget`` (``floor(budget / row_cost(L))``;
+0 when one row is over the budget; ``max_batch_size`` when a row costs nothing). Every
+place that sizes a batch (`batch_rows`) or prices one (`row_cost`) goes through this
+module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpu_profiler.errors import ProfilerError
+
+if TYPE_CHECKING:  # numpy is imported where a cost is computed: `--help` stays light
+    import numpy as np
+
+    from gpu_profiler.params import BucketParams
+
+#: A cost-curve file is a small table: at most this many bytes, and this many points.
+MAX_CURVE_BYTES = 1 << 20
+MAX_CURVE_POINTS = 10_000
+#: No length or cost of a curve, nor a budget, is larger (products stay exact in float64
+#: far beyond any real batch).
+MAX_VALUE = 1e15
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The cost of a batch (see the module docstring).
+
+    Attributes:
+        attention_weight: ``A`` of ``row_cost(L) = L + A L^2`` (0: no attention term).
+        curve: ``((length, cost), ...)``, lengths strictly increasing, costs non-decreasing
+            (empty: no curve). Exclusive with ``attention_weight``.
+        budget: the most a batch may cost, in ``unit`` (None: the token budget).
+        unit: what a cost counts ("tokens" without a curve).
+    """
+
+    attention_weight: float = 0.0
+    curve: tuple[tuple[int, float], ...] = ()
+    budget: float | None = None
+    unit: str = "tokens"
+
+    def __post_init__(self) -> None:
+        a = self.attention_weight
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) \
+                or a < 0 or a > MAX_VALUE:
+            raise ProfilerError(f"attention-weight must be a finite number >= 0, got {a!r}")
+        object.__setattr__(self, "attention_weight", float(a))
+        curve = tuple(_point(pt, i) for i, pt in enumerate(self.curve))
+        _check_curve(curve)
+        object.__setattr__(self, "curve", curve)
+        b = self.budget
+        if b is not None:
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or \
+                    not math.isfinite(b) or b <= 0 or b > MAX_VALUE:
+                raise ProfilerError(f"cost-budget must be a finite number > 0, got {b!r}")
+            object.__setattr__(self, "budget", float(b))
+        if curve and self.attention_weight:
+            raise ProfilerError("give a cost curve or an attention weight, not both (a "
+                                "measured curve holds the attention already)")
+        if curve and b is None:
+            raise ProfilerError("a cost curve needs --cost-budget (cost_budget), the most a "
+                                "batch may cost in the curve's unit")
+        if not isinstance(self.unit, str) or not self.unit.strip() or len(self.unit) > 40:
+            raise ProfilerError(f"a cost unit is a short name, got {self.unit!r}")
+        if not curve:
+            object.__setattr__(self, "unit", "tokens")
+
+    @property
+    def is_default(self) -> bool:
+        """Today's ``rows x longest`` under the token budget (nothing to report apart)."""
+        return not self.attention_weight and not self.curve and self.budget is None
+
+    @property
+    def kind(self) -> str:
+        """``tokens``, ``attention`` or ``curve``."""
+        return "curve" if self.curve else "attention" if self.attention_weight else "tokens"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "attention_weight": self.attention_weight,
+                "curve": [[length, cost] for length, cost in self.curve] or None,
+                "budget": self.budget, "unit": self.unit}
+
+
+def _point(pt: Any, i: int) -> tuple[int, float]:
+    try:
+        length, cost = pt
+    except (TypeError, ValueError):
+        raise ProfilerError(f"cost curve point {i + 1}: expected (length, cost), got "
+                            f"{_short(pt)}") from None
+    if isinstance(length, bool) or isinstance(cost, bool):
+        raise ProfilerError(f"cost curve point {i + 1}: not numbers: {_short(pt)}")
+    try:
+        lf, cf = float(length), float(cost)
+    except (TypeError, ValueError, OverflowError):
+        raise ProfilerError(f"cost curve point {i + 1}: not numbers: {_short(pt)}") from None
+    if not (math.isfinite(lf) and lf == int(lf) and 1 <= lf <= MAX_VALUE):
+        raise ProfilerError(f"cost curve point {i + 1}: the length must be a whole number "
+                            f"of tokens in 1..{MAX_VALUE:.0e}, got {_short(length)}")
+    if not (math.isfinite(cf) and 0 <= cf <= MAX_VALUE):
+        raise ProfilerError(f"cost curve point {i + 1}: the cost must be a finite number in "
+                            f"0..{MAX_VALUE:.0e}, got {_short(cost)}")
+    return int(lf), cf
+
+
+def _check_curve(curve: tuple[tuple[int, float], ...]) -> None:
+    if len(curve) > MAX_CURVE_POINTS:
+        raise ProfilerError(f"a cost curve holds at most {MAX_CURVE_POINTS:,} points, got "
+                            f"{len(curve):,}")
+    for i in range(1, len(curve)):
+        (l0, c0), (l1, c1) = curve[i - 1], curve[i]
+        if l1 <= l0:
+            raise ProfilerError(f"cost curve lengths must be strictly increasing: {l0} then "
+                                f"{l1} (point {i + 1})")
+        if c1 < c0:
+            raise ProfilerError(f"cost curve costs must not decrease with length: {c0:g} at "
+                                f"{l0} then {c1:g} at {l1} (point {i + 1})")
+    if curve and curve[-1][1] <= 0:
+        raise ProfilerError("a cost curve whose every cost is 0 prices nothing")
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# ---------------------------------------------------------------- the cost function
+def row_cost(lengths: Any, model: CostModel) -> Any:
+    """The cost of one row padded to ``lengths`` (an int, or an int array: float64 array;
+    the default model: the lengths themselves)."""
+    import numpy as np
+
+    x = np.asarray(lengths)
+    if model.curve:
+        xs = np.array([pt[0] for pt in model.curve], np.float64)
+        ys = np.array([pt[1] for pt in model.curve], np.float64)
+        xf = x.astype(np.float64)
+        if xs.size == 1:
+            out = ys[0] * (xf / xs[0])
+        else:
+            out = np.interp(xf, xs, ys)
+            lo, hi = xf < xs[0], xf > xs[-1]
+            out = np.where(lo, ys[0] + (xf - xs[0]) * ((ys[1] - ys[0]) / (xs[1] - xs[0])), out)
+            out = np.where(hi, ys[-1] + (xf - xs[-1]) * ((ys[-1] - ys[-2])
+                                                          / (xs[-1] - xs[-2])), out)
+            out = np.maximum(out, 0.0)
+    elif model.attention_weight:
+        xf = x.astype(np.float64)
+        out = xf + model.attention_weight * xf * xf
+    else:
+        return lengths
+    return float(out) if out.ndim == 0 else out
+
+
+def batch_cost(rows: Any, longest: Any, model: CostModel) -> Any:
+    """``rows x row_cost(longest)``: what a batch (or arrays of them) costs."""
+    import numpy as np
+
+    return np.asarray(rows) * row_cost(longest, model) if np.ndim(rows) or np.ndim(longest) \
+        else rows * row_cost(longest, model)
+
+
+def budget_of(p: BucketParams) -> float | int:
+    """The most a batch may cost under ``p``, in its cost unit."""
+    return p.token_budget if p.cost.budget is None else p.cost.budget
+
+
+def budget_words(p: BucketParams) -> str:
+    """How a message names the budget: the token budget, or the cost model's."""
+    if p.cost.is_default:
+        return f"token budget ({p.token_budget})"
+    return f"cost budget ({budget_of(p):g} {p.cost.unit} a batch, {p.cost.kind} cost)"
+
+
+def budget_option(p: BucketParams) -> str:
+    """The option that raises the budget."""
+    return "--token-budget" if p.cost.budget is None else "--cost-budget"
+
+
+def batch_rows(longest: int, p: BucketParams) -> int:
+    """Rows per batch when its longest row is ``longest`` (0: one row is over the budget)."""
+    if not longest:
+        return p.max_batch_size
+    if p.cost.is_default:
+        return min(p.token_budget // longest, p.max_batch_size)
+    return int(batch_rows_array([longest], p)[0])
+
+
+def batch_rows_array(values: Any, p: BucketParams) -> np.ndarray:
+    """`batch_rows` of every length in ``values`` (int64 array)."""
+    import numpy as np
+
+    values = np.asarray(values, np.int64)
+    if p.cost.is_default:
+        return np.where(values > 0, np.minimum(p.token_budget // np.maximum(values, 1),
+                                               p.max_batch_size), p.max_batch_size)
+    budget = float(budget_of(p))
+    cost = np.asarray(row_cost(values, p.cost), np.float64)
+    free = (cost <= 0) | (values <= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.floor(budget / np.where(free, 1.0, cost))
+    r = np.minimum(np.where(free, p.max_batch_size, r), p.max_batch_size)
+    # floor(budget / cost) up to rounding: the largest r with r x cost <= budget, exactly
+    r = np.where(~free & (r * cost > budget), r - 1, r)
+    r = np.where(~free & (r < p.max_batch_size) & ((r + 1) * cost <= budget), r + 1, r)
+    return np.maximum(r, 0).astype(np.int64)
+
+
+# ---------------------------------------------------------------- reading a curve
+def load_curve(path: str | os.PathLike[str]) -> tuple[tuple[tuple[int, float], ...], str]:
+    """A cost curve and its unit from a small file: CSV (``length,<unit>`` header, then
+    ``length,cost`` lines; ``#`` comments) or JSON (``{"unit": ..., "points": [[length,
+    cost], ...]}`` or a bare list of pairs). Anything else is one clear `ProfilerError`."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            data = f.read(MAX_CURVE_BYTES + 1)
+    except OSError as exc:
+        raise ProfilerError(f"cannot read the cost curve {name!r}: {exc.strerror or exc}"
+                            ) from None
+    if len(data) > MAX_CURVE_BYTES:
+        raise ProfilerError(f"the cost curve {name!r} is over {MAX_CURVE_BYTES:,} bytes: a "
+                            "cost curve is a small table (length -> cost)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProfilerError(f"the cost curve {name!r} is not UTF-8 text") from None
+    stripped = text.strip()
+    if not stripped:
+        raise ProfilerError(f"the cost curve {name!r} is empty: give length,cost lines")
+    if stripped[0] in "[{":
+        points, unit = _json_curve(stripped, name)
+    else:
+        points, unit = _csv_curve(stripped, name)
+    if not points:
+        raise ProfilerError(f"the cost curve {name!r} holds no points: give length,cost lines")
+    if len(points) > MAX_CURVE_POINTS:
+        raise ProfilerError(f"the cost curve {name!r} holds {len(points):,} points, at most "
+                            f"{MAX_CURVE_POINTS:,}")
+    try:
+        model = CostModel(curve=tuple(points), budget=1.0, unit=unit)
+    except ProfilerError as exc:
+        raise ProfilerError(f"the cost curve {name!r}: {exc}") from None
+    return model.curve, model.unit
+
+
+def _json_curve(text: str, name: str) -> tuple[list[Any], str]:
+    try:
+        doc = json.loads(text, parse_constant=lambda c: float(c))
+    except (ValueError, RecursionError) as exc:
+        raise ProfilerError(f"the cost curve {name!r} is not valid JSON: "
+                            f"{str(exc).splitlines()[0]}") from None
+    unit: Any = "cost"
+    if isinstance(doc, dict):
+        unit, doc = doc.get("unit", "cost"), doc.get("points")
+    if not isinstance(doc, list):
+        raise ProfilerError(f"the cost curve {name!r}: expected a list of [length, cost] "
+                            "points (or {\"unit\": ..., \"points\": [...]})")
+    if not isinstance(unit, str):
+        raise ProfilerError(f"the cost curve {name!r}: its unit must be a string, got "
+                            f"{_short(unit)}")
+    return [pt if isinstance(pt, (list, tuple)) else (pt,) for pt in doc], unit
+
+
+def _csv_curve(text: str, name: str) -> tuple[list[Any], str]:
+    unit, points = "cost", list[Any]()
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != 2:
+            raise ProfilerError(f"the cost curve {name!r}, line {n}: expected length,cost, "
+                                f"got {_short(line)}")
+        if not points and unit == "cost" and not _number(cells[0]):
+            unit = cells[1] or "cost"  # the header: length,<unit>
+            continue
+        if not (_number(cells[0]) and _number(cells[1])):
+            raise ProfilerError(f"the cost curve {name!r}, line {n}: not numbers: "
+                                f"{_short(line)}")
+        points.append((float(cells[0]), float(cells[1])))
+    return points, unit
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def cost_model(attention_weight: float | None = None, curve: Any = None,
+               budget: float | None = None, unit: str | None = None) -> CostModel:
+    """A `CostModel` from the options as given (``curve``: a path, or ``(length, cost)``
+    pairs)."""
+    points: Sequence[Any] = ()
+    if isinstance(curve, (str, os.PathLike)):
+        points, file_unit = load_curve(curve)
+        unit = unit or file_unit
+    elif curve is not None:
+        points = tuple(curve)
+    return CostModel(attention_weight=attention_weight or 0.0, curve=tuple(points),
+                     budget=budget, unit=unit or "cost")

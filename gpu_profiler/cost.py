@@ -14,6 +14,10 @@ cost is ``rows x row_cost(longest)``, the cost of one row padded to ``longest``:
   that padded length, seconds or bytes), linear between its points, the end segments
   extended beyond them (never below 0; one point: proportional to ``L``).
 
+A sample may be several rows (``rows_per_sample``: a DPO sample is its prompt with each
+answer, two rows padded to the batch's longest): a batch of ``n`` samples then holds ``n x
+rows_per_sample`` rows, and the rows below count samples.
+
 ``budget`` is the most a batch may cost, in the model's unit (None: ``token_budget``; a
 curve needs one). The rows a batch of longest ``L`` may hold are the most ``r <=
 max_batch_size`` with ``r x row_cost(L) <= budget`` (``floor(budget / row_cost(L))``;
@@ -44,6 +48,8 @@ MAX_CURVE_POINTS = 10_000
 #: No length or cost of a curve, nor a budget, is larger (products stay exact in float64
 #: far beyond any real batch).
 MAX_VALUE = 1e15
+#: Rows one sample may make (a DPO pair: 2).
+MAX_ROWS_PER_SAMPLE = 16
 
 
 @dataclass(frozen=True)
@@ -56,12 +62,14 @@ class CostModel:
             (empty: no curve). Exclusive with ``attention_weight``.
         budget: the most a batch may cost, in ``unit`` (None: the token budget).
         unit: what a cost counts ("tokens" without a curve).
+        rows_per_sample: rows a sample makes (2: a DPO pair), each padded to the longest.
     """
 
     attention_weight: float = 0.0
     curve: tuple[tuple[int, float], ...] = ()
     budget: float | None = None
     unit: str = "tokens"
+    rows_per_sample: int = 1
 
     def __post_init__(self) -> None:
         a = self.attention_weight
@@ -88,11 +96,16 @@ class CostModel:
             raise ProfilerError(f"a cost unit is a short name, got {self.unit!r}")
         if not curve:
             object.__setattr__(self, "unit", "tokens")
+        n = self.rows_per_sample
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ROWS_PER_SAMPLE:
+            raise ProfilerError(f"rows per sample must be an integer in 1..{MAX_ROWS_PER_SAMPLE}"
+                                f", got {n!r}")
 
     @property
     def is_default(self) -> bool:
         """Today's ``rows x longest`` under the token budget (nothing to report apart)."""
-        return not self.attention_weight and not self.curve and self.budget is None
+        return (not self.attention_weight and not self.curve and self.budget is None
+                and self.rows_per_sample == 1)
 
     @property
     def kind(self) -> str:
@@ -102,7 +115,7 @@ class CostModel:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "attention_weight": self.attention_weight,
                 "curve": [[length, cost] for length, cost in self.curve] or None,
-                "budget": self.budget, "unit": self.unit}
+                "budget": self.budget, "unit": self.unit, "rows_per_sample": self.rows_per_sample}
 
 
 def _point(pt: Any, i: int) -> tuple[int, float]:
@@ -149,10 +162,12 @@ def _short(v: Any) -> str:
 
 # ---------------------------------------------------------------- the cost function
 def row_cost(lengths: Any, model: CostModel) -> Any:
-    """The cost of one row padded to ``lengths`` (an int, or an int array: float64 array;
-    the default model: the lengths themselves)."""
+    """The cost of one sample's rows padded to ``lengths`` (an int, or an int array:
+    float64 array; without an attention term or a curve: the lengths times the rows a
+    sample makes, integers)."""
     import numpy as np
 
+    n = model.rows_per_sample
     x = np.asarray(lengths)
     if model.curve:
         xs = np.array([pt[0] for pt in model.curve], np.float64)
@@ -171,7 +186,8 @@ def row_cost(lengths: Any, model: CostModel) -> Any:
         xf = x.astype(np.float64)
         out = xf + model.attention_weight * xf * xf
     else:
-        return lengths
+        return lengths if n == 1 else lengths * n
+    out = out * n if n != 1 else out
     return float(out) if out.ndim == 0 else out
 
 
@@ -192,7 +208,8 @@ def budget_words(p: BucketParams) -> str:
     """How a message names the budget: the token budget, or the cost model's."""
     if p.cost.is_default:
         return f"token budget ({p.token_budget})"
-    return f"cost budget ({budget_of(p):g} {p.cost.unit} a batch, {p.cost.kind} cost)"
+    rows = f", {p.cost.rows_per_sample} rows a sample" if p.cost.rows_per_sample > 1 else ""
+    return f"cost budget ({budget_of(p):g} {p.cost.unit} a batch, {p.cost.kind} cost{rows})"
 
 
 def budget_option(p: BucketParams) -> str:
@@ -314,7 +331,8 @@ def _number(text: str) -> bool:
 
 
 def cost_model(attention_weight: float | None = None, curve: Any = None,
-               budget: float | None = None, unit: str | None = None) -> CostModel:
+               budget: float | None = None, unit: str | None = None,
+               rows_per_sample: int = 1) -> CostModel:
     """A `CostModel` from the options as given (``curve``: a path, or ``(length, cost)``
     pairs)."""
     points: Sequence[Any] = ()
@@ -324,4 +342,4 @@ def cost_model(attention_weight: float | None = None, curve: Any = None,
     elif curve is not None:
         points = tuple(curve)
     return CostModel(attention_weight=attention_weight or 0.0, curve=tuple(points),
-                     budget=budget, unit=unit or "cost")
+                     budget=budget, unit=unit or "cost", rows_per_sample=rows_per_sample)

@@ -39,7 +39,7 @@ def lengths(source: Any, *, shape: Shape | None = None, **options: Any) -> np.nd
     if shape is not None:
         from gpu_profiler import shapes
 
-        return shapes.sample_lengths(src, shape, ROW_ORDER)
+        return shapes.sample_lengths(src, shape, ROW_ORDER)[0]
     return of_plan(engine.plan(src, ROW_ORDER))
 
 
@@ -47,10 +47,12 @@ def lengths(source: Any, *, shape: Shape | None = None, **options: Any) -> np.nd
 ROW_ORDER = Execution(backend="numpy")
 
 
-def analysed_lengths(source: Source) -> tuple[np.ndarray, str | None]:
+def analysed_lengths(source: Source, shape: Shape | None = None
+                     ) -> tuple[np.ndarray, str | None]:
     """Every sample's length of the split an analysis plans (`Planned.analysed_split`:
     ``split``, else train, else the only one) and its name, the source listed once; a
-    saved histogram is refused (it has no per-sample lengths)."""
+    saved histogram is refused (it has no per-sample lengths). ``shape``: as in
+    :func:`lengths`."""
     from gpu_profiler.histogram import LengthHistogram
 
     data = source.data if isinstance(source.data, (list, tuple)) else [source.data]
@@ -58,6 +60,10 @@ def analysed_lengths(source: Source) -> tuple[np.ndarray, str | None]:
     if saved:
         raise ProfilerError(f"{saved}: a saved histogram has no per-sample lengths; a plan "
                             "reads the corpus itself")
+    if shape is not None:
+        from gpu_profiler import shapes
+
+        return shapes.sample_lengths(source, shape, ROW_ORDER, analysed=True)
     planned = engine.plan(source, ROW_ORDER)
     split = planned.analysed_split()
     return of_plan(planned.only(split)), split

@@ -330,6 +330,11 @@ class BucketBatchSampler:
             (`gpu_profiler.cost`; ``cost_curve`` a file or ``(length, cost)`` pairs): a
             batch of ``rows`` rows, longest ``L``, costs at most the budget, ``rows x (L + A
             L^2)`` or ``rows x curve(L)``. By default, ``rows x L <= token_budget``.
+        rows_per_sample: rows each sample makes, each padded to the batch's longest (2: a
+            DPO pair, its prompt with each answer): a batch of ``n`` samples is priced as
+            ``n x rows_per_sample`` rows. Default: 2 for ``shape`` a DPO `Shape` (a source
+            read with ``shape=gp.shape_of(dpo=...)``: its lengths are each pair's prompt
+            with its longer answer), else 1.
 
     Iterating yields one list of sample indices (ints) per micro-batch.
     """
@@ -343,11 +348,14 @@ class BucketBatchSampler:
                  align_ranks: bool = True, drop_outside: bool = False,
                  attention_weight: float = 0.0, cost_curve: Any = None,
                  cost_budget: float | None = None, cost_unit: str | None = None,
-                 **source: Any) -> None:
+                 rows_per_sample: int | None = None, **source: Any) -> None:
+        shape = source.get("shape")
+        if rows_per_sample is None:
+            rows_per_sample = 2 if getattr(shape, "kind", None) == "dpo" else 1
         self.params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget,
                                    max_batch_size, world_size=world_size,
                                    cost=cost_model(attention_weight, cost_curve, cost_budget,
-                                                   cost_unit))
+                                                   cost_unit, rows_per_sample))
         if policy not in POLICIES:
             raise ProfilerError(f"policy must be fixed, sorted or packed, got {policy!r}")
         if order not in ("stride", "random"):
@@ -697,8 +705,12 @@ def planned_sampler(source: Any, epoch: int = 0, **options: Any
     from gpu_profiler.lengths import analysed_lengths
     from gpu_profiler.request import Source
 
-    x, split = analysed_lengths(source if isinstance(source, Source) else Source(source))
-    sampler = BucketBatchSampler(x, **options)
+    shape = options.get("shape")
+    x, split = analysed_lengths(source if isinstance(source, Source) else Source(source),
+                                shape)
+    if getattr(shape, "kind", None) == "dpo" and options.get("rows_per_sample") is None:
+        options["rows_per_sample"] = 2
+    sampler = BucketBatchSampler(x, **{k: v for k, v in options.items() if k != "shape"})
     sampler.set_epoch(epoch)
     return sampler, split
 

@@ -159,12 +159,17 @@ def scan(source: Source, shape: Shape, execution: Execution = DEFAULT
                         sum(t[3] for t in took)), split, planned)
 
 
-def sample_lengths(source: Source, shape: Shape, execution: Execution = DEFAULT
-                   ) -> np.ndarray:
-    """Every sample's memory length (see `ShapeCounts.memory`) in row order, int64; a
-    sample with a null or negative part is -1 (`gpu_profiler.lengths.NULL`)."""
+def sample_lengths(source: Source, shape: Shape, execution: Execution = DEFAULT,
+                   analysed: bool = False) -> tuple[np.ndarray, str | None]:
+    """Every sample's memory length (see `ShapeCounts.memory`) in row order, int64 (a
+    sample with a null or negative part: -1, `gpu_profiler.lengths.NULL`), and its split:
+    the analysed one (`Planned.analysed_split`) when ``analysed``, else the only one."""
     planned = _plan(source, shape, execution)
-    if len(planned.splits) > 1:
+    split = next(iter(planned.splits), None) or None
+    if analysed:
+        split = planned.analysed_split()
+        planned = planned.only(split)
+    elif len(planned.splits) > 1:
         names = ", ".join(repr(s) for s in planned.splits)
         raise ProfilerError(f"the source has splits {names}: pass split= (row indices are "
                             "per split)")
@@ -180,7 +185,7 @@ def sample_lengths(source: Source, shape: Shape, execution: Execution = DEFAULT
         return got, got.size
 
     got = list(each_part(planned, f"for {shape.option}", part_lengths))
-    return np.concatenate(got) if got else np.zeros(0, np.int64)
+    return (np.concatenate(got) if got else np.zeros(0, np.int64)), split
 
 
 def _check(part: Any, shape: Shape) -> None:

@@ -168,3 +168,45 @@ def test_per_sample_lengths_in_row_order(tmp_path):
     assert np.array_equal(got, rows[:, 0] + rows[:, 1:].max(axis=1))
     t = pa.table({"p": [3, None, 5, -1], "c": [1, 2, 3, 4]})
     assert gp.lengths(t, shape=shape_of(sft="p,c")).tolist() == [4, -1, 8, -1]
+
+
+def test_dpo_pairs_are_batched_two_rows_each(tmp_path):
+    rows = parts(3_000, 3, seed=9)
+    path = tmp_path / "dpo.parquet"
+    pq.write_table(pa.table({"p": rows[:, 0], "c": rows[:, 1], "r": rows[:, 2]}), path)
+    memory = rows[:, 0] + rows[:, 1:].max(axis=1)
+    budget = 32_768
+    for policy in ("fixed", "sorted"):
+        s = gp.BucketBatchSampler(path, shape=shape_of(dpo="p,c,r"), token_budget=budget,
+                                  max_seq_len=MSL, bounds=BOUNDS, policy=policy,
+                                  drop_outside=True)
+        batches = list(s)
+        seen = np.concatenate(batches)
+        assert np.array_equal(np.sort(seen), np.arange(len(rows)))  # each pair once
+        for b in batches:  # each pair is two rows padded to the batch's longest
+            assert 2 * len(b) * min(memory[b].max(), MSL) <= budget
+        single = gp.BucketBatchSampler(memory, token_budget=budget, max_seq_len=MSL,
+                                       bounds=BOUNDS, policy=policy, drop_outside=True)
+        assert len(single) < len(s)  # one row a sample: fewer, larger batches
+    r = gp.profile(path, shape=shape_of(dpo="p,c,r"), token_budget=budget, max_seq_len=MSL,
+                   bounds=BOUNDS)
+    for b in r.table.buckets:
+        if b.max_len:
+            assert b.est_batch_size == min(budget // (2 * b.max_len), 64)
+
+
+def test_plan_writes_dpo_pairs_within_the_budget(tmp_path, capsys):
+    rows = parts(1_200, 3, seed=10)
+    path = tmp_path / "dpo.parquet"
+    pq.write_table(pa.table({"p": rows[:, 0], "c": rows[:, 1], "r": rows[:, 2]}), path)
+    out = tmp_path / "plan.npz"
+    rc, _, err = run_cli(["plan", path, "--dpo", "p,c,r", "-o", out, "--max-seq-len", MSL,
+                          "--bounds", ",".join(map(str, BOUNDS)), "--token-budget", 20_000],
+                         capsys)
+    assert rc == 0, err
+    plan = gp.load_plan(out)
+    memory = np.minimum(rows[:, 0] + rows[:, 1:].max(axis=1), MSL)
+    index, offsets = plan.indices, plan.offsets
+    assert np.array_equal(np.sort(index), np.arange(len(rows)))
+    for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
+        assert 2 * (hi - lo) * memory[index[lo:hi]].max() <= 20_000

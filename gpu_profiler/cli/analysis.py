@@ -48,44 +48,6 @@ DropOutside = Annotated[bool, typer.Option(
     "that says how many.")]
 
 
-@dataclass(frozen=True)
-class PlanOptions:
-    """The sampler's options, as ``plan`` (and ``diagnose`` with a SOURCE) takes them."""
-
-    policy: PlanPolicy = "fixed"
-    order: Order = "stride"
-    seed: Seed = 0
-    epoch: Epoch = 0
-    drop_last: DropLast = False
-    max_run: MaxRun = None
-    mixed_steps: MixedSteps = False
-    drop_outside: DropOutside = False
-
-    def sampler(self, opts: o.ScanOptions) -> dict[str, Any]:
-        """`BucketBatchSampler`'s keyword arguments (but the world size, which
-        ``diagnose`` takes apart) with ``opts``' bucket table."""
-        p = opts.params()
-        return dict(bounds=p.bounds, max_seq_len=p.max_seq_len, token_budget=p.token_budget,
-                    max_batch_size=p.max_batch_size, policy=self.policy, order=self.order,
-                    seed=self.seed, drop_last=self.drop_last, max_run=self.max_run,
-                    align_ranks=not self.mixed_steps, drop_outside=self.drop_outside,
-                    attention_weight=p.cost.attention_weight,
-                    cost_curve=p.cost.curve or None, cost_budget=p.cost.budget,
-                    cost_unit=p.cost.unit if p.cost.curve else None)
-
-
-def plan_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Add every `PlanOptions` field to ``command``'s options, received as ``sampling``."""
-    return o.with_options(command, PlanOptions, "sampling")
-
-
-GroupBy = Annotated[str | None, typer.Option(
-    "--group-by", metavar="COLUMN|@file|@dir",
-    help="Also profile each group of one split: each value of a string, dictionary or "
-         "integer COLUMN (a source, language, dataset), each file (@file) or top-level "
-         "subdirectory (@dir); with each group's share of samples, tokens and batches and "
-         "each bucket's composition.", show_default=False)]
-
 Sft = Annotated[str | None, typer.Option(
     "--sft", metavar="PROMPT,COMPLETION",
     help="Samples are SFT prompt + completion: two columns, each an integer length or a "
@@ -103,6 +65,55 @@ SftMask = Annotated[str | None, typer.Option(
     "--sft-mask", metavar="COLUMN",
     help="Samples are SFT sequences whose list COLUMN is non-zero on loss tokens (a loss or "
          "completion mask).", show_default=False)]
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """The sampler's options, as ``plan`` (and ``diagnose`` with a SOURCE) takes them."""
+
+    policy: PlanPolicy = "fixed"
+    order: Order = "stride"
+    seed: Seed = 0
+    epoch: Epoch = 0
+    drop_last: DropLast = False
+    max_run: MaxRun = None
+    mixed_steps: MixedSteps = False
+    drop_outside: DropOutside = False
+    sft: Sft = None
+    dpo: Dpo = None
+    sft_labels: SftLabels = None
+    sft_mask: SftMask = None
+
+    def shape(self) -> Any:
+        """The `gpu_profiler.shapes.Shape` of ``--sft``, ``--dpo``, ``--sft-labels`` or
+        ``--sft-mask`` (None: the samples are the length source's)."""
+        from gpu_profiler.shapes import shape_of
+
+        return shape_of(self.sft, self.dpo, self.sft_labels, self.sft_mask)
+
+    def sampler(self, opts: o.ScanOptions) -> dict[str, Any]:
+        """`BucketBatchSampler`'s keyword arguments (but the world size, which
+        ``diagnose`` takes apart) with ``opts``' bucket table."""
+        p = opts.params()
+        return dict(bounds=p.bounds, max_seq_len=p.max_seq_len, token_budget=p.token_budget,
+                    max_batch_size=p.max_batch_size, policy=self.policy, order=self.order,
+                    seed=self.seed, drop_last=self.drop_last, max_run=self.max_run,
+                    align_ranks=not self.mixed_steps, drop_outside=self.drop_outside,
+                    attention_weight=p.cost.attention_weight,
+                    cost_curve=p.cost.curve or None, cost_budget=p.cost.budget,
+                    cost_unit=p.cost.unit if p.cost.curve else None, shape=self.shape())
+
+
+def plan_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add every `PlanOptions` field to ``command``'s options, received as ``sampling``."""
+    return o.with_options(command, PlanOptions, "sampling")
+
+
+GroupBy = Annotated[str | None, typer.Option(
+    "--group-by", metavar="COLUMN|@file|@dir",
+    help="Also profile each group of one split: each value of a string, dictionary or "
+         "integer COLUMN (a source, language, dataset), each file (@file) or top-level "
+         "subdirectory (@dir); with each group's share of samples, tokens and batches and "
+         "each bucket's composition.", show_default=False)]
 
 Plot = Annotated[str | None, typer.Option(
     "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "

@@ -59,7 +59,8 @@ OFFSETS = (0, 1, -1, 2, -2)
 #: `BucketBatchSampler`'s options `diagnose` plans a source with (and ``world_size``).
 SAMPLER_OPTIONS = ("bounds", "max_seq_len", "token_budget", "max_batch_size", "policy",
                    "order", "seed", "drop_last", "max_run", "align_ranks", "drop_outside",
-                   "attention_weight", "cost_curve", "cost_budget", "cost_unit")
+                   "attention_weight", "cost_curve", "cost_budget", "cost_unit", "shape",
+                   "rows_per_sample")
 #: Backfitting rounds of trend and bucket effects.
 _ROUNDS = 3
 

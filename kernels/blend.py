@@ -6,7 +6,8 @@ less the two index arrays: each step picks the dataset furthest below its share 
 (largest ``weight * max(step, 1) - taken``, ties to the lower index), in IEEE double as
 that C++ does (``-std=c++11``: no contraction into fused multiply-adds). The counts depend
 on every earlier choice (they are not a rounding of ``weight * size``), so it runs all
-``size`` steps: O(size x datasets), about a second per billion samples of a few datasets.
+``size`` steps: O(size x datasets), ~9 s per billion samples of three datasets natively on
+one shared core (as Megatron-LM does it once per run, in C++).
 """
 
 from __future__ import annotations

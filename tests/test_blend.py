@@ -276,6 +276,21 @@ def test_a_repeated_source_warns(tmp_path):
     assert not any("repeated" in w for w in quiet.warnings)
 
 
+def test_an_hf_dir_in_a_blend(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rng = np.random.default_rng(10)
+    lens = [rng.integers(1, 100, 300), rng.integers(100, 1000, 100)]
+    hf = tmp_path / "hf"
+    datasets.Dataset.from_dict({"length": lens[0].tolist()}).save_to_disk(str(hf))
+    mega = megatron_source(tmp_path, "mega", lens[1])
+    got = gp.blend(["2", str(hf), "1", mega], train_samples=3000, backend="numpy")
+    index, sample = megatron_draws([2, 1], [300, 100], 3000)
+    want = brute_tokens(lens, index, sample)
+    assert [s.drawn for s in got.sources] == np.bincount(index, minlength=2).tolist()
+    for s, w, x in zip(got.sources, want, lens, strict=True):
+        assert abs(s.tokens_drawn - w) <= (int(x.max()) - int(x.min())) / 2
+
+
 # ---------------------------------------------------------------- files, CLI, schema
 @pytest.fixture
 def two(tmp_path):
@@ -330,12 +345,16 @@ def test_json_validates_and_gates(two, tmp_path, capsys):
     assert from_saved["sources"][0]["tokens_drawn"] == d["sources"][0]["tokens_drawn"]
 
 
-def test_text_and_markdown(two, capsys):
+def test_text_markdown_and_csv(two, capsys):
     rc, out, _ = run_cli(["blend", "1", two[0], "1", two[1], "-q", "--width", "200"], capsys)
     assert rc == 0
     assert "blend sources" in out and "the blend as trained" in out and "warning:" in out
     rc, out, _ = run_cli(["blend", "1", two[0], "1", two[1], "-q", "-f", "markdown"], capsys)
     assert rc == 0 and out.startswith("| source | weight |")
+    rc, out, _ = run_cli(["blend", "1", two[0], "1", two[1], "-q", "-f", "csv"], capsys)
+    rows = out.splitlines()
+    assert rc == 0 and rows[0].startswith("index,path,weight,") and len(rows) == 4
+    assert rows[-1].startswith("all,")
 
 
 @pytest.mark.parametrize("spec, match", [
@@ -344,7 +363,7 @@ def test_text_and_markdown(two, capsys):
     (["0.3", "{0}", "0.7", "{missing}"], "missing"),
     (["-0.3", "{0}", "0.7", "{1}"], "must be a positive number"),
     (["0", "{0}", "0", "{1}"], "must be a positive number"),
-    ([], "give one blend")])
+    ([], "give one blend"), (["1", "{0}", "--trian-samples", "5"], "no such option")])
 def test_bad_blends_exit_2_with_one_line(two, tmp_path, capsys, spec, match):
     args = [s.format(*two, missing=tmp_path / "missing") for s in spec]
     rc, out, err = run_cli(["blend", *args, "-q"], capsys)

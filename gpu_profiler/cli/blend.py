@@ -40,6 +40,13 @@ WarnEpochs = Annotated[float, typer.Option(
     "epochs.")]
 
 
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 @o.scan_options
 def blend(
     data_path: DataPath = None,
@@ -70,6 +77,9 @@ def blend(
     from gpu_profiler.render.blend import blend_csv, blend_markdown, print_blend
 
     conditions = gates("blend", fail_if)
+    for item in data_path or ():  # unknown options reach here as arguments (see app.py)
+        if item.startswith("-") and _number(item) is None:
+            raise ProfilerError(f"no such option: {item}")
     opts.params()
     if (train_iters is None) != (global_batch_size is None):
         raise ProfilerError("--train-iters and --global-batch-size go together")

@@ -291,6 +291,22 @@ def test_an_hf_dir_in_a_blend(tmp_path):
         assert abs(s.tokens_drawn - w) <= (int(x.max()) - int(x.min())) / 2
 
 
+def test_nulls_are_no_samples_and_said_so():
+    with_nulls = gp.histogram(pa.array([5, None, 7, -1, 9], pa.int64()), backend="numpy")
+    plain = gp.histogram(np.array([10, 20]), backend="numpy")
+    got = b.blend(b.parse_blend(["1", "x", "1", "y"]), [with_nulls, plain], train_samples=6)
+    assert got.sources[0].samples == 3 and got.sources[0].drawn == 3
+    assert got.histogram.null_count == 0 and got.histogram.valid == 6
+    assert any("1 null and 1 negative lengths" in w for w in got.warnings)
+
+
+def test_one_blend_is_given():
+    with pytest.raises(ProfilerError, match="give one blend"):
+        gp.blend(["a"], data_args_path="f")
+    with pytest.raises(ProfilerError, match="split must be one of"):
+        gp.blend(per_split_data_args_path="f", data_split="training")
+
+
 # ---------------------------------------------------------------- files, CLI, schema
 @pytest.fixture
 def two(tmp_path):

@@ -387,6 +387,10 @@ def blend(spec: BlendSpec, hists: Sequence[LengthHistogram], train_samples: int 
                 f"source {i} ({p}) gets {100 * share:.1f}% of the tokens for a weight of "
                 f"{100 * nw:.1f}% ({ratio:.2f}x): weights share samples, and its samples "
                 f"average {h.mean or 0:,.0f} tokens")
+        if h.null_count or h.invalid_count:
+            warnings.append(f"source {i} ({p}) has {h.null_count:,} null and "
+                            f"{h.invalid_count:,} negative lengths: they are no samples of "
+                            "the blend")
         if src.epochs > warn_epochs:
             warnings.append(f"source {i} ({p}) is repeated {src.epochs:.2f} epochs, more "
                             f"than {warn_epochs:g}")

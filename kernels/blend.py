@@ -4,10 +4,10 @@ Megatron-LM's `BlendedDataset` takes from each dataset of a weighted blend.
 It is ``build_blending_indices`` of Megatron-LM's ``megatron/core/datasets/helpers.cpp``,
 less the two index arrays: each step picks the dataset furthest below its share so far
 (largest ``weight * max(step, 1) - taken``, ties to the lower index), in IEEE double as
-that C++ does (``-std=c++11``: no contraction into fused multiply-adds). The counts depend
-on every earlier choice (they are not a rounding of ``weight * size``), so it runs all
-``size`` steps: O(size x datasets), ~9 s per billion samples of three datasets natively on
-one shared core (as Megatron-LM does it once per run, in C++).
+that C++ is built (``-O3 -std=c++17``: no contraction into fused multiply-adds). The
+counts depend on every earlier choice (they are not a rounding of ``weight * size``), so
+it runs all ``size`` steps: O(size x datasets), ~9 s per billion samples of three
+datasets natively on one shared core (as Megatron-LM does it once per run, in C++).
 """
 
 from __future__ import annotations

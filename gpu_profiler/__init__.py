@@ -27,6 +27,10 @@ _EXPORTS = {
     "ProfileResult": "gpu_profiler.api",
     "histogram": "gpu_profiler.api",
     "profile": "gpu_profiler.api",
+    "blend": "gpu_profiler.api",
+    "Blend": "gpu_profiler.analysis.blend",
+    "BlendSpec": "gpu_profiler.analysis.blend",
+    "parse_blend": "gpu_profiler.analysis.blend",
     "CpuOptions": "gpu_profiler.backends.options",
     "CudaOptions": "gpu_profiler.backends.options",
     "available_backends": "gpu_profiler.backends",
@@ -50,13 +54,14 @@ _EXPORTS = {
 }
 
 if _TYPE_CHECKING:
+    from gpu_profiler.analysis.blend import Blend, BlendSpec, parse_blend
     from gpu_profiler.analysis.bounds import Suggestion, suggest_bounds
     from gpu_profiler.analysis.buckets import BucketRow, BucketTable, bucket_table
     from gpu_profiler.analysis.diagnose import DiagnoseResult, diagnose
     from gpu_profiler.analysis.interleave import interleave
     from gpu_profiler.analysis.policies import PolicyResult, evaluate_policies, evaluate_policy
     from gpu_profiler.analysis.schedule import ScheduleResult, batch_order, simulate_schedule
-    from gpu_profiler.api import ProfileResult, histogram, profile
+    from gpu_profiler.api import ProfileResult, blend, histogram, profile
     from gpu_profiler.backends import available_backends, get_backend
     from gpu_profiler.backends.options import CpuOptions, CudaOptions
     from gpu_profiler.cost import CostModel
@@ -108,6 +113,8 @@ __all__ = [
     "Execution",
     "Sharding",
     "Source",
+    "Blend",
+    "BlendSpec",
     "BucketRow",
     "BucketTable",
     "DiagnoseResult",
@@ -119,6 +126,8 @@ __all__ = [
     "Suggestion",
     "available_backends",
     "batch_order",
+    "blend",
+    "parse_blend",
     "bucket_table",
     "diagnose",
     "evaluate_policies",

@@ -1,4 +1,4 @@
-"""The public Python API: `histogram` and `profile`."""
+"""The public Python API: `histogram`, `profile` and `blend`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from gpu_profiler import driver, engine
 from gpu_profiler.analysis.advice import advise, attach
+from gpu_profiler.analysis.blend import (
+    WARN_EPOCHS,
+    Blend,
+    BlendSpec,
+    parse_blend,
+    read_data_args,
+    read_per_split_data_args,
+)
+from gpu_profiler.analysis.blend import blend as run_blend
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
 from gpu_profiler.analysis.mixture import Mixture, mixture
 from gpu_profiler.analysis.policies import (
@@ -18,7 +27,7 @@ from gpu_profiler.analysis.policies import (
 )
 from gpu_profiler.analysis.shapes import ShapeProfile
 from gpu_profiler.engine import ShardReport
-from gpu_profiler.errors import ProfilerError
+from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram, merge
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.request import DEFAULT, LOCAL, Execution, Sharding, Source, gather
@@ -272,3 +281,64 @@ def _shaped(src: Source, shape: Shape, ex: Execution, params: BucketParams, tabl
                          shapes.elapsed(planned), group_split=split,
                          shape=shape_profile(counted.keys, counted.counts, shape.to_dict(),
                                              params))
+
+
+def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
+          data_args_path: str | None = None, per_split_data_args_path: str | None = None,
+          data_split: str = "train", train_samples: int | None = None,
+          train_tokens: int | None = None, warn_epochs: float = WARN_EPOCHS,
+          execution: Execution | None = None, sharding: Sharding | None = None,
+          **options: Any) -> Blend:
+    """A Megatron-LM blend as trained (see :mod:`gpu_profiler.analysis.blend`).
+
+    The blend is ``spec`` (``--data-path``'s words: ``["0.3", "a", "0.7", "b"]``, a string
+    of them, or a `BlendSpec`), or the file ``data_args_path`` (``--data-args-path``), or
+    the ``data_split`` (train, valid, test) of the JSON file ``per_split_data_args_path``.
+    Each distinct path is scanned once with :func:`histogram` (any source it reads, or a
+    saved histogram) with the scan options given (``column``, ``offsets_of``, ``unit``...:
+    the same for every source, as in ``histogram``). ``train_samples`` (or
+    ``train_tokens``; default: every source's samples added up) sizes the blend; the bucket
+    options (``bounds``, ``max_seq_len``, ``token_budget``...: `BucketParams`) make the
+    bucket table of the blend as trained (``result.table``, with its advice, as `profile`
+    makes it)."""
+    bucket = {k: options.pop(k) for k in [f.name for f in fields(BucketParams)] if k in options}
+    given = [x is not None for x in (spec, data_args_path, per_split_data_args_path)]
+    if sum(given) != 1:
+        raise ProfilerError("give one blend: WEIGHT PATH pairs (--data-path), "
+                            "--data-args-path FILE or --per-split-data-args-path FILE")
+    if isinstance(spec, BlendSpec):
+        parsed = spec
+    elif spec is not None:
+        parsed = parse_blend(spec.split() if isinstance(spec, str) else list(spec))
+    elif data_args_path is not None:
+        parsed = read_data_args(data_args_path)
+    else:
+        parsed = read_per_split_data_args(str(per_split_data_args_path), data_split)
+    if "cap" in options or (execution is not None and execution.cap is not None):
+        raise TypeError("blend bins every length: cap is an option of histogram()")
+    BucketParams(**{**bucket, "bounds": parse_bounds(bucket.get("bounds", DEFAULT_BOUNDS))})
+    scanned: dict[str, LengthHistogram] = {}
+    for prefix in parsed.prefixes:
+        if prefix in scanned:
+            continue
+        try:
+            scanned[prefix] = histogram(prefix, execution=execution, sharding=sharding,
+                                        **options)
+        except ProfilerError as e:
+            if parsed.weights is None and len(parsed.prefixes) % 2 and _is_number(prefix):
+                raise ProfilerError(
+                    f"{first_line(e)} (the blend has an odd number of items, so Megatron-LM "
+                    f"reads every one as a path: is a weight missing its path?)") from None
+            raise
+    result = run_blend(parsed, [scanned[p] for p in parsed.prefixes], train_samples,
+                       train_tokens, warn_epochs)
+    trained = profile(result.histogram, **bucket)  # the bucket table, with its advice
+    return replace(result, table=trained.table)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -85,6 +85,8 @@ METRICS: dict[str, tuple[str, ...]] = {
                 "steps_per_epoch"),
     "schedule": ("longest_run", "max_batch_pct", "window_spread", "min_run",
                  "total_batches"),
+    "blend": ("max_epochs", "min_share_ratio", "max_share_ratio", "train_samples", "size",
+              "tokens_drawn"),
     "compare": ("ks", "tv", "w1", *(f"{k}_shift" for k in SHIFTS)),
     "diagnose": ("banded", "band_r2", "persistence", "band_count", "period", "period_share",
                  "longest_ladder", "ladders", "window_std", "points", "nonfinite",

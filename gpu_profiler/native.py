@@ -107,6 +107,7 @@ EXPORTS: dict[str, Export] = {
                            (Arr("int32"), _I8, I, I, _OUT_I8), 1),
     "document_bounds": Export("documents", "document_bounds", (_I8, I), 2),
     "interleave": Export("plan", "interleave", (_I8, I, Arr("int32", out=True), _OUT_I8), 1),
+    "blending_counts": Export("blend", "blending_counts", (Arr("float64"), I, _OUT_I8), 0),
     "tfrecord_events": Export("tfrecord", "events",
                               (_BYTES, I, _OUT_I8, Arr("uint8", out=True), _OUT_I8_2D, _OUT_I8,
                                _OUT_I8, _OUT_I8, Arr("int32", out=True), Arr("int8", out=True)),

@@ -44,7 +44,7 @@ def test_a_metric_without_a_value_fails_its_gate():
         "failed: p99<5 (p99 has no value)"]
 
 
-@pytest.mark.parametrize("command", ["profile", "schedule", "compare"])
+@pytest.mark.parametrize("command", ["profile", "schedule", "compare", "blend"])
 def test_every_name_is_a_json_key_of_the_command(demo, command, capsys):
     rc, out, _ = run_cli([command, demo, "-f", "json"], capsys)
     assert rc == 0 and set(METRICS[command]) <= set(metrics(json.loads(out)))

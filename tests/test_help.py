@@ -8,7 +8,7 @@ import pytest
 from gpu_profiler.cli import main
 
 COMMANDS = ["profile", "demo", "backends", "suggest", "schedule", "plan", "compare", "report",
-            "merge", "diagnose"]
+            "merge", "diagnose", "blend"]
 
 
 def help_text(args, capsys, monkeypatch):

@@ -52,7 +52,7 @@ def check(name, doc):
 @pytest.mark.parametrize("name, args", [
     ("profile", ["--policy", "all"]), ("suggest", ["--buckets", "4", "--balance", "1"]),
     ("schedule", ["--order", "all", "--trials", "10"]),
-    ("compare", ["--bounds-b", "0,1000,8193"])])
+    ("compare", ["--bounds-b", "0,1000,8193"]), ("blend", ["--train-samples", "10000"])])
 def test_outputs_validate(saved, name, args, capsys):
     check(name, run([name, saved, *args, "-f", "json"], capsys))
 
@@ -75,4 +75,4 @@ def test_schemas_reject_a_wrong_output(saved, capsys):
     with pytest.raises(ValueError, match="choose from"):
         load("nope")
     assert set(NAMES) == {"profile", "suggest", "schedule", "plan", "compare", "histogram",
-                          "diagnose"}
+                          "diagnose", "blend"}

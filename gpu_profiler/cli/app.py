@@ -167,6 +167,7 @@ def backends() -> None:
             typer.echo(f"       kernels: {native.status()}")
 
 
+from gpu_profiler.cli.blend import blend  # noqa: E402
 from gpu_profiler.cli.compare import compare  # noqa: E402
 from gpu_profiler.cli.diagnose import diagnose  # noqa: E402
 from gpu_profiler.cli.merge import merge  # noqa: E402
@@ -182,3 +183,6 @@ app.command(short_help="Compare two corpora, runs or bucketings (B - A).")(compa
 app.command(short_help="Write one offline HTML page of every analysis.")(report)
 app.command(short_help="Sum the partial histograms of a --part I/N scan.")(merge)
 app.command(short_help="Say whether batch composition bands a training loss log.")(diagnose)
+# A negative weight (-0.3) is an argument, refused with its reason, not an unknown option.
+app.command(short_help="Profile a Megatron-LM data blend as it trains (--data-path).",
+            context_settings={"ignore_unknown_options": True})(blend)

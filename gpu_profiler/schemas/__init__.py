@@ -9,7 +9,8 @@ from importlib.resources import files
 from typing import Any
 
 #: The outputs with a schema.
-NAMES = ("profile", "suggest", "schedule", "plan", "compare", "histogram", "diagnose")
+NAMES = ("profile", "suggest", "schedule", "plan", "compare", "histogram", "diagnose",
+         "blend")
 
 
 def load(name: str) -> dict[str, Any]:

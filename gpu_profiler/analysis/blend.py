@@ -1,0 +1,402 @@
+"""Megatron-LM data blends, as its users write them and as it trains them: the spec
+(``--data-path W1 P1 W2 P2 ...``, ``--data-args-path FILE``, ``--per-split-data-args-path
+FILE``), and, from each source's exact `LengthHistogram`, the samples Megatron draws from
+each source, the epochs that makes, each source's effective token share against its
+configured weight, and the histogram of the blend as trained (whose bucket table the API
+attaches). Pure: histograms in, numbers out.
+
+The semantics follow Megatron-LM (github.com/NVIDIA/Megatron-LM, read at commit d98e8a6):
+
+- ``megatron/core/datasets/utils.py`` ``get_blend_from_list``: an odd number of items are
+  all prefixes, without weights; an even number are (weight, prefix) pairs, unless no
+  first item of a pair is a number (then all are prefixes). Prefixes are stripped.
+  ``normalize``: ``w / sum(w)`` in float64.
+- ``megatron/training/utils/common_utils.py`` ``get_blend_and_blend_per_split``:
+  ``--data-args-path`` is the file's text split on whitespace; ``--per-split-data-args-path``
+  is JSON with ``train``, ``valid`` and ``test`` keys, each a list or a string (split on
+  whitespace) or null.
+- ``megatron/core/datasets/blended_megatron_dataset_builder.py``: with weights, each
+  dataset is asked for ``ceil(size * w)`` samples (``_get_size_per_split_per_dataset``) and
+  built with ``ceil(ceil(size * w) * 1.005)`` (``mid_level_dataset_surplus``), and the
+  blend is ``sum(ceil(size * w))`` samples long, marginally more than ``size``. Without
+  weights, each dataset is built for one epoch, the weights are the datasets' lengths and
+  the blend is ``min(size, sum of the lengths)`` long. One prefix is no blend: its dataset
+  gives all ``size`` samples.
+- ``megatron/core/datasets/blended_dataset.py``: every weight must be positive, weights are
+  normalized again, and ``helpers.build_blending_indices`` (``helpers.cpp``) assigns the
+  samples greedily (see `gpu_profiler.kernels.blend`); a dataset asked for more samples
+  than it was built with raises ``IndexError``.
+
+What a "sample" is: here, one of the histogram's samples (a row, a document, a Megatron
+sequence), as in datasets whose samples are whole sequences (SFT, and any
+`MegatronDataset` whose length is its number of sequences). Megatron's `GPTDataset`
+instead cuts fixed ``--seq-length`` windows from concatenated documents, whose token share
+is its sample share by construction.
+
+The blend as trained: a source drawn ``d = q * n + r`` times (``n`` its samples) gives
+``q`` whole copies of its histogram and, of its last, partial epoch, the expected counts
+``r * count / n`` of every length rounded so that exactly ``r`` samples are added
+(cumulatively: see `repeated`). Which ``r`` samples a shuffle picks is unknown; their
+expected lengths are what any bucket or token number can use. Every token number of a
+source (``tokens_drawn``, ``token_share``) is that histogram's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import LengthHistogram, merge
+
+SCHEMA = "gpu-profiler/blend/v1"
+#: Megatron-LM's per-split datasets, in the order of its ``Split`` enum.
+SPLITS = ("train", "valid", "test")
+#: ``BlendedMegatronDatasetConfig.mid_level_dataset_surplus``'s default.
+SURPLUS = 0.005
+#: A source whose token share is this many times its weight (or less than its inverse)
+#: is warned about.
+SHARE_FACTOR = 2.0
+#: A source repeated more than this many epochs is warned about (default).
+WARN_EPOCHS = 4.0
+#: The largest data-args file read (its text is a list of paths and weights).
+MAX_ARGS_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class BlendSpec:
+    """A blend as Megatron-LM reads it: its prefixes (paths) and their weights, as given
+    (None: no weights), and where it came from (``form``: ``data-path``,
+    ``data-args-path`` or ``per-split-data-args-path``, with its ``split``)."""
+
+    prefixes: tuple[str, ...]
+    weights: tuple[float, ...] | None
+    form: str = "data-path"
+    split: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form."""
+        return {"form": self.form, "split": self.split, "prefixes": list(self.prefixes),
+                "weights": None if self.weights is None else list(self.weights)}
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_blend(items: Sequence[str], form: str = "data-path",
+                split: str | None = None) -> BlendSpec:
+    """``items`` (``--data-path``'s words) read as ``get_blend_from_list`` reads them; a
+    spec Megatron would refuse or misread is a one-line `ProfilerError`: no items, a
+    weight that is not a number where others are, a weight that is not finite and
+    positive (``BlendedDataset`` asserts every weight > 0)."""
+    where = f"--{form}" + (f" ({split})" if split else "")
+    items = [str(i) for i in items]
+    if not items:
+        raise ProfilerError(f"{where}: the blend is empty: give PATH, or WEIGHT PATH pairs")
+    if len(items) % 2:
+        prefixes, weights = items, None
+    else:
+        raw = items[0::2]
+        numbers = [_number(w) for w in raw]
+        if all(n is None for n in numbers):
+            prefixes, weights = items, None
+        elif any(n is None for n in numbers):
+            i = next(i for i, n in enumerate(numbers) if n is None)
+            raise ProfilerError(
+                f"{where}: weight {raw[i]!r} of pair {i + 1} is not a number (write WEIGHT "
+                f"PATH pairs, or paths alone)")
+        else:
+            prefixes, weights = items[1::2], [float(n) for n in numbers if n is not None]
+    prefixes = [p.strip() for p in prefixes]
+    if weights is not None:
+        for i, w in enumerate(weights):
+            if not math.isfinite(w) or w <= 0:
+                raise ProfilerError(
+                    f"{where}: weight {raw[i]!r} of {prefixes[i]} must be a positive number "
+                    f"(Megatron-LM's BlendedDataset requires every weight > 0)")
+    return BlendSpec(tuple(prefixes), None if weights is None else tuple(weights), form, split)
+
+
+def _read_text(path: str | Path, flag: str) -> str:
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_ARGS_BYTES:
+            raise ProfilerError(f"{flag} {path}: larger than {MAX_ARGS_BYTES >> 20} MiB")
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfilerError(f"{flag} {path}: not UTF-8 text ({e.reason})") from None
+    except OSError as e:
+        raise ProfilerError(f"{flag} {path}: {e.strerror or e}") from None
+
+
+def read_data_args(path: str | Path) -> BlendSpec:
+    """A ``--data-args-path`` file: its words (split on whitespace) as ``--data-path``."""
+    return parse_blend(_read_text(path, "--data-args-path").split(), "data-args-path")
+
+
+def read_per_split_data_args(path: str | Path, split: str = "train") -> BlendSpec:
+    """One split of a ``--per-split-data-args-path`` JSON file (``train``, ``valid`` and
+    ``test`` keys, each a list of words, a string of them, or null)."""
+    flag = "--per-split-data-args-path"
+    if split not in SPLITS:
+        raise ProfilerError(f"{flag}: split must be one of {', '.join(SPLITS)}, got {split!r}")
+    try:
+        d = json.loads(_read_text(path, flag))
+    except json.JSONDecodeError as e:
+        raise ProfilerError(f"{flag} {path}: not JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(d, dict) or any(k not in d for k in SPLITS):
+        raise ProfilerError(f"{flag} {path}: a JSON object with keys train, valid and test "
+                            "is expected (as Megatron-LM reads it)")
+    value = d[split]
+    if value is None:
+        raise ProfilerError(f"{flag} {path}: the {split} split has no blend (null)")
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float))
+                                              and not isinstance(v, bool) for v in value):
+        raise ProfilerError(f"{flag} {path}: {split} must be a list of weights and paths, "
+                            "or a string of them")
+    return parse_blend([str(v) for v in value], "per-split-data-args-path", split)
+
+
+def normalize(weights: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Megatron-LM's ``normalize``: ``w / sum(w)`` in float64."""
+    w = np.array(weights, dtype=np.float64)
+    return w / np.sum(w)
+
+
+def target_sizes(weights: np.ndarray, size: int, surplus: float = 0.0) -> list[int]:
+    """``_get_size_per_split_per_dataset``: ``ceil(ceil(size * w) * (1 + surplus))`` per
+    dataset (Python floats, as there)."""
+    return [int(math.ceil(math.ceil(size * float(w)) * (1 + surplus))) for w in weights]
+
+
+def blending_counts(weights: np.ndarray, size: int) -> np.ndarray:
+    """The samples ``build_blending_indices`` takes from each dataset in ``size`` steps
+    (``weights`` normalized), by the compiled kernel `gpu_profiler.kernels.blend`."""
+    from gpu_profiler import native
+
+    counts = np.zeros(len(weights), dtype=np.int64)
+    if size > 0:
+        native.kernel("blending_counts")(np.ascontiguousarray(weights, np.float64), int(size),
+                                         counts)
+    return counts
+
+
+def _mul(a: np.ndarray, k: int) -> np.ndarray:
+    """``a * k`` exactly (object integers where int64 could overflow)."""
+    if a.size and int(a.max()) * k >= 2 ** 62:
+        return a.astype(object) * k
+    return a * k
+
+
+def repeated(hist: LengthHistogram, drawn: int) -> LengthHistogram:
+    """``hist`` drawn ``drawn`` times: ``q`` whole copies for the whole epochs, and the
+    partial epoch's ``r`` samples as the expected counts ``r * count / n`` rounded
+    cumulatively (each length gets ``round(r * cum / n)`` less the shorter lengths' share,
+    ``cum`` the samples up to it, halves up; the above-cap samples one bin after the rest,
+    their tokens pro rata, floored). Every count is its expectation rounded down or up,
+    they add up to exactly ``r``, and the tokens are within half the span of lengths of
+    their expectation (largest remainder, whose ties fall on the shortest lengths, can be
+    off by far more). Nulls and invalid lengths are no samples and are left out."""
+    n = hist.valid
+    if drawn < 0 or (n == 0 and drawn):
+        raise ValueError("cannot draw samples from an empty histogram")
+    q, r = divmod(drawn, n) if n else (0, 0)
+    cum = np.cumsum(np.append(hist.counts, hist.above_count))
+    if r:
+        big = int(cum[-1]) * r >= 2 ** 62  # exact either way: object integers past int64
+        c = cum.astype(object) if big else cum
+        rounded = np.asarray((2 * r * c + n) // (2 * n), dtype=np.int64)
+        part = np.diff(rounded, prepend=0)
+    else:
+        part = np.zeros(cum.size, dtype=np.int64)
+    counts = _mul(hist.counts, q).astype(np.int64) + part[:-1]
+    above = q * hist.above_count + int(part[-1])
+    above_tokens = q * hist.above_tokens + (
+        int(part[-1]) * hist.above_tokens // hist.above_count if hist.above_count else 0)
+    return LengthHistogram(counts, above, above_tokens,
+                           hist.above_min if above else -1, hist.above_max if above else -1)
+
+
+@dataclass(frozen=True)
+class BlendSource:
+    """One source of a blend: what it holds and what the blend takes from it.
+
+    ``weight`` is the configured weight (None without weights), ``normalized_weight`` the
+    share of samples Megatron aims for; ``requested`` its ``ceil(size * w)`` and ``built``
+    that with the 0.5% surplus (None without weights); ``drawn`` the samples the blend
+    takes, ``epochs`` = drawn / samples; ``tokens_drawn`` their tokens (whole epochs
+    exact, the last partial one expected), ``token_share`` = its tokens_drawn / all the
+    blend's, ``share_ratio`` = token_share / normalized_weight."""
+
+    index: int
+    path: str
+    weight: float | None
+    normalized_weight: float
+    samples: int
+    tokens: int
+    mean_len: float | None
+    requested: int | None
+    built: int | None
+    drawn: int
+    epochs: float
+    sample_share: float
+    tokens_drawn: int
+    token_share: float
+    share_ratio: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form."""
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Blend:
+    """A blend as trained: ``train_samples`` asked for (from ``train_tokens`` when that was
+    given), ``size`` the blend's length (what Megatron draws), each source, the histogram of
+    every sample drawn, and warnings; ``table`` is the bucket table of ``histogram`` (set
+    by `gpu_profiler.api.blend`)."""
+
+    spec: BlendSpec
+    train_samples: int
+    train_tokens: int | None
+    size: int
+    sources: tuple[BlendSource, ...]
+    histogram: LengthHistogram
+    warnings: tuple[str, ...] = ()
+    warn_epochs: float = WARN_EPOCHS
+    table: Any = None
+
+    @property
+    def tokens_drawn(self) -> int:
+        """Every token the blend trains on."""
+        return sum(s.tokens_drawn for s in self.sources)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON interface (``schema`` names its version)."""
+        ratios = [s.share_ratio for s in self.sources if s.share_ratio is not None]
+        d: dict[str, Any] = {
+            "schema": SCHEMA, "spec": self.spec.to_dict(),
+            "train_samples": self.train_samples, "train_tokens": self.train_tokens,
+            "size": self.size, "tokens_drawn": self.tokens_drawn,
+            "max_epochs": max(s.epochs for s in self.sources),
+            "min_share_ratio": min(ratios) if ratios else None,
+            "max_share_ratio": max(ratios) if ratios else None,
+            "sources": [s.to_dict() for s in self.sources],
+            "warnings": list(self.warnings)}
+        if self.table is not None:
+            d["table"] = self.table.to_dict()
+        return d
+
+
+def samples_for_tokens(spec: BlendSpec, hists: Sequence[LengthHistogram],
+                       train_tokens: int) -> int:
+    """Training samples for ``train_tokens``: the fewest whose expected tokens at the
+    blend's weights (the sources' lengths without weights) reach it,
+    ``ceil(train_tokens / sum(w * mean))``."""
+    if train_tokens <= 0:
+        raise ProfilerError(f"--train-tokens must be positive, got {train_tokens}")
+    w = _weights(spec, hists)
+    per_sample = float(sum(wi * (h.tokens / h.valid) for wi, h in zip(w, hists, strict=True)))
+    if per_sample <= 0:
+        raise ProfilerError("--train-tokens: the blend's samples hold no tokens")
+    return max(1, math.ceil(train_tokens / per_sample))
+
+
+def _weights(spec: BlendSpec, hists: Sequence[LengthHistogram]) -> np.ndarray:
+    if spec.weights is None:
+        return normalize([h.valid for h in hists])
+    return normalize(normalize(spec.weights))
+
+
+def blend(spec: BlendSpec, hists: Sequence[LengthHistogram], train_samples: int | None = None,
+          train_tokens: int | None = None, warn_epochs: float = WARN_EPOCHS) -> Blend:
+    """The blend ``spec`` of the sources whose histograms are ``hists`` (in its order),
+    trained for ``train_samples`` (or ``train_tokens``, see `samples_for_tokens`; default:
+    every source's samples added up, one pass of the union), as Megatron-LM builds it (see
+    the module docstring)."""
+    if len(hists) != len(spec.prefixes):
+        raise ValueError("one histogram per prefix")
+    for p, h in zip(spec.prefixes, hists, strict=True):
+        if h.valid == 0:
+            raise ProfilerError(f"{p}: no samples to blend")
+    if train_samples is not None and train_tokens is not None:
+        raise ProfilerError("give --train-samples or --train-tokens, not both")
+    if train_tokens is not None:
+        train_samples = samples_for_tokens(spec, hists, train_tokens)
+    elif train_samples is None:
+        train_samples = sum(h.valid for h in hists)
+    if train_samples <= 0:
+        raise ProfilerError(f"--train-samples must be positive, got {train_samples}")
+    k = len(hists)
+    if k > 32766:
+        raise ProfilerError(f"{k} datasets: Megatron-LM's BlendedDataset takes fewer than 32767")
+    given = None if spec.weights is None else normalize(spec.weights)
+    requested: list[int] | None = None
+    built: list[int] | None = None
+    if k == 1:
+        weights, size = np.ones(1), train_samples
+        drawn = np.array([size], dtype=np.int64)
+        if given is not None:
+            requested = target_sizes(given, train_samples)
+            built = target_sizes(given, train_samples, SURPLUS)
+    else:
+        if given is None:
+            lengths = [h.valid for h in hists]
+            size = min(train_samples, sum(lengths))
+            weights = normalize(lengths)
+        else:
+            requested = target_sizes(given, train_samples)
+            built = target_sizes(given, train_samples, SURPLUS)
+            size = sum(requested)
+            weights = normalize(given)
+        drawn = blending_counts(weights, size)
+    if any(h.above_count for h in hists):  # one cap, so that the parts add up
+        cap = min(h.cap for h in hists)
+        hists = [h.with_cap(cap) for h in hists]
+    parts = [repeated(h, int(d)) for h, d in zip(hists, drawn, strict=True)]
+    trained = merge(parts)
+    tokens = [p.tokens for p in parts]
+    all_tokens = sum(tokens)
+    sources = []
+    warnings = []
+    for i, (p, h) in enumerate(zip(spec.prefixes, hists, strict=True)):
+        d = int(drawn[i])
+        share = tokens[i] / all_tokens if all_tokens else 0.0
+        nw = float(weights[i])
+        ratio = share / nw if nw > 0 else None
+        src = BlendSource(
+            i, p, None if spec.weights is None else spec.weights[i], nw, h.valid, h.tokens,
+            h.mean, None if requested is None else requested[i],
+            None if built is None else built[i], d, d / h.valid, d / size if size else 0.0,
+            tokens[i], share, ratio)
+        sources.append(src)
+        if ratio is not None and d and (ratio >= SHARE_FACTOR or ratio <= 1 / SHARE_FACTOR):
+            warnings.append(
+                f"source {i} ({p}) gets {100 * share:.1f}% of the tokens for a weight of "
+                f"{100 * nw:.1f}% ({ratio:.2f}x): weights share samples, and its samples "
+                f"average {h.mean or 0:,.0f} tokens")
+        if h.null_count or h.invalid_count:
+            warnings.append(f"source {i} ({p}) has {h.null_count:,} null and "
+                            f"{h.invalid_count:,} negative lengths: they are no samples of "
+                            "the blend")
+        if src.epochs > warn_epochs:
+            warnings.append(f"source {i} ({p}) is repeated {src.epochs:.2f} epochs, more "
+                            f"than {warn_epochs:g}")
+        if built is not None and d > built[i]:
+            warnings.append(f"source {i} ({p}) is drawn {d:,} times, more than the {built[i]:,} "
+                            "Megatron-LM builds: it raises IndexError (raise "
+                            "mid_level_dataset_surplus)")
+    return Blend(spec, train_samples, train_tokens, int(size), tuple(sources), trained,
+                 tuple(warnings), warn_epochs)

@@ -1,0 +1,93 @@
+"""Renderings of a blend (`gpu_profiler.analysis.blend.Blend`): its sources (what each
+holds, what the blend draws from it, its token share against its weight), then the bucket
+table of the blend as trained (rich, Markdown, CSV; JSON is its ``to_dict``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from gpu_profiler.render.analysis import print_warnings, rich_table
+from gpu_profiler.render.formats import distribution_line, summary_line
+from gpu_profiler.render.table import bucket_table_view
+
+COLUMNS = ("source", "weight", "w %", "samples", "mean len", "drawn", "epochs",
+           "tokens drawn", "tokens %", "tokens/w")
+CSV_COLUMNS = ("index", "path", "weight", "normalized_weight", "samples", "tokens", "mean_len",
+               "requested", "built", "drawn", "epochs", "sample_share", "tokens_drawn",
+               "token_share", "share_ratio")
+
+
+def _w(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def _rows(b: Any) -> list[list[str]]:
+    return [[f"{s.index} {s.path}", _w(s.weight), f"{100 * s.normalized_weight:.2f}",
+             f"{s.samples:,}", "-" if s.mean_len is None else f"{s.mean_len:,.1f}",
+             f"{s.drawn:,}", f"{s.epochs:.3f}", f"{s.tokens_drawn:,}",
+             f"{100 * s.token_share:.2f}",
+             "-" if s.share_ratio is None else f"{s.share_ratio:.2f}"] for s in b.sources]
+
+
+def summary(b: Any) -> str:
+    """The blend's size in one sentence."""
+    asked = (f"{b.train_tokens:,} training tokens = {b.train_samples:,} samples"
+             if b.train_tokens is not None else f"{b.train_samples:,} training samples")
+    split = f" ({b.spec.split})" if b.spec.split else ""
+    return (f"--{b.spec.form}{split}: {len(b.sources)} source(s); {asked} -> a blend of "
+            f"{b.size:,} samples, {b.tokens_drawn:,} tokens; the most repeated source "
+            f"{max(s.epochs for s in b.sources):.3f} epochs")
+
+
+def _warnings(b: Any) -> list[str]:
+    return [*b.warnings, *(b.table.warnings if b.table is not None else ())]
+
+
+def print_blend(b: Any, console: Any) -> None:
+    """Print ``b`` on a rich console."""
+    from rich.markup import escape  # paths are text, not rich markup
+
+    view = rich_table("blend sources", COLUMNS, caption="w %: normalized weight (the share of "
+                      "samples aimed at); tokens/w: tokens % / w %")
+    for row in _rows(b):
+        view.add_row(escape(row[0]), *row[1:])
+    console.print(view)
+    console.print(escape(summary(b)), highlight=False)
+    console.print()
+    if b.table is not None:
+        console.print(bucket_table_view([("", b.table)], "the blend as trained"))
+        console.print(summary_line(b.table), highlight=False)
+        console.print(distribution_line(b.table), highlight=False)
+    print_warnings(console, [escape(w) for w in _warnings(b)])
+
+
+def blend_markdown(b: Any) -> str:
+    """``b`` as Markdown: the sources, the summary, the bucket table as trained."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|---" + "|--:" * (len(COLUMNS) - 1) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in _rows(b)]
+    lines += ["", summary(b), ""]
+    if b.table is not None:
+        lines += ["| bucket | samples | % samples | tokens | avg len | max len | batch size | "
+                  "est batches | % batches |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+        lines += [f"| [{r.lo}, {r.hi}) | {r.samples:,} | {r.sample_pct:.2f} | {r.tokens:,} | "
+                  f"{r.avg_len:,.1f} | {r.max_len:,} | {r.est_batch_size} | "
+                  f"{r.est_batches:,.2f} | {r.batch_pct:.2f} |" for r in b.table.buckets]
+        lines += ["", summary_line(b.table), "", distribution_line(b.table), ""]
+    lines += [f"> **warning:** {w}\n" for w in _warnings(b)]
+    return "\n".join(lines) + "\n"
+
+
+def blend_csv(b: Any) -> str:
+    """One row per source (the JSON ``sources`` keys), then an ``all`` row."""
+    out = io.StringIO()
+    w = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for s in b.sources:
+        w.writerow({k: getattr(s, k) for k in CSV_COLUMNS})
+    w.writerow(dict(index="all", samples=sum(s.samples for s in b.sources),
+                    tokens=sum(s.tokens for s in b.sources), drawn=b.size,
+                    tokens_drawn=b.tokens_drawn, normalized_weight=1.0, sample_share=1.0,
+                    token_share=1.0))
+    return out.getvalue()

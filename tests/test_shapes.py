@@ -210,3 +210,21 @@ def test_plan_writes_dpo_pairs_within_the_budget(tmp_path, capsys):
     assert np.array_equal(np.sort(index), np.arange(len(rows)))
     for lo, hi in zip(offsets[:-1], offsets[1:], strict=True):
         assert 2 * (hi - lo) * memory[index[lo:hi]].max() <= 20_000
+
+
+def test_report_has_the_samples_section(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    rows = parts(1_000, 2, seed=11)
+    path = tmp_path / "sft.parquet"
+    pq.write_table(pa.table({"p": rows[:, 0], "c": rows[:, 1]}), path)
+    page = tmp_path / "r.html"
+    rc, _, err = run_cli(["report", path, "--sft", "p,c", "-o", page, "--max-seq-len", MSL,
+                          "--bounds", ",".join(map(str, BOUNDS))], capsys)
+    assert rc == 0, err
+    html = page.read_text()
+    ref = want(rows, dpo=False)
+    for b, (samples, _, tokens, loss, _) in ref.items():  # each bucket's row, exact
+        assert (f'<td data-field="samples">{samples:,}</td><td data-field="rows">{samples:,}'
+                f'</td><td data-field="tokens">{tokens:,}</td><td data-field="loss_tokens">'
+                f'{loss:,}</td>') in html, b
+    assert "<h2>Samples</h2>" in html and html.count("<svg") == 4

@@ -24,6 +24,10 @@ def report(
         "--seed", metavar="N", help="Seed of the random batch order.")] = 0,
     drop_last: a.DropLast = False,
     group_by: a.GroupBy = None,
+    sft: a.Sft = None,
+    dpo: a.Dpo = None,
+    sft_labels: a.SftLabels = None,
+    sft_mask: a.SftMask = None,
     log: Annotated[str | None, typer.Option(
         "--log", metavar="LOG", help="Also diagnose this training loss log (gpu-profiler "
         "diagnose: from the loss alone, or with --log-plan).", show_default=False)] = None,
@@ -40,16 +44,22 @@ def report(
     the plots, and the command that made it. Inline CSS and SVG only: the page opens
     offline and fetches nothing. Of a DatasetDict, policies, suggestions and orders are of
     the train split unless --split names another. With --group-by, a section on the
-    groups: their shares and each bucket's composition (the tables are then the split's).
+    groups: their shares and each bucket's composition; with --sft or --dpo, on the
+    samples' parts: loss tokens per bucket and the prompt x completion heat map (the
+    tables are then the split's).
     """
     guard({"-o": opts.output}, *paths, log, *(log_plan or ()))
+    from gpu_profiler.shapes import shape_of
+
     write_report(paths, opts, command=command_line(ctx), buckets=buckets, seed=seed,
-                 drop_last=drop_last, group_by=group_by, log=log, log_plan=log_plan)
+                 drop_last=drop_last, group_by=group_by,
+                 shape=shape_of(sft, dpo, sft_labels, sft_mask), log=log, log_plan=log_plan)
 
 
 def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets: int | None = None,
                  seed: int = 0, drop_last: bool = False, group_by: str | None = None,
-                 log: str | None = None, log_plan: list[str] | None = None) -> None:
+                 shape: Any = None, log: str | None = None,
+                 log_plan: list[str] | None = None) -> None:
     """Run every analysis on ``paths`` and write the page to ``opts.output`` (stdout when
     None); ``command`` is the command line the page says made it."""
     from dataclasses import replace
@@ -62,7 +72,7 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.render import plots
     from gpu_profiler.render.formats import split_tables
-    from gpu_profiler.render.report import mixture, report_html
+    from gpu_profiler.render.report import mixture, report_html, shaped
 
     params = opts.params()
     if buckets is not None and buckets < 1:
@@ -70,7 +80,7 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
     k = buckets or len(params.bounds) - 1
     plots.require_matplotlib("report")
     result = profile(opts.source(paths), **opts.bucketing(), execution=opts.execution(),
-                     policies="all", drop_last=drop_last, group_by=group_by)
+                     policies="all", drop_last=drop_last, group_by=group_by, shape=shape)
     split = result.policies[0].split
     hist = result.split_histograms.get(split, result.histogram) if split else result.histogram
     suggestion, no_suggestion = None, ""
@@ -110,7 +120,8 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
                     ("seed", seed), ("drop_last", drop_last)],
         tables=tables, pols=result.policies, suggestion=suggestion or no_suggestion,
         schedule=schedule, found=found, figures=figures,
-        groups=mixture(result, plots.mixture_figure(result)) if result.mixture else "")
+        section=mixture(result, plots.mixture_figure(result)) if result.mixture else
+        shaped(result, plots.shape_figure(result)) if result.shape else "")
     if log:
         html = html.replace("<h2>Command</h2>", _diagnosed(log, log_plan) +
                             "\n<h2>Command</h2>", 1)

@@ -201,25 +201,52 @@ def mixture(result: Any, fig: Any) -> str:
     mix = table("bucket composition (% of the bucket's samples)", columns,
                 ([b.index, b.samples, b.top, *(b.groups[n] for n in names)]
                  for b in m.buckets), "group-buckets")
-    return shares + mix + figure(f"by {m.by}: shares and bucket composition", fig)
+    return ("<h2>Groups</h2>" + shares + mix
+            + figure(f"by {m.by}: shares and bucket composition", fig))
+
+
+_SHAPE = (("index", "bucket"), ("lo", "lo"), ("hi", "hi"), ("samples", "samples"),
+          ("rows", "rows"), ("tokens", "tokens"), ("loss_tokens", "loss tokens"),
+          ("prompt_tokens", "prompt tokens"), ("loss_token_pct", "loss %"))
+
+
+def shaped(result: Any, fig: Any) -> str:
+    """A shaped profile's section (``--sft``, ``--dpo``): its totals, each part's
+    distribution, each bucket's loss tokens, and the heat map."""
+    sh = result.shape
+    totals = table("samples and tokens (after truncation)", (("name", "name"), ("value", "value")),
+                   [("shape", f"{sh.shape['kind']}: {', '.join(sh.shape['columns'])}"),
+                    ("samples", sh.samples), ("rows", sh.rows), ("tokens", sh.tokens),
+                    ("loss tokens", sh.loss_tokens), ("loss %", sh.loss_token_pct),
+                    ("loss tokens cut by truncation", sh.truncated_loss_tokens)], "shape")
+    points = list(next(iter(sh.parts.values()))["percentiles"])
+    parts = table("each part's tokens (unclipped)",
+                  (("part", "part"), ("tokens", "tokens"), *((k, k) for k in points),
+                   ("max", "max")),
+                  ([name, p["tokens"], *(p["percentiles"][k] for k in points), p["max"]]
+                   for name, p in sh.parts.items()), "shape-parts")
+    rows = table("loss tokens per bucket", _SHAPE,
+                 ([getattr(b, k) for k, _ in _SHAPE] for b in sh.buckets), "shape-buckets")
+    return ("<h2>Samples</h2>" + totals + parts + rows
+            + figure("prompt x completion and loss tokens per bucket", fig))
 
 
 def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any]],
                 tables: Sequence[tuple[str, Any]], pols: Sequence[Any], suggestion: Any | str,
                 schedule: Any, found: Sequence[tuple[str, Sequence[str]]],
-                figures: dict[str, tuple[str, Any]], groups: str = "") -> str:
+                figures: dict[str, tuple[str, Any]], section: str = "") -> str:
     """The page. ``tables``: ``(split, BucketTable)``, the whole source last (``all``);
     ``suggestion``: a `Suggestion`, or why there is none; ``figures``: ``(caption,
     matplotlib figure)`` of the ``profile``, ``suggest`` (when there is a suggestion) and
-    ``schedule`` sections; ``found``: warnings by origin; ``groups``: the `mixture`
-    section of a grouped profile."""
+    ``schedule`` sections; ``found``: warnings by origin; ``section``: the `mixture`
+    section of a grouped profile, or the `shaped` one of SFT/DPO samples."""
     params = table("parameters", (("name", "name"), ("value", "value")), parameters,
                    "parameters")
     parts = [f"<h1>{escape(title)}</h1>",
              "<h2>Summary</h2>", *(summary(s, t) for s, t in tables),
              "<h2>Buckets</h2>", *(buckets(s, t) for s, t in tables),
              figure(*figures["profile"]),
-             *(("<h2>Groups</h2>", groups) if groups else ()),
+             section,
              "<h2>Warnings</h2>", warnings(found),
              "<h2>Batching policies</h2>", policies(pols),
              "<h2>Bounds suggestions</h2>", proposals(suggestion),

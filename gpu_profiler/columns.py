@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from gpu_profiler.backends import Backend
@@ -52,3 +53,18 @@ def check_column(label: str, schema: pa.Schema, name: str, option: str,
     t = schema.field(name).type
     if not takes(t):
         raise ProfilerError(f"{label}: column {name!r} has type {t}; {option} takes {kinds}")
+
+
+def integers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+    """An integer array's values as int64 (0 where null) and its validity (None: no nulls),
+    read from its buffers: no pyarrow scalar is made (the first imports pandas)."""
+    n = len(arr)
+    if arr.null_count == n:
+        return np.zeros(n, np.int64), np.zeros(n, bool)
+    values = np.frombuffer(arr.buffers()[1], arr.type.to_pandas_dtype(),
+                           count=arr.offset + n)[arr.offset:].astype(np.int64)
+    if not arr.null_count:
+        return values, None
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    values[~valid] = 0
+    return values, valid

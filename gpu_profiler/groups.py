@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from gpu_profiler import driver, engine
 from gpu_profiler.backends import Backend
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.columns import check_column, each_part
+from gpu_profiler.columns import check_column, each_part, integers
 from gpu_profiler.engine import Planned, Scan
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, Sum
@@ -143,7 +143,9 @@ def _split(batch: pa.RecordBatch, spec: LengthSpec) -> Iterator[tuple[str, Chunk
     groups = batch.column(1)
     encoded = groups if pa.types.is_dictionary(groups.type) else pc.dictionary_encode(groups)
     names = [NULL if v is None else str(v) for v in encoded.dictionary.to_pylist()]
-    codes = encoded.indices.fill_null(len(names)).to_numpy(zero_copy_only=False)
+    codes, valid = integers(encoded.indices)
+    if valid is not None:
+        codes[~valid] = len(names)
     names.append(NULL)
     counts = np.bincount(codes, minlength=len(names))
     present = np.flatnonzero(counts)

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from gpu_profiler import engine
 from gpu_profiler.backends import Backend
-from gpu_profiler.columns import check_column, each_part
+from gpu_profiler.columns import check_column, each_part, integers
 from gpu_profiler.engine import Planned
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
@@ -236,10 +236,10 @@ def _lengths(batch: pa.RecordBatch, shape: Shape) -> tuple[np.ndarray, np.ndarra
         arr = batch.column(name)
         if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
             arr = pc.list_value_length(arr)
-        if arr.null_count:
-            valid &= arr.is_valid().to_numpy(zero_copy_only=False)
-            arr = arr.fill_null(0)
-        out.append(arr.to_numpy(zero_copy_only=False).astype(np.int64))
+        values, ok = integers(arr)
+        if ok is not None:
+            valid &= ok
+        out.append(values)
     return np.stack(out, axis=1), valid
 
 

@@ -31,13 +31,25 @@ def each_part(planned: Planned, what: str, work: Callable[[Any, Backend], tuple[
         raise ProfilerError(f"{unable.label}: {about} has no columns {what}")
     split = planned.backend.per_part()
     workers, backend = split if split is not None else (1, planned.backend)
-    parts = planned.parts
+    parts = pieces(planned, workers)
     with ScanProgress(len(parts), planned.execution.progress) as bar, \
             ThreadPoolExecutor(workers, thread_name_prefix="gpu-profiler-columns") as pool:
         for part, (result, samples) in zip(parts, pool.map(lambda p: work(p, backend), parts),
                                            strict=True):
             bar.update(samples=samples, nbytes=part.nbytes, parts=1)
             yield result
+
+
+def pieces(planned: Planned, workers: int) -> list[Any]:
+    """The parts of ``planned``, a large Parquet or IPC shard cut into runs of row groups
+    or record batches (as a Dask task's share: `gpu_profiler.cluster.groups`), so that
+    every worker has some even when the shards are few."""
+    from gpu_profiler import cluster
+
+    if planned.reading is None or workers < 2:
+        return planned.parts
+    tasks = cluster.groups([("", p) for p in planned.parts], workers, planned.reading)
+    return [p for _, ps in tasks for p in ps]
 
 
 def check_column(label: str, schema: pa.Schema, name: str, option: str,

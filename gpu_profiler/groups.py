@@ -106,8 +106,8 @@ def _by_column(planned: Planned, by: str) -> Scan:
         _check(part.label, part.schema(), by)
         sums: dict[str, Sum] = {}
         for batch in part.batches([spec.name, by], codes=(by,)):
-            for name, chunk in _split(batch, spec):
-                sums.setdefault(name, Sum()).add(backend.histogram([chunk], None))
+            for name, hist in _split(batch, spec, backend):
+                sums.setdefault(name, Sum()).add(hist)
         return sums, sum(s.histogram().total for s in sums.values())
 
     totals: dict[str, Sum] = {}
@@ -134,8 +134,15 @@ def _check(label: str, schema: pa.Schema, by: str) -> None:
                  "a string, dictionary or integer column")
 
 
-def _split(batch: pa.RecordBatch, spec: LengthSpec) -> Iterator[tuple[str, Chunk]]:
-    """The batch's lengths as one chunk per group (the group column's value)."""
+#: Bins of a batch's groups x lengths counted at once (`_counted`): 32 MiB of int64.
+COUNTED_BINS = 1 << 22
+
+
+def _split(batch: pa.RecordBatch, spec: LengthSpec, backend: Backend
+           ) -> Iterator[tuple[str, LengthHistogram]]:
+    """The histogram of each group's lengths in the batch (the group column's values):
+    counted at once where every group's bins fit in `COUNTED_BINS`, else each group's
+    rows gathered (a stable radix order) and counted by ``backend``."""
     if not batch.num_rows:
         return
     chunk = array_to_chunk(batch.column(0), spec)
@@ -150,7 +157,12 @@ def _split(batch: pa.RecordBatch, spec: LengthSpec) -> Iterator[tuple[str, Chunk
     counts = np.bincount(codes, minlength=len(names))
     present = np.flatnonzero(counts)
     if present.size == 1:
-        yield names[int(present[0])], Chunk(data, chunk.valid)
+        yield names[int(present[0])], backend.histogram([Chunk(data, chunk.valid)], None)
+        return
+    counted = _counted(data, chunk.valid, codes, len(names))
+    if counted is not None:
+        for code in present.tolist():
+            yield names[code], counted[code]
         return
     # a stable counting order: numpy sorts 16-bit keys by radix, in one pass
     order = np.argsort(codes.astype(np.uint16) if len(names) <= 1 << 16 else codes,
@@ -158,4 +170,25 @@ def _split(batch: pa.RecordBatch, spec: LengthSpec) -> Iterator[tuple[str, Chunk
     edges = np.concatenate([[0], np.cumsum(counts)])
     for code in present.tolist():
         rows = order[edges[code]:edges[code + 1]]
-        yield names[code], Chunk(data[rows], None if chunk.valid is None else chunk.valid[rows])
+        part = Chunk(data[rows], None if chunk.valid is None else chunk.valid[rows])
+        yield names[code], backend.histogram([part], None)
+
+
+def _counted(data: np.ndarray, valid: np.ndarray | None, codes: np.ndarray, groups: int
+             ) -> list[LengthHistogram] | None:
+    """Every group's histogram of ``data`` (lengths read as int64: negative, or uint64 of
+    2**63 and more, are invalid) by one ``bincount`` of (group, length) pairs; None when
+    its bins would pass `COUNTED_BINS`."""
+    lengths = data.astype(np.int64, copy=False)
+    ok = lengths >= 0 if valid is None else valid & (lengths >= 0)
+    longest = int(lengths[ok].max(initial=0))
+    if groups * (longest + 1) > COUNTED_BINS:
+        return None
+    pairs = np.bincount(codes[ok] * (longest + 1) + lengths[ok],
+                        minlength=groups * (longest + 1)).reshape(groups, longest + 1)
+    nulls = np.zeros(groups, np.int64) if valid is None else \
+        np.bincount(codes[~valid], minlength=groups)
+    bad = ~ok if valid is None else valid & ~ok
+    invalid = np.bincount(codes[bad], minlength=groups)
+    return [LengthHistogram(pairs[g], null_count=int(nulls[g]), invalid_count=int(invalid[g]))
+            for g in range(groups)]

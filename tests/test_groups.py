@@ -52,8 +52,13 @@ def same(result, ref) -> None:
 
 
 @pytest.mark.parametrize("k", [3, 17, 50])
-@pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_parquet_string_groups_equal_each_groups_rows(tmp_path, k, backend):
+@pytest.mark.parametrize("backend, bins", [("numpy", 0), ("numba", 0),
+                                           ("numba", groups.COUNTED_BINS)])
+def test_parquet_string_groups_equal_each_groups_rows(tmp_path, k, backend, bins,
+                                                      monkeypatch):
+    """Each group's rows gathered and counted by the backend (bins 0), or every group
+    counted at once."""
+    monkeypatch.setattr(groups, "COUNTED_BINS", bins)
     length, group = corpus(20_000, k, seed=k)
     path = tmp_path / "mix.parquet"
     pq.write_table(pa.table({"length": pa.array(length, pa.int32()), "text": ["x"] * 20_000,

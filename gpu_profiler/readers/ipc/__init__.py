@@ -74,18 +74,28 @@ class IpcPart(FileShard):
         """The record batches of ``columns`` (as stored: ``codes`` are dictionaries only
         when written so), by pyarrow's reader over a memory map: for a scan that needs a
         column besides the lengths (`gpu_profiler.columns`)."""
-        try:
-            source = pa.memory_map(str(self.path))
-            if self.kind == "file":
-                reader = pa.ipc.open_file(source)
-                for i in range(reader.num_record_batches):
-                    yield reader.get_batch(i).select(columns)
-            else:
-                for batch in pa.ipc.open_stream(source):
+        return _batches(self.path, self.kind, columns)
+
+
+def _batches(path: Path, kind: str, columns: list[str], first: int = 0,
+             stop: int | None = None) -> Iterator[pa.RecordBatch]:
+    """Record batches ``first`` to ``stop - 1`` (None: all) of ``columns``, by pyarrow over
+    a memory map (a stream's earlier batches are passed over, never copied)."""
+    try:
+        source = pa.memory_map(str(path))
+        if kind == "file":
+            reader = pa.ipc.open_file(source)
+            for i in range(first, reader.num_record_batches if stop is None else stop):
+                yield reader.get_batch(i).select(columns)
+        else:
+            for i, batch in enumerate(pa.ipc.open_stream(source)):
+                if stop is not None and i >= stop:
+                    return
+                if i >= first:
                     yield batch.select(columns)
-        except pa.ArrowException as exc:
-            raise ProfilerError(f"{self.path}: corrupt or truncated {what(self.kind)}: "
-                                f"{first_line(exc)}") from None
+    except pa.ArrowException as exc:
+        raise ProfilerError(f"{path}: corrupt or truncated {what(kind)}: "
+                            f"{first_line(exc)}") from None
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,11 @@ class BatchRange(FileShard):
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         return chunks(self.path, self.kind, reading.spec, reading.segmented,
                       (self.start, self.end), self.dictionaries)
+
+    def batches(self, columns: list[str], codes: tuple[str, ...] = ()
+                ) -> Iterator[pa.RecordBatch]:
+        """Its record batches of ``columns``, as `IpcPart.batches` reads them."""
+        return _batches(self.path, self.kind, columns, self.first, self.stop)
 
 
 def batch_ranges(part: IpcPart, target: int, spec: LengthSpec) -> list[IpcPart | BatchRange]:

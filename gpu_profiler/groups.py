@@ -11,6 +11,7 @@ encoded per batch, and each group's rows counted by the scan's backend."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -103,10 +104,12 @@ def _by_column(planned: Planned, by: str) -> Scan:
         raise ProfilerError(f"--group-by {by}: that is the length source itself")
 
     def part_groups(part: Any, backend: Backend) -> tuple[dict[str, Sum], int]:
-        _check(part.label, part.schema(), by)
+        schema = part.schema()
+        _check(part.label, schema, by)
+        labels = class_labels(schema, by)
         sums: dict[str, Sum] = {}
         for batch in part.batches([spec.name, by], codes=(by,)):
-            for name, hist in _split(batch, spec, backend):
+            for name, hist in _split(batch, spec, backend, labels):
                 sums.setdefault(name, Sum()).add(hist)
         return sums, sum(s.histogram().total for s in sums.values())
 
@@ -138,18 +141,35 @@ def _check(label: str, schema: pa.Schema, by: str) -> None:
 COUNTED_BINS = 1 << 22
 
 
-def _split(batch: pa.RecordBatch, spec: LengthSpec, backend: Backend
-           ) -> Iterator[tuple[str, LengthHistogram]]:
-    """The histogram of each group's lengths in the batch (the group column's values):
-    counted at once where every group's bins fit in `COUNTED_BINS`, else each group's
-    rows gathered (a stable radix order) and counted by ``backend``."""
+def class_labels(schema: pa.Schema, by: str) -> list[str] | None:
+    """The names of an integer column that ``datasets`` wrote as a ``ClassLabel`` (the
+    features in the schema's ``huggingface`` metadata), else None."""
+    meta = (schema.metadata or {}).get(b"huggingface")
+    if not meta:
+        return None
+    try:
+        feature = json.loads(meta)["info"]["features"][by]
+        names = feature["names"] if feature.get("_type") == "ClassLabel" else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return None
+    return names
+
+
+def _split(batch: pa.RecordBatch, spec: LengthSpec, backend: Backend,
+           labels: list[str] | None = None) -> Iterator[tuple[str, LengthHistogram]]:
+    """The histogram of each group's lengths in the batch (the group column's values, or
+    their ``labels``: a ClassLabel's names, -1 its null): counted at once where every
+    group's bins fit in `COUNTED_BINS`, else each group's rows gathered (a stable radix
+    order) and counted by ``backend``."""
     if not batch.num_rows:
         return
     chunk = array_to_chunk(batch.column(0), spec)
     data = np.diff(chunk.data.astype(np.int64)) if chunk.offsets else chunk.data
     groups = batch.column(1)
     encoded = groups if pa.types.is_dictionary(groups.type) else pc.dictionary_encode(groups)
-    names = [NULL if v is None else str(v) for v in encoded.dictionary.to_pylist()]
+    names = [_name(v, labels) for v in encoded.dictionary.to_pylist()]
     codes, valid = integers(encoded.indices)
     if valid is not None:
         codes[~valid] = len(names)
@@ -172,6 +192,15 @@ def _split(batch: pa.RecordBatch, spec: LengthSpec, backend: Backend
         rows = order[edges[code]:edges[code + 1]]
         part = Chunk(data[rows], None if chunk.valid is None else chunk.valid[rows])
         yield names[code], backend.histogram([part], None)
+
+
+def _name(value: Any, labels: list[str] | None) -> str:
+    """How a group is named: its value, or its ClassLabel name (-1: null)."""
+    if value is None or (labels is not None and value == -1):
+        return NULL
+    if labels is not None and isinstance(value, int) and 0 <= value < len(labels):
+        return labels[value]
+    return str(value)
 
 
 def _counted(data: np.ndarray, valid: np.ndarray | None, codes: np.ndarray, groups: int

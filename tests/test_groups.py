@@ -279,3 +279,20 @@ def test_report_and_plot_show_the_groups(tmp_path, capsys):
     assert html.count("<svg") == 4  # profile, groups, suggest, schedule
     rc, _, err = run_cli(["profile", path, "--group-by", "source", "--plot", png], capsys)
     assert rc == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", err
+
+
+def test_a_class_label_column_is_grouped_by_its_names(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rng = np.random.default_rng(12)
+    names = ["web", "code", "books", "math"]
+    label = rng.integers(-1, 4, 3_000)  # -1: datasets' missing label
+    length = rng.integers(1, 5_000, 3_000)
+    features = datasets.Features({"length": datasets.Value("int32"),
+                                  "src": datasets.ClassLabel(names=names)})
+    ds = datasets.Dataset.from_dict({"length": length, "src": label}, features=features)
+    path = tmp_path / "hf"
+    ds.save_to_disk(str(path), num_shards=2)
+    ds.to_parquet(str(tmp_path / "x.parquet"))
+    want = reference(length.tolist(), [None if v < 0 else names[v] for v in label.tolist()])
+    for source in (path, tmp_path / "x.parquet"):
+        same(gp.profile(source, group_by="src"), want)

@@ -296,3 +296,25 @@ def test_a_class_label_column_is_grouped_by_its_names(tmp_path):
     want = reference(length.tolist(), [None if v < 0 else names[v] for v in label.tolist()])
     for source in (path, tmp_path / "x.parquet"):
         same(gp.profile(source, group_by="src"), want)
+
+
+@pytest.mark.parametrize("kind", ["file", "stream"])
+def test_damaged_ipc_is_one_line(tmp_path, capsys, kind):
+    """A truncated stream, and string offsets pointing past their buffer (which pyarrow
+    would read out of bounds unless the batch is checked), are one line, exit 2."""
+    t = pa.table({"length": list(range(1000)), "g": [f"s{i % 7}" for i in range(1000)]})
+    path = tmp_path / f"t.{kind}"
+    new = pa.ipc.new_file if kind == "file" else pa.ipc.new_stream
+    with new(path, t.schema) as w:
+        w.write_table(t, max_chunksize=100)
+    data = bytearray(path.read_bytes())
+    if kind == "stream":
+        data = data[:len(data) // 2]
+    else:  # every int32 offset 40 of a string column: past its 2-byte strings' buffer
+        body = bytes(np.arange(0, 101, dtype=np.int32) * 2)
+        at = data.find(body)
+        assert at > 0
+        data[at + 8:at + 12] = np.int32(1 << 20).tobytes()
+    path.write_bytes(bytes(data))
+    rc, out, err = run_cli(["profile", path, "--group-by", "g"], capsys)
+    assert rc == 2 and str(path) in err and len(err.strip().splitlines()) == 1, err

@@ -10,6 +10,7 @@ big-endian files.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from collections.abc import Iterator
@@ -80,20 +81,23 @@ class IpcPart(FileShard):
 def _batches(path: Path, kind: str, columns: list[str], first: int = 0,
              stop: int | None = None) -> Iterator[pa.RecordBatch]:
     """Record batches ``first`` to ``stop - 1`` (None: all) of ``columns``, by pyarrow over
-    a memory map (a stream's earlier batches are passed over, never copied)."""
+    a memory map (a stream's earlier batches are passed over, never copied), each checked
+    in full (offsets within their buffers, UTF-8) before anything reads it: the file is
+    hostile input."""
     try:
         source = pa.memory_map(str(path))
         if kind == "file":
             reader = pa.ipc.open_file(source)
-            for i in range(first, reader.num_record_batches if stop is None else stop):
-                yield reader.get_batch(i).select(columns)
+            batches: Iterator[pa.RecordBatch] = (
+                reader.get_batch(i)
+                for i in range(first, reader.num_record_batches if stop is None else stop))
         else:
-            for i, batch in enumerate(pa.ipc.open_stream(source)):
-                if stop is not None and i >= stop:
-                    return
-                if i >= first:
-                    yield batch.select(columns)
-    except pa.ArrowException as exc:
+            batches = itertools.islice(pa.ipc.open_stream(source), first, stop)
+        for batch in batches:
+            batch = batch.select(columns)
+            batch.validate(full=True)
+            yield batch
+    except (OSError, pa.ArrowException) as exc:
         raise ProfilerError(f"{path}: corrupt or truncated {what(kind)}: "
                             f"{first_line(exc)}") from None
 

@@ -386,3 +386,27 @@ def test_bad_blends_exit_2_with_one_line(two, tmp_path, capsys, spec, match):
     assert rc == 2, err
     assert match in err
     assert err.count("\n") == 1 and "Traceback" not in err and out == ""
+
+
+def test_the_blend_report_page(tmp_path, capsys):
+    """--report writes one offline page: every source's row with its exact draws, the
+    blend's bucket table, both figures; nothing else is written."""
+    pytest.importorskip("matplotlib")
+    lens = [np.full(50, 100), np.arange(1, 71) * 40]
+    paths = [megatron_source(tmp_path, f"d{i}", x) for i, x in enumerate(lens)]
+    page = tmp_path / "blend.html"
+    rc, out, err = run_cli(["blend", "0.8", paths[0], "0.2", paths[1], "--train-samples",
+                            "500", "--report", page, "-f", "json"], capsys)
+    assert rc == 0, err
+    doc = json.loads(out)
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and html.count("<svg") == 2
+    for s in doc["sources"]:
+        assert f'<td data-field="drawn">{s["drawn"]:,}</td>' in html
+    assert f'<td data-field="samples">{doc["table"]["buckets"][0]["samples"]:,}</td>' in html
+    assert "http" not in html.replace("http-equiv", "").replace("http://www.w3.org", "")
+    idx = f"{paths[0]}.idx"
+    before = Path(idx).read_bytes()
+    rc, _, err = run_cli(["blend", "0.8", paths[0], "0.2", paths[1], "--report", idx], capsys)
+    assert rc == 2 and "--report" in err, err  # never written onto an input
+    assert Path(idx).read_bytes() == before

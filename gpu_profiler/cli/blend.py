@@ -49,6 +49,7 @@ def _number(text: str) -> float | None:
 
 @o.scan_options
 def blend(
+    ctx: typer.Context,
     data_path: DataPath = None,
     data_args_path: DataArgsPath = None,
     per_split_data_args_path: PerSplitDataArgsPath = None,
@@ -58,6 +59,9 @@ def blend(
     train_iters: TrainIters = None,
     global_batch_size: GlobalBatchSize = None,
     warn_epochs: WarnEpochs = 4.0,
+    report: Annotated[str | None, typer.Option(
+        "--report", metavar="FILE", help="Also write the blend as one offline HTML page "
+        "(as gpu-profiler report writes one), with its figures.", show_default=False)] = None,
     fail_if: o.FailIf = None,
     *,
     opts: o.ScanOptions,
@@ -90,7 +94,13 @@ def blend(
             raise ProfilerError("give --train-iters or --train-samples or --train-tokens")
         train_samples = train_iters * global_batch_size
     files = [f for f in (data_args_path, per_split_data_args_path) if f]
-    guard({"-o": opts.output}, *(data_path or []), *files)
+    guard({"-o": opts.output, "--report": report}, *(data_path or []), *files)
+    if report:
+        from gpu_profiler.io.output import check_writable
+        from gpu_profiler.render import plots
+
+        plots.require_matplotlib("--report")
+        check_writable(report)
     scan = {k: getattr(opts, k) for k in ("column", "offsets_of", "format", "split", "unit",
                                          "eot", "eot_position", "token_dtype",
                                          "trust_statistics")}
@@ -103,4 +113,10 @@ def blend(
                        **opts.bucketing())
     show(result, opts.output_format, opts.output, print_blend, blend_markdown, blend_csv,
          opts.width)
+    if report:
+        from gpu_profiler.cli.report import command_line
+        from gpu_profiler.io.output import write_atomic
+        from gpu_profiler.render.blend import blend_html
+
+        write_atomic(report, blend_html(result, command_line(ctx)))
     enforce(conditions, result)

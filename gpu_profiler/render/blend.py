@@ -91,3 +91,33 @@ def blend_csv(b: Any) -> str:
                     tokens_drawn=b.tokens_drawn, normalized_weight=1.0, sample_share=1.0,
                     token_share=1.0))
     return out.getvalue()
+
+
+_HTML_SOURCES = (("index", "source"), ("path", "path"), ("weight", "weight"),
+                 ("normalized_weight", "w"), ("samples", "samples"), ("mean_len", "mean len"),
+                 ("drawn", "drawn"), ("epochs", "epochs"), ("tokens_drawn", "tokens drawn"),
+                 ("token_share", "token share"), ("share_ratio", "tokens / w"))
+
+
+def blend_html(b: Any, command: str) -> str:
+    """``b`` as one offline HTML page (the report's): the sources, the summary, the bucket
+    table as trained with its figure, each source's weight against its token share and
+    epochs, the warnings and the command."""
+    from html import escape
+
+    from gpu_profiler.render import plots, report
+
+    sources = report.table("blend sources", _HTML_SOURCES,
+                           ([getattr(s, k) for k, _ in _HTML_SOURCES] for s in b.sources),
+                           "blend-sources")
+    parts = ["<h2>Sources</h2>", sources, f"<p>{escape(summary(b))}</p>",
+             report.figure("each source's weight, token share and epochs",
+                           plots.blend_figure(b))]
+    if b.table is not None:
+        parts += ["<h2>The blend as trained</h2>", report.summary("", b.table),
+                  report.buckets("", b.table),
+                  report.figure("the blend as trained", plots.profile_figure(
+                      b.histogram, b.table, "the blend as trained"))]
+    parts += ["<h2>Warnings</h2>", report.warnings([("blend", _warnings(b))]),
+              "<h2>Command</h2>", f"<pre id=\"command\">{escape(command)}</pre>"]
+    return report.page(f"gpu-profiler blend: {len(b.sources)} sources", parts)

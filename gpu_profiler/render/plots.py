@@ -327,6 +327,32 @@ def mixture_figure(result: Any) -> Any:
     return fig
 
 
+# ---------------------------------------------------------------- blend
+def blend_figure(b: Any) -> Any:
+    """A blend (`gpu_profiler.analysis.blend.Blend`): each source's normalized weight
+    beside its share of the tokens drawn, and the epochs the blend makes of it."""
+    fig, ax = _figure(1, 2, (13, 4.5), f"{len(b.sources)} sources: {b.size:,} samples, "
+                      f"{b.tokens_drawn:,} tokens")
+    x = np.arange(len(b.sources))
+    names = [f"{s.index}" for s in b.sources]
+    ax[0, 0].bar(x - 0.2, [100 * s.normalized_weight for s in b.sources], 0.4,
+                 color=OKABE_ITO[0], label="weight (share of samples)")
+    ax[0, 0].bar(x + 0.2, [100 * s.token_share for s in b.sources], 0.4,
+                 color=OKABE_ITO[1], label="share of the tokens drawn")
+    ax[0, 0].set_xticks(x, names)
+    ax[0, 0].set_xlabel("source")
+    ax[0, 0].set_ylabel("%")
+    ax[0, 0].legend(fontsize=7)
+    ax[0, 0].set_title("weight against token share", fontsize=9)
+    ax[0, 1].bar(x, [s.epochs for s in b.sources], 0.6, color=OKABE_ITO[2])
+    ax[0, 1].axhline(b.warn_epochs, color="0.4", linestyle="--", linewidth=0.8)
+    ax[0, 1].set_xticks(x, names)
+    ax[0, 1].set_xlabel("source")
+    ax[0, 1].set_ylabel("epochs (times each sample is drawn)")
+    ax[0, 1].set_title("epochs (dashed: --warn-epochs)", fontsize=9)
+    return fig
+
+
 # ---------------------------------------------------------------- shapes
 def shape_figure(result: Any) -> Any:
     """A shaped profile (``--sft``, ``--dpo``): the prompt x completion heat map (log

@@ -242,8 +242,7 @@ def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any
     section of a grouped profile, or the `shaped` one of SFT/DPO samples."""
     params = table("parameters", (("name", "name"), ("value", "value")), parameters,
                    "parameters")
-    parts = [f"<h1>{escape(title)}</h1>",
-             "<h2>Summary</h2>", *(summary(s, t) for s, t in tables),
+    parts = ["<h2>Summary</h2>", *(summary(s, t) for s, t in tables),
              "<h2>Buckets</h2>", *(buckets(s, t) for s, t in tables),
              figure(*figures["profile"]),
              section,
@@ -253,7 +252,12 @@ def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any
              figure(*figures["suggest"]) if "suggest" in figures else "",
              "<h2>Batch order</h2>", orders(schedule), figure(*figures["schedule"]),
              "<h2>Command</h2>", f"<pre id=\"command\">{escape(command)}</pre>", params]
+    return page(title, parts)
+
+
+def page(title: str, parts: Sequence[str]) -> str:
+    """A whole offline page: ``title`` as its heading, then ``parts`` (HTML, escaped)."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
             f"<title>{escape(title)}</title><style>{_CSS}</style></head>\n<body>\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+            + f"<h1>{escape(title)}</h1>\n" + "\n".join(parts) + "\n</body></html>\n")

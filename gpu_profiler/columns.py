@@ -5,7 +5,7 @@ threads, in this process."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -80,3 +80,36 @@ def integers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
     valid = arr.is_valid().to_numpy(zero_copy_only=False)
     values[~valid] = 0
     return values, valid
+
+
+#: Rows a batch of extra columns is gathered to before it is worked on (an HF shard's
+#: record batches hold 1,000 rows: each would cost its own encoding and counting).
+BATCH_ROWS = 1 << 20
+
+
+def coalesced(batches: Iterable[pa.RecordBatch], rows: int | None = None
+              ) -> Iterator[pa.RecordBatch]:
+    """``batches`` gathered into batches of at least ``rows`` rows (default `BATCH_ROWS`,
+    read at call time; the last may be fewer), dictionaries unified; larger ones pass
+    untouched."""
+    rows = BATCH_ROWS if rows is None else rows
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows >= rows and not held:
+            yield batch
+            continue
+        held.append(batch)
+        count += batch.num_rows
+        if count >= rows:
+            yield _joined(held)
+            held, count = [], 0
+    if held:
+        yield _joined(held)
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    table = pa.Table.from_batches(batches).unify_dictionaries().combine_chunks()
+    return table.to_batches()[0]

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from gpu_profiler import driver, engine
 from gpu_profiler.backends import Backend
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.columns import check_column, each_part, integers
+from gpu_profiler.columns import check_column, coalesced, each_part, integers
 from gpu_profiler.engine import Planned, Scan
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram, Sum
@@ -108,7 +108,7 @@ def _by_column(planned: Planned, by: str) -> Scan:
         _check(part.label, schema, by)
         labels = class_labels(schema, by)
         sums: dict[str, Sum] = {}
-        for batch in part.batches([spec.name, by], codes=(by,)):
+        for batch in coalesced(part.batches([spec.name, by], codes=(by,))):
             for name, hist in _split(batch, spec, backend, labels):
                 sums.setdefault(name, Sum()).add(hist)
         return sums, sum(s.histogram().total for s in sums.values())

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from gpu_profiler import engine
 from gpu_profiler.backends import Backend
-from gpu_profiler.columns import check_column, each_part, integers
+from gpu_profiler.columns import check_column, coalesced, each_part, integers
 from gpu_profiler.engine import Planned
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
@@ -134,7 +134,7 @@ def scan(source: Source, shape: Shape, execution: Execution = DEFAULT
     def part_counts(part: Any, backend: Backend) -> tuple[tuple[Any, ...], int]:
         _check(part, shape)
         keys, counts, nulls, invalid, rows = [], [], 0, 0, 0
-        for batch in part.batches(list(dict.fromkeys(shape.columns))):
+        for batch in coalesced(part.batches(list(dict.fromkeys(shape.columns)))):
             lengths, valid = _lengths(batch, shape)
             rows += batch.num_rows
             ok = valid & (lengths >= 0).all(axis=1)
@@ -177,7 +177,7 @@ def sample_lengths(source: Source, shape: Shape, execution: Execution = DEFAULT,
     def part_lengths(part: Any, backend: Backend) -> tuple[np.ndarray, int]:
         _check(part, shape)
         out = []
-        for batch in part.batches(list(dict.fromkeys(shape.columns))):
+        for batch in coalesced(part.batches(list(dict.fromkeys(shape.columns)))):
             lengths, valid = _lengths(batch, shape)
             memory = lengths[:, 0] + lengths[:, 1:].max(axis=1)
             out.append(np.where(valid & (lengths >= 0).all(axis=1), memory, -1))

@@ -28,7 +28,14 @@ from gpu_profiler.analysis.policies import (
 from gpu_profiler.analysis.shapes import ShapeProfile
 from gpu_profiler.engine import ShardReport
 from gpu_profiler.errors import ProfilerError, first_line
-from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram, merge
+from gpu_profiler.histogram import (
+    MAX_AUTO_CAP,
+    Grouping,
+    LengthHistogram,
+    merge,
+    read_groups,
+    read_saved,
+)
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.request import DEFAULT, LOCAL, Execution, Sharding, Source, gather
 
@@ -59,7 +66,7 @@ def histogram(source: Any, *, execution: Execution | None = None,
     src, ex, sh = gather(source, options, execution, sharding)
     saved = _histogram_given(src, sh)
     if saved is not None:
-        return saved if ex.cap is None else saved.with_cap(ex.cap)
+        return saved[0] if ex.cap is None else saved[0].with_cap(ex.cap)
     return driver.scan(src, ex, sh).total
 
 
@@ -70,21 +77,28 @@ def analysed_histogram(source: Source, execution: Execution = DEFAULT
     histogram is taken as it is (split None)."""
     saved = _histogram_given(source, LOCAL)
     if saved is not None:
-        return (saved if execution.cap is None else saved.with_cap(execution.cap)), None
+        hist = saved[0]
+        return (hist if execution.cap is None else hist.with_cap(execution.cap)), None
     planned = engine.plan(source, execution)
     split = planned.analysed_split()
     return driver.run(planned.only(split)).total, split
 
 
-def _histogram_given(source: Source, sharding: Sharding) -> LengthHistogram | None:
-    """The histogram ``source`` is (in memory, or saved to a file), else None. It was
-    scanned already: an option that chooses what to scan cannot apply to it, and is an
-    error rather than silently ignored."""
+def _histogram_given(source: Source, sharding: Sharding
+                     ) -> tuple[LengthHistogram, Grouping | None] | None:
+    """The histogram ``source`` is (in memory, or saved to a file) and the groups saved
+    with it (``--group-by``), else None. It was scanned already: an option that chooses
+    what to scan cannot apply to it, and is an error rather than silently ignored."""
     data = source.data
+    groups = None
     if isinstance(data, LengthHistogram):
         hist = data
     elif LengthHistogram.is_saved(data):
-        hist = LengthHistogram.load(data)
+        hist, d = read_saved(data)
+        try:
+            groups = read_groups(d, hist)
+        except ValueError as exc:
+            raise ProfilerError(f"{data}: not a gpu-profiler histogram ({exc})") from None
     else:
         return None
     given = [*source.given(), *sharding.given()]
@@ -92,7 +106,7 @@ def _histogram_given(source: Source, sharding: Sharding) -> LengthHistogram | No
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise ProfilerError(f"{source.label}: {flags} cannot apply to a histogram (its "
                             "lengths were read when it was saved)")
-    return hist
+    return hist, groups
 
 
 @dataclass(frozen=True)
@@ -203,7 +217,8 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
         fixed = fixed or evaluate_policy(hist, "fixed", params, drop_last=drop_last)
         return replace(bucket_table(hist, params), padding_pct=fixed.padding_pct)
 
-    given = _histogram_given(src, sh)
+    given_groups = _histogram_given(src, sh)
+    given = None if given_groups is None else given_groups[0]
     if shape is not None:
         if group_by is not None or given is not None or not sh.local:
             why = ("--group-by" if group_by is not None else "a histogram" if given is not None
@@ -213,6 +228,13 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
         result = _shaped(src, shape, ex, params, table)
         chosen = result.group_split
         hists = {chosen or "": result.histogram}
+    elif given_groups is not None and given_groups[1] is not None:
+        by, saved_groups = given_groups[1]
+        if group_by not in (None, by):
+            raise ProfilerError(f"{src.label}: its groups are by {by}, not {group_by}")
+        result = _mixed(src.label, by, given_groups[0], saved_groups, table, padded,
+                        "none", "saved histogram", 0.0, None)
+        hists, chosen = {"": result.histogram}, None
     elif group_by is not None:
         if given is not None:
             raise ProfilerError(f"{src.label}: --group-by needs the data: a histogram has no "
@@ -255,14 +277,21 @@ def _grouped(src: Source, by: str, ex: Execution, sh: Sharding, table: Any, padd
 
     g = groups.scan(src, by, ex, sh)
     total = merge(g.histograms.values()) if g.histograms else LengthHistogram.empty(0)
+    s = g.scan
+    return replace(_mixed(src.label, by, total, g.histograms, table, padded, s.backend,
+                          s.spec.describe(), s.seconds, g.split), report=s.report)
+
+
+def _mixed(label: str, by: str, total: LengthHistogram, hists: dict[str, LengthHistogram],
+           table: Any, padded: Any, backend: str, length_source: str, seconds: float,
+           split: str | None) -> ProfileResult:
+    """The profile of ``total`` and of its groups ``hists`` (see `profile`)."""
     whole = table(total)
-    tables = {name: padded(h) for name, h in g.histograms.items()}
+    tables = {name: padded(h) for name, h in hists.items()}
     mix = mixture(by, tables, whole)
     whole = replace(whole, warnings=(*whole.warnings, *mix.warnings))
-    s = g.scan
-    return ProfileResult(src.label, s.backend, s.spec.describe(), whole, total, {}, s.seconds,
-                         report=s.report, groups=tables, group_histograms=g.histograms,
-                         mixture=mix, group_split=g.split)
+    return ProfileResult(label, backend, length_source, whole, total, {}, seconds,
+                         groups=tables, group_histograms=hists, mixture=mix, group_split=split)
 
 
 def _shaped(src: Source, shape: Shape, ex: Execution, params: BucketParams, table: Any

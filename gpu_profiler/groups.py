@@ -28,15 +28,13 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.columns import check_column, coalesced, each_part, integers
 from gpu_profiler.engine import Planned, Scan
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import LengthHistogram, Sum
+from gpu_profiler.histogram import MAX_GROUPS, LengthHistogram, Sum
 from gpu_profiler.readers import LengthSpec
 from gpu_profiler.readers.arrow import array_to_chunk
 from gpu_profiler.request import DEFAULT, LOCAL, Execution, Sharding, Source
 
 #: ``--group-by`` values that group a source's files, not a column's values.
 BY_FILE, BY_DIR = "@file", "@dir"
-#: More distinct values than this is not a mixture's sources (an id column?): refused.
-MAX_GROUPS = 1000
 #: How the group of samples whose group column is null is named.
 NULL = "(null)"
 

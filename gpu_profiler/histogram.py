@@ -255,19 +255,26 @@ class LengthHistogram:
         """Inverse of :meth:`to_dict`, checked as hostile input (`validated`)."""
         return validated(d)
 
-    def to_json(self, provenance: dict[str, Any] | None = None) -> str:
+    def to_json(self, provenance: dict[str, Any] | None = None,
+                groups: Grouping | None = None) -> str:
         """The saved form: :meth:`to_dict` as one JSON line. ``provenance`` says which
         slice of which scan it counts (`gpu_profiler.slices`); loaders that do not ask
-        ignore it."""
-        d = self.to_dict() if provenance is None else {**self.to_dict(),
-                                                       "provenance": provenance}
+        ignore it. ``groups``: ``(group_by, {name: histogram})``, the groups this one is
+        the sum of (``--group-by``), saved beside it (`read_groups`)."""
+        d = self.to_dict()
+        if provenance is not None:
+            d["provenance"] = provenance
+        if groups is not None:
+            d["group_by"] = groups[0]
+            d["groups"] = {name: h.to_dict() for name, h in groups[1].items()}
         return json.dumps(d) + "\n"
 
-    def save(self, path: str | Path, provenance: dict[str, Any] | None = None) -> None:
+    def save(self, path: str | Path, provenance: dict[str, Any] | None = None,
+             groups: Grouping | None = None) -> None:
         """Write :meth:`to_json` to ``path`` (atomically)."""
         from gpu_profiler.io.output import write_atomic
 
-        write_atomic(path, self.to_json(provenance))
+        write_atomic(path, self.to_json(provenance, groups))
 
     @staticmethod
     def is_saved(path: Any) -> bool:
@@ -289,6 +296,46 @@ class LengthHistogram:
     def load(cls, path: str | Path) -> LengthHistogram:
         """Read a histogram written by :meth:`save` (`read_saved`)."""
         return read_saved(path)[0]
+
+
+#: ``(group_by, {group name: histogram})``: a histogram's groups (``--group-by``).
+Grouping = tuple[str, dict[str, "LengthHistogram"]]
+#: Most groups a saved histogram may hold (and a grouped scan make).
+MAX_GROUPS = 1000
+
+
+def read_groups(d: dict[str, Any], total: LengthHistogram) -> Grouping | None:
+    """The groups saved beside ``total`` in the object ``d`` (None: it has none), checked
+    as hostile input: ``group_by`` a short string, at most `MAX_GROUPS` groups named by
+    strings, each a valid histogram, and their sum ``total`` exactly (a `ValueError`
+    otherwise)."""
+    if "groups" not in d and "group_by" not in d:
+        return None
+    by, groups = d.get("group_by"), d.get("groups")
+    if not isinstance(by, str) or not 0 < len(by) <= 200:
+        raise ValueError("'group_by' is not a column name, @file or @dir")
+    if not isinstance(groups, dict) or len(groups) > MAX_GROUPS:
+        raise ValueError(f"'groups' is not an object of at most {MAX_GROUPS:,} groups")
+    out: dict[str, LengthHistogram] = {}
+    for name, g in groups.items():
+        if not 0 < len(name) <= 1000:
+            raise ValueError("a group's name is empty or longer than 1,000 characters")
+        try:
+            out[name] = validated(g)
+        except ValueError as exc:
+            raise ValueError(f"group {name[:40]!r}: {exc}") from None
+    summed = merge(out.values()) if out else None
+    if summed is None or not _same(summed, total):
+        raise ValueError("its groups do not add up to its histogram")
+    return by, out
+
+
+def _same(a: LengthHistogram, b: LengthHistogram) -> bool:
+    """Whether ``a`` and ``b`` count the same lengths, whatever bins past their longest
+    each holds."""
+    n = max(a.cap, b.cap) + 1
+    return a._scalars() == b._scalars() and bool(np.array_equal(
+        np.pad(a.counts, (0, n - a.counts.size)), np.pad(b.counts, (0, n - b.counts.size))))
 
 
 def read_saved(path: str | Path) -> tuple[LengthHistogram, dict[str, Any]]:
@@ -369,7 +416,8 @@ def validated(d: Any, counts: np.ndarray | None = None, max_cap: int = MAX_CAP
     Anything else is a `ValueError` that says what."""
     if not isinstance(d, dict):
         raise ValueError("not a JSON object")
-    unknown = set(d) - {"schema", "cap", "counts", "provenance", *SCALARS}
+    unknown = set(d) - {"schema", "cap", "counts", "provenance", "group_by", "groups",
+                        *SCALARS}
     if unknown:
         raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
     if d.get("schema", SCHEMA) != SCHEMA:

@@ -13,7 +13,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.histogram import INT64_MAX, MAX_CAP, LengthHistogram, Sum, read_saved
+from gpu_profiler.histogram import (
+    INT64_MAX,
+    MAX_CAP,
+    MAX_GROUPS,
+    Grouping,
+    LengthHistogram,
+    Sum,
+    read_groups,
+    read_saved,
+)
 from gpu_profiler.readers import Part, SourceOptions
 from gpu_profiler.readers.base import FLAGS
 
@@ -63,11 +72,16 @@ def provenance(items: Sequence[tuple[str, Part]], spec: str, cap: int | None,
             "cap": cap, "slicing": SLICING, "parts": count, "slices": [index]}
 
 
-def load_partial(path: str) -> tuple[LengthHistogram, dict[str, Any]]:
-    """A histogram saved by ``--part ... --save-hist`` and its provenance, checked: every
-    field of `provenance` there with its type, ``parts`` in ``1..MAX_PARTS``, the slices
-    distinct and below ``parts``, the histogram's cap the one recorded."""
+def load_partial(path: str) -> tuple[LengthHistogram, dict[str, Any], Grouping | None]:
+    """A histogram saved by ``--part ... --save-hist``, its provenance and its groups
+    (``--group-by``), checked: every field of `provenance` there with its type, ``parts``
+    in ``1..MAX_PARTS``, the slices distinct and below ``parts``, the histogram's cap the
+    one recorded, the groups adding up to it (`read_groups`)."""
     hist, d = read_saved(path)
+    try:
+        groups = read_groups(d, hist)
+    except ValueError as exc:
+        raise ProfilerError(f"{path}: not a gpu-profiler histogram ({exc})") from None
     prov = d.get("provenance")
     if not isinstance(prov, dict) or not isinstance(prov.get("slices"), list):
         raise ProfilerError(f"{path}: not a partial histogram (saved without --part)")
@@ -92,7 +106,7 @@ def load_partial(path: str) -> tuple[LengthHistogram, dict[str, Any]]:
     if cap is not None and hist.cap != min(cap, MAX_CAP):
         raise ProfilerError(f"{path}: its histogram's cap ({hist.cap}) is not the cap its "
                             f"provenance records ({str(cap)[:40]})")
-    return hist, prov
+    return hist, prov, groups
 
 
 def _given(value: Any) -> Any:
@@ -105,18 +119,26 @@ _TYPES: dict[str, Any] = {"listing": str, "shards": int, "length_source": str,
                           "parts": int, "slices": list}
 
 
-def merge_partials(paths: Sequence[str]) -> tuple[LengthHistogram, dict[str, Any]]:
-    """The sum of the partial histograms at ``paths`` and its provenance, once they are
-    shown to be every slice of one scan, each once, their sum within int64. One part is
-    held at a time: memory stays that of two histograms."""
+def merge_partials(paths: Sequence[str]
+                   ) -> tuple[LengthHistogram, dict[str, Any], Grouping | None]:
+    """The sum of the partial histograms at ``paths``, its provenance and its groups (each
+    group summed by name, when the parts were saved with ``--group-by``: all by the same),
+    once they are shown to be every slice of one scan, each once, their sum within int64.
+    One part is held at a time: memory stays that of two histograms (and their groups)."""
     if not paths:
         raise ProfilerError("merge needs the partial histograms to sum")
     total, samples, binned_tokens = Sum(), 0, 0
     owner: dict[int, str] = {}
+    by: str | None = None
+    sums: dict[str, Sum] = {}
     for i, path in enumerate(paths):
-        hist, prov = load_partial(path)
+        hist, prov, groups = load_partial(path)
         if i == 0:
             first_path, same = path, {k: prov[k] for k in _TYPES if k != "slices"}
+            by = groups[0] if groups else None
+        if (groups[0] if groups else None) != by:
+            raise ProfilerError(f"{path}: grouped by {groups[0] if groups else 'nothing'}, "
+                                f"{first_path} by {by or 'nothing'} (--group-by)")
         # the source options first: the flag that differs is what the user can fix (the
         # length source names some of them too: a token stream's EOT)
         for field, value in sorted(same.items(), key=lambda kv: kv[0] != "source"):
@@ -138,6 +160,10 @@ def merge_partials(paths: Sequence[str]) -> tuple[LengthHistogram, dict[str, Any
         if samples > INT64_MAX or binned_tokens > INT64_MAX:
             raise ProfilerError(f"{path}: the parts' counts or token sums add up past int64")
         total.add(hist)
+        for name, h in (groups[1].items() if groups else ()):
+            sums.setdefault(name, Sum()).add(h)
+        if len(sums) > MAX_GROUPS:
+            raise ProfilerError(f"{path}: the parts hold more than {MAX_GROUPS:,} groups")
     missing = [str(s) for s in range(same["parts"]) if s not in owner]
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more"
@@ -145,7 +171,9 @@ def merge_partials(paths: Sequence[str]) -> tuple[LengthHistogram, dict[str, Any
         which = f"slices {shown} are" if len(missing) > 1 else f"slice {missing[0]} is"
         raise ProfilerError(f"{which} missing (of {same['parts']}; none of the {len(paths)} "
                             "files given has it)")
-    return total.histogram(), {**same, "slices": sorted(owner)}
+    grouped = None if by is None else (by, {name: s.histogram()
+                                            for name, s in sorted(sums.items())})
+    return total.histogram(), {**same, "slices": sorted(owner)}, grouped
 
 
 _FIELDS = {"listing": "the source listing", "shards": "the number of shards",

@@ -318,3 +318,43 @@ def test_damaged_ipc_is_one_line(tmp_path, capsys, kind):
     path.write_bytes(bytes(data))
     rc, out, err = run_cli(["profile", path, "--group-by", "g"], capsys)
     assert rc == 2 and str(path) in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_saved_groups_reanalysed_merged_and_checked(tmp_path, capsys):
+    """--save-hist keeps the groups; the saved file re-profiles to the same groups without
+    a scan; --part slices of an @dir scan merge group by group; a file whose groups do not
+    add up to its histogram, or whose group is forged, is one line, exit 2."""
+    rng = np.random.default_rng(13)
+    for sub, lo in (("web", 10), ("code", 3000), ("books", 500)):
+        (tmp_path / "src" / sub).mkdir(parents=True)
+        for i in range(3):
+            pq.write_table(pa.table({"length": rng.integers(lo, lo + 4000, 300)}),
+                           tmp_path / "src" / sub / f"{i}.parquet")
+
+    def doc(*args):
+        rc, out, err = run_cli(["profile", *args, "-f", "json"], capsys)
+        assert rc == 0, err
+        d = json.loads(out)
+        return {k: d[k] for k in ("groups", "group_buckets", "total_samples", "buckets")}
+
+    whole = tmp_path / "whole.json"
+    want = doc(tmp_path / "src", "--group-by", "@dir", "--save-hist", whole)
+    assert doc(whole) == want and doc(whole, "--group-by", "@dir") == want
+    parts = [tmp_path / f"part-{i}.json" for i in range(2)]
+    for i, part in enumerate(parts):
+        doc(tmp_path / "src", "--group-by", "@dir", "--part", f"{i}/2", "--save-hist", part)
+    merged = tmp_path / "merged.json"
+    rc, _, err = run_cli(["merge", *parts, "-o", merged], capsys)
+    assert rc == 0, err
+    assert doc(merged) == want
+    rc, _, err = run_cli(["profile", whole, "--group-by", "source"], capsys)
+    assert rc == 2 and "its groups are by @dir, not source" in err, err
+    d = json.loads(whole.read_text())
+    for forge in ({"groups": {k: v for k, v in d["groups"].items() if k != "web"}},
+                  {"groups": {**d["groups"], "web": {**d["groups"]["web"], "cap": -1}}},
+                  {"group_by": 7}):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**d, **forge}))
+        rc, _, err = run_cli(["profile", bad], capsys)
+        assert rc == 2 and "not a gpu-profiler histogram" in err, err
+        assert len(err.strip().splitlines()) == 1

@@ -101,7 +101,9 @@ def profile(
                              execution=opts.execution(),
                              sharding=Sharding(client, cache_dir, part, skip_bad_shards))
     if save_hist:
-        result.histogram.save(save_hist, result.report.provenance)
+        result.histogram.save(save_hist, result.report.provenance,
+                              (result.mixture.by, result.group_histograms)
+                              if result.mixture else None)
     if plot:
         plots.save_figure(plots.mixture_figure(result) if result.mixture else
                           plots.shape_figure(result) if result.shape else

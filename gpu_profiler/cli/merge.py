@@ -22,5 +22,5 @@ def merge(
     from gpu_profiler.slices import merge_partials
 
     guard({"-o": output}, *parts)
-    hist, provenance = merge_partials(parts)
-    emit(hist.to_json(provenance), output)
+    hist, provenance, groups = merge_partials(parts)
+    emit(hist.to_json(provenance, groups), output)

@@ -358,3 +358,18 @@ def test_saved_groups_reanalysed_merged_and_checked(tmp_path, capsys):
         rc, _, err = run_cli(["profile", bad], capsys)
         assert rc == 2 and "not a gpu-profiler histogram" in err, err
         assert len(err.strip().splitlines()) == 1
+
+
+def test_a_saved_grouped_histogram_validates(tmp_path, capsys):
+    import jsonschema
+
+    length, group = corpus(2_000, 5, seed=14)
+    path = tmp_path / "mix.parquet"
+    pq.write_table(pa.table({"length": length, "source": group}), path)
+    saved = tmp_path / "h.json"
+    rc, _, err = run_cli(["profile", path, "--group-by", "source", "--save-hist", saved],
+                         capsys)
+    assert rc == 0, err
+    d = json.loads(saved.read_text())
+    jsonschema.validate(d, load("histogram"), cls=jsonschema.Draft202012Validator)
+    assert set(d["groups"]) == set(reference(length, group)) and d["group_by"] == "source"

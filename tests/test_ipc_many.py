@@ -206,6 +206,28 @@ def test_a_datasets_dir_is_read_together(spy, tmp_path):
     assert o.counts.tolist() == np.bincount(x % 50, minlength=65).tolist()
 
 
+@pytest.mark.parametrize("head", [8, ipc_many.SCHEMA_HEAD])
+def test_the_first_shard_gives_the_reference_from_its_head_or_whole(head, spy, monkeypatch,
+                                                                   tmp_path):
+    """The run's first shard is read for its schema message from its head (the whole shard
+    is read with the others), or whole when the message runs past it: the same run, the
+    same numbers."""
+    monkeypatch.setattr(ipc_many, "SCHEMA_HEAD", head)
+    reads = []
+    real = ipc_many.read_whole
+    monkeypatch.setattr(ipc_many, "read_whole", lambda p, s: (reads.append(len(p)),
+                                                              real(p, s))[1])
+    rng = np.random.default_rng(8)
+    want = []
+    for k, (table, x) in enumerate(_tables(6, rng)):
+        _write(tmp_path / f"s{k}.arrow", table, kind="file")
+        want.append(x)
+    h = gp.histogram(str(tmp_path), cap=400)
+    assert spy == [(6, 0)]
+    assert h.counts.tolist() == np.bincount(np.concatenate(want), minlength=401).tolist()
+    assert reads == ([1, 6] if head == 8 else [6])
+
+
 def test_streams_it_must_not_read_are_left_to_their_own_readers(spy, way, tmp_path):
     rng = np.random.default_rng(5)
     tables = [t for t, _ in _tables(8, rng)]

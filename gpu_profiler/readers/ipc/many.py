@@ -18,6 +18,7 @@ compressed length column, damage of any kind, a read that fails."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -48,11 +49,8 @@ def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema]
     mine = [i for i, p in enumerate(parts) if p.kind == kind]
     sizes = np.array([parts[i].nbytes for i in mine], np.int64)
     paths = [parts[i].at for i in mine]
-    buf, _, unread = read_whole(paths[:1], sizes[:1])
-    if unread[0]:  # its bytes are not there to be the reference
-        return Leave(len(parts))
     try:
-        schema, framed = _reference(buf, 8 if kind == "file" else 0, int(sizes[0]))
+        schema, framed = _first(paths[0], int(sizes[0]), 8 if kind == "file" else 0)
         if like is not None and parts[0].label != like[0]:
             same_schema(parts[0].label, schema, like, reading.spec)
         col, layout = _column(schema, reading)
@@ -128,6 +126,34 @@ _COUNTED = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint64))
 
 class _Leave(Exception):
     """Every stream of the run goes to its own reader."""
+
+
+#: Bytes read at the head of a run's first shard for its schema message (HF shards' are
+#: a few KiB, their features' JSON included).
+SCHEMA_HEAD = 64 << 10
+
+
+def _first(path: str | Path, size: int, start: int) -> tuple[pa.Schema, np.ndarray]:
+    """`_reference` of the run's first shard, from its first `SCHEMA_HEAD` bytes (the
+    whole shard is read with the others, not twice), or from all of it when its schema
+    message runs past them; `_Leave` when it cannot be read."""
+    try:
+        fd = os.open(path, OPEN_FLAGS)
+        try:
+            head = np.frombuffer(os.pread(fd, min(size, SCHEMA_HEAD), 0), np.uint8)
+        finally:
+            os.close(fd)
+        try:
+            return _reference(head, start, head.size)
+        except _Leave:
+            if head.size >= size:
+                raise
+        buf, _, unread = read_whole([path], np.array([size], np.int64))
+    except OSError:
+        raise _Leave from None
+    if unread[0]:  # its bytes are not there to be the reference
+        raise _Leave
+    return _reference(buf, start, size)
 
 
 def _reference(buf: np.ndarray, start: int, end: int) -> tuple[pa.Schema, np.ndarray]:

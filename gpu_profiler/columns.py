@@ -41,15 +41,22 @@ def each_part(planned: Planned, what: str, work: Callable[[Any, Backend], tuple[
 
 
 def pieces(planned: Planned, workers: int) -> list[Any]:
-    """The parts of ``planned``, a large Parquet or IPC shard cut into runs of row groups
-    or record batches (as a Dask task's share: `gpu_profiler.cluster.groups`), so that
-    every worker has some even when the shards are few."""
+    """The parts of ``planned``, a large Parquet shard or IPC file cut into runs of row
+    groups or record batches (as a Dask task's share: `gpu_profiler.cluster.groups`), so
+    that every worker has some even when the shards are few. An IPC stream stays whole:
+    pyarrow reaches a stream's later batches only through the earlier ones."""
     from gpu_profiler import cluster
 
     if planned.reading is None or workers < 2:
         return planned.parts
-    tasks = cluster.groups([("", p) for p in planned.parts], workers, planned.reading)
-    return [p for _, ps in tasks for p in ps]
+    out: list[Any] = []
+    for part in planned.parts:
+        if getattr(part, "kind", None) == "stream":
+            out.append(part)
+            continue
+        tasks = cluster.groups([("", part)], workers, planned.reading)
+        out += [p for _, ps in tasks for p in ps]
+    return out
 
 
 def check_column(label: str, schema: pa.Schema, name: str, option: str,

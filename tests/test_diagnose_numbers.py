@@ -49,7 +49,7 @@ SHAPES = [
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: ",".join(f"{k}={v}" for k, v in
                                                                   s.items()) or "per-step")
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_random_order_is_banded_and_its_levels_recovered(shape, seed):
     run, _, r = run_and_diagnose(order="random", seed=seed, **shape)
     assert r.banded, r.verdict
@@ -63,7 +63,7 @@ def test_random_order_is_banded_and_its_levels_recovered(shape, seed):
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: ",".join(f"{k}={v}" for k, v in
                                                                   s.items()) or "per-step")
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_stride_order_is_not_banded(shape, seed):
     run, alone, r = run_and_diagnose(order="stride", seed=seed, **shape)
     assert not r.banded, r.verdict
@@ -212,7 +212,7 @@ def test_persistence_of_orders():
 @pytest.mark.parametrize("shape", [dict(), dict(grad_accum=2, world_size=2),
                                    dict(every=10, logged="mean")],
                          ids=["per-step", "accum2,world2", "mean10"])
-@pytest.mark.parametrize("slope", [-0.3, 0.0])
+@pytest.mark.parametrize("slope", [-0.3, pytest.param(0.0, marks=pytest.mark.slow)])
 def test_a_batch_length_effect_within_buckets_is_recovered(shape, slope):
     """Within each bucket, a batch's loss goes as its mean sample length ^ slope (the
     length's log spread 0.15): the bucket-and-length regression recovers the slope within

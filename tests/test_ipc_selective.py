@@ -124,7 +124,8 @@ def lengths_table(n: int, t: pa.DataType | None = None, seed: int = 0, nulls: fl
 
 # -- agreement with the reference reader --------------------------------------------------
 
-@pytest.mark.parametrize("io", ["buffered", "direct", "mapped"])  # pages, sectors, in place
+@pytest.mark.parametrize("io", ["buffered", pytest.param("direct", marks=pytest.mark.slow),
+                                "mapped"])  # pages, sectors, in place
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["stream", "file"]), t=st.sampled_from(INT_TYPES),

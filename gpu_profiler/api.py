@@ -201,8 +201,9 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
     bucket = {k: options.pop(k) for k in [f.name for f in fields(BucketParams)] if k in options}
     params = BucketParams(**{**bucket, "bounds": parse_bounds(bucket.get("bounds",
                                                                          DEFAULT_BOUNDS))})
-    if shape is not None and shape.kind == "dpo" and params.cost.rows_per_sample == 1:
-        params = replace(params, cost=replace(params.cost, rows_per_sample=2))  # two rows
+    if shape is not None and params.cost.rows_per_sample == 1:
+        params = replace(params, cost=replace(params.cost,
+                                              rows_per_sample=shape.rows_per_sample))
     names = parse_policies(policies)
     if "cap" in options or (execution is not None and execution.cap is not None):
         raise TypeError("profile bins every length: cap is an option of histogram()")

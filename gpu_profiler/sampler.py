@@ -351,7 +351,7 @@ class BucketBatchSampler:
                  rows_per_sample: int | None = None, **source: Any) -> None:
         shape = source.get("shape")
         if rows_per_sample is None:
-            rows_per_sample = 2 if getattr(shape, "kind", None) == "dpo" else 1
+            rows_per_sample = getattr(shape, "rows_per_sample", 1)
         self.params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget,
                                    max_batch_size, world_size=world_size,
                                    cost=cost_model(attention_weight, cost_curve, cost_budget,
@@ -708,8 +708,8 @@ def planned_sampler(source: Any, epoch: int = 0, **options: Any
     shape = options.get("shape")
     x, split = analysed_lengths(source if isinstance(source, Source) else Source(source),
                                 shape)
-    if getattr(shape, "kind", None) == "dpo" and options.get("rows_per_sample") is None:
-        options["rows_per_sample"] = 2
+    if options.get("rows_per_sample") is None:  # the lengths go in, not the shape
+        options["rows_per_sample"] = getattr(shape, "rows_per_sample", 1)
     sampler = BucketBatchSampler(x, **{k: v for k, v in options.items() if k != "shape"})
     sampler.set_epoch(epoch)
     return sampler, split

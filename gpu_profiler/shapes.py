@@ -60,6 +60,11 @@ class Shape:
             self.count]
 
     @property
+    def rows_per_sample(self) -> int:
+        """Rows a sample makes in a batch: a DPO pair's prompt with each answer, 2."""
+        return 2 if self.kind == "dpo" else 1
+
+    @property
     def parts(self) -> tuple[str, ...]:
         """The names of a sample's parts."""
         return ("prompt", "completion") if self.kind == "sft" else \

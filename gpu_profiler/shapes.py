@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpu_profiler import engine
+from gpu_profiler.analysis.shapes import memory_length
 from gpu_profiler.backends import Backend
 from gpu_profiler.columns import check_column, coalesced, each_part, integers
 from gpu_profiler.engine import Planned
@@ -105,10 +106,9 @@ class ShapeCounts:
 
     @property
     def memory(self) -> np.ndarray:
-        """Each key's length that sets memory: the sequence (SFT), or the prompt and its
-        longer answer (DPO: each of its two rows is padded to it)."""
-        k = self.keys
-        return k[:, 0] + (k[:, 1] if self.shape.kind == "sft" else np.maximum(k[:, 1], k[:, 2]))
+        """Each key's length that sets memory (`memory_length`): the sequence (SFT), or the
+        prompt and its longer answer (DPO: each of its two rows is padded to it)."""
+        return memory_length(self.keys)
 
     def histogram(self) -> LengthHistogram:
         """The exact histogram of `memory` (nulls and invalid samples as such)."""
@@ -134,7 +134,6 @@ def scan(source: Source, shape: Shape, execution: Execution = DEFAULT
     split = planned.analysed_split()
     planned = planned.only(split)
     dims = len(shape.parts)
-    took: list[tuple[np.ndarray, np.ndarray, int, int]] = []
 
     def part_counts(part: Any, backend: Backend) -> tuple[tuple[Any, ...], int]:
         _check(part, shape)
@@ -156,8 +155,7 @@ def scan(source: Source, shape: Shape, execution: Execution = DEFAULT
                        np.concatenate(counts or [np.zeros(0, np.int64)]))
         return (k, c, nulls, invalid), rows
 
-    for result in each_part(planned, f"for {shape.option}", part_counts):
-        took.append(result)
+    took = list(each_part(planned, f"for {shape.option}", part_counts))
     keys, counts = _unique(np.concatenate([t[0] for t in took] or [np.zeros(0, np.int64)]),
                            np.concatenate([t[1] for t in took] or [np.zeros(0, np.int64)]))
     return (ShapeCounts(shape, _unpack(keys, dims), counts, sum(t[2] for t in took),
@@ -184,8 +182,8 @@ def sample_lengths(source: Source, shape: Shape, execution: Execution = DEFAULT,
         out = []
         for batch in coalesced(part.batches(list(dict.fromkeys(shape.columns)))):
             lengths, valid = _lengths(batch, shape)
-            memory = lengths[:, 0] + lengths[:, 1:].max(axis=1)
-            out.append(np.where(valid & (lengths >= 0).all(axis=1), memory, -1))
+            ok = valid & (lengths >= 0).all(axis=1)
+            out.append(np.where(ok, memory_length(lengths), -1))
         got = np.concatenate(out) if out else np.zeros(0, np.int64)
         return got, got.size
 

@@ -68,6 +68,12 @@ class ShapeProfile:
         return d
 
 
+def memory_length(parts: np.ndarray) -> np.ndarray:
+    """Each row of part lengths' length that sets memory: the prompt and its longest
+    answer (SFT: its completion; DPO: the longer of chosen and rejected)."""
+    return parts[:, 0] + parts[:, 1:].max(axis=1, initial=0)
+
+
 def shape_profile(keys: np.ndarray, counts: np.ndarray, shape: dict[str, Any],
                   params: BucketParams) -> ShapeProfile:
     """The profile of samples whose parts are ``keys`` (one row per distinct tuple, in the
@@ -77,7 +83,7 @@ def shape_profile(keys: np.ndarray, counts: np.ndarray, shape: dict[str, Any],
     dpo = shape["kind"] == "dpo"
     p = keys[:, 0]
     answers = keys[:, 1:]
-    memory = p + answers.max(axis=1, initial=0)
+    memory = memory_length(keys)
     kept_p = np.minimum(p, msl)
     kept = np.clip(np.minimum(answers, (msl - p)[:, None]), 0, None)
     loss = kept.sum(axis=1)

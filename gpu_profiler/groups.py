@@ -60,7 +60,9 @@ def scan(source: Source, by: str, execution: Execution = DEFAULT,
     split = planned.analysed_split()
     planned = planned.only(split)
     if by in (BY_FILE, BY_DIR):
-        s = driver.run(planned.regrouped(_file_key(planned, by)), sharding)
+        regrouped = planned.regrouped(_file_key(planned, by))
+        _at_most(source.label, by, len(regrouped.splits))  # before any file is read
+        s = driver.run(regrouped, sharding)
     elif by.startswith("@"):
         raise ProfilerError(f"--group-by {by}: the file groupings are {BY_FILE} and {BY_DIR}")
     else:
@@ -69,11 +71,14 @@ def scan(source: Source, by: str, execution: Execution = DEFAULT,
                                 "--dask, --cache-dir, --part and --skip-bad-shards group by "
                                 f"{BY_FILE} or {BY_DIR}")
         s = _by_column(planned, by)
-    hists = dict(sorted(s.histograms.items()))
-    if len(hists) > MAX_GROUPS:
-        raise ProfilerError(f"{source.label}: --group-by {by} makes {len(hists):,} groups, more "
-                            f"than {MAX_GROUPS:,}: group by a column naming the sources")
-    return Grouped(by, hists, split, s)
+    return Grouped(by, dict(sorted(s.histograms.items())), split, s)
+
+
+def _at_most(label: str, by: str, groups: int) -> None:
+    """Refuse more than `MAX_GROUPS` groups: not a mixture's sources (an id column?)."""
+    if groups > MAX_GROUPS:
+        raise ProfilerError(f"{label}: --group-by {by} makes more than {MAX_GROUPS:,} groups: "
+                            "group by a column naming the sources")
 
 
 def _file_key(planned: Planned, by: str) -> Any:
@@ -101,7 +106,7 @@ def _by_column(planned: Planned, by: str) -> Scan:
     if by == spec.name:
         raise ProfilerError(f"--group-by {by}: that is the length source itself")
 
-    def part_groups(part: Any, backend: Backend) -> tuple[dict[str, Sum], int]:
+    def part_groups(part: Any, backend: Backend) -> tuple[dict[str, LengthHistogram], int]:
         schema = part.schema()
         _check(part.label, schema, by)
         labels = class_labels(schema, by)
@@ -109,16 +114,15 @@ def _by_column(planned: Planned, by: str) -> Scan:
         for batch in coalesced(part.batches([spec.name, by], codes=(by,))):
             for name, hist in _split(batch, spec, backend, labels):
                 sums.setdefault(name, Sum()).add(hist)
-        return sums, sum(s.histogram().total for s in sums.values())
+        hists = {name: s.histogram() for name, s in sums.items()}
+        return hists, sum(h.total for h in hists.values())
 
     totals: dict[str, Sum] = {}
-    for sums in each_part(planned, "to group by; group its files with --group-by "
-                          f"{BY_FILE} or {BY_DIR}", part_groups):
-        for name, s in sums.items():
-            totals.setdefault(name, Sum()).add(s.histogram())
-        if len(totals) > MAX_GROUPS:
-            raise ProfilerError(f"{planned.source.label}: --group-by {by} makes more than "
-                                f"{MAX_GROUPS:,} groups: group by a column naming the sources")
+    for hists in each_part(planned, "to group by; group its files with --group-by "
+                           f"{BY_FILE} or {BY_DIR}", part_groups):
+        for name, h in hists.items():
+            totals.setdefault(name, Sum()).add(h)
+        _at_most(planned.source.label, by, len(totals))
     hists = {name: engine.exact(s.histogram(), planned.parts, spec)
              for name, s in totals.items()}
     return Scan(hists, spec, planned.backend.name, time.perf_counter() - planned.started)

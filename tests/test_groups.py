@@ -256,9 +256,10 @@ def test_too_many_groups_and_formats_without_columns(tmp_path, capsys, monkeypat
     monkeypatch.setattr(groups, "MAX_GROUPS", 2)  # files are counted before any is read
     for i in range(3):
         pq.write_table(pa.table({"length": [i]}), tmp_path / f"f{i}.parquet")
-    monkeypatch.setattr(groups.driver, "run", lambda *a: pytest.fail("a file was read"))
-    rc, _, err = run_cli(["profile", *(tmp_path / f"f{i}.parquet" for i in range(3)),
-                          "--group-by", "@file"], capsys)
+    with monkeypatch.context() as mp:
+        mp.setattr(groups.driver, "run", lambda *a: pytest.fail("a file was read"))
+        rc, _, err = run_cli(["profile", *(tmp_path / f"f{i}.parquet" for i in range(3)),
+                              "--group-by", "@file"], capsys)
     assert rc == 2 and "more than 2 groups" in err, err
     build(tmp_path / "m", random_docs(20, seed=1))
     rc, _, err = run_cli(["profile", tmp_path / "m.idx", "--group-by", "source"], capsys)

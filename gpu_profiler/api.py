@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -218,6 +219,9 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
         fixed = fixed or evaluate_policy(hist, "fixed", params, drop_last=drop_last)
         return replace(bucket_table(hist, params), padding_pct=fixed.padding_pct)
 
+    # A scan bins the whole length range (up to MAX_AUTO_CAP), so the percentiles are exact
+    # above max_seq_len too, and a saved histogram serves any later --max-seq-len.
+    ex = replace(ex, cap=None if params.max_seq_len <= MAX_AUTO_CAP else params.max_seq_len)
     given_groups = _histogram_given(src, sh)
     given = None if given_groups is None else given_groups[0]
     if shape is not None:
@@ -240,7 +244,6 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
         if given is not None:
             raise ProfilerError(f"{src.label}: --group-by needs the data: a histogram has no "
                                 "groups")
-        ex = replace(ex, cap=None if params.max_seq_len <= MAX_AUTO_CAP else params.max_seq_len)
         result = _grouped(src, group_by, ex, sh, table, padded)
         chosen = result.group_split
         hists = {chosen or "": result.histogram}
@@ -251,9 +254,6 @@ def profile(source: Any, *, policies: Sequence[str] | str = (), drop_last: bool 
                                given, {}, 0.0)
         hists, chosen = {"": given}, None
     else:
-        # The whole length range is binned (up to MAX_AUTO_CAP), so the percentiles are
-        # exact above max_seq_len too, and a saved histogram serves any later --max-seq-len.
-        ex = replace(ex, cap=None if params.max_seq_len <= MAX_AUTO_CAP else params.max_seq_len)
         planned = engine.plan(src, ex, skip_bad=sh.skip_bad_shards)
         chosen = planned.analysed_split() if names else None
         s = driver.run(planned, sh)
@@ -308,7 +308,7 @@ def _shaped(src: Source, shape: Shape, ex: Execution, params: BucketParams, tabl
             + f": {', '.join(map(repr, shape.columns))}"
             + (f" ({shape.count})" if shape.count else ""))
     return ProfileResult(src.label, planned.backend.name, what, table(hist), hist, {},
-                         shapes.elapsed(planned), group_split=split,
+                         time.perf_counter() - planned.started, group_split=split,
                          shape=shape_profile(counted.keys, counted.counts, shape.to_dict(),
                                              params))
 

@@ -9,7 +9,6 @@ the prompt x completion heat map."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -272,8 +271,3 @@ def _unique(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarra
     keys, counts = keys[order], counts[order]
     starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
     return keys[starts], np.add.reduceat(counts, starts)
-
-
-def elapsed(planned: Any) -> float:
-    """Seconds since the scan of ``planned`` began."""
-    return time.perf_counter() - planned.started

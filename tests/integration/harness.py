@@ -16,6 +16,7 @@ global step ``G``, writes ``ready-<tag>`` and waits to be killed.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import signal
@@ -143,8 +144,26 @@ def write_json(path: str | Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def finish() -> None:
+    """End a rank that trained to its end: wait for the others, then leave without
+    torch's teardown. Freeing DDP's reducer frees the gloo process group, whose destructor
+    joins a worker thread (holding the GIL) while that thread waits for the GIL to drop
+    the tensors of its last work: a rank hung at exit (gdb, torch 2.13), or, at
+    interpreter finalization, aborted ("terminate called without an active exception").
+    Records are flushed line by line, so nothing is lost."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def quiet_env() -> None:
-    """One thread per process, no hub, no telemetry (set before torch is imported)."""
+    """One thread per process, no hub, no telemetry (set before torch is imported); SIGUSR1
+    prints every thread's stack (a job that hangs says where, `run_job`)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     for k, v in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
                  "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                  "TOKENIZERS_PARALLELISM": "false", "WANDB_DISABLED": "true",
@@ -205,7 +224,7 @@ def torchrun_cmd(script: str, nproc: int, *args: Any) -> list[str]:
             str(HERE / script), *map(str, args)]
 
 
-def _log_tail(log: Path, n: int = 6000) -> str:
+def _log_tail(log: Path, n: int = 12000) -> str:
     try:
         return log.read_text(errors="replace")[-n:]
     except OSError:
@@ -224,6 +243,8 @@ def run_job(cmd: list[str], tmp: Path, name: str, timeout: float = 240,
         try:
             rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            kill_tree(p.pid, signal.SIGUSR1)  # each process's stacks to the log
+            time.sleep(3)
             kill_tree(p.pid)
             p.wait()
             raise AssertionError(f"{name}: timed out after {timeout} s\n{_log_tail(log)}"
@@ -271,9 +292,9 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
-def kill_tree(pid: int) -> None:
-    """SIGKILL ``pid`` and all its descendants (found before any is killed: a launcher's
-    workers may live in sessions of their own)."""
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to ``pid`` and all its descendants (found before any is signalled: a
+    launcher's workers may live in sessions of their own)."""
     kids, tree, todo = _children(), [], [pid]
     while todo:
         p = todo.pop()
@@ -281,7 +302,7 @@ def kill_tree(pid: int) -> None:
         todo.extend(kids.get(p, []))
     for p in tree:
         try:
-            os.kill(p, signal.SIGKILL)
+            os.kill(p, sig)
         except ProcessLookupError:
             pass
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from harness import SAMPLER_KW, Index, Killer, Recorder, corpus, quiet_env, worker_args
+from harness import SAMPLER_KW, Index, Killer, Recorder, corpus, finish, quiet_env, worker_args
 
 quiet_env()
 
@@ -67,6 +67,7 @@ def main() -> None:
             killer.after_step(g)
     acc.wait_for_everyone()
     acc.end_training()
+    finish()
 
 
 if __name__ == "__main__":

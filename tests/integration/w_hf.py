@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from harness import SAMPLER_KW, Killer, Recorder, quiet_env, worker_args
+from harness import SAMPLER_KW, Killer, Recorder, finish, quiet_env, worker_args
 
 quiet_env()
 
@@ -70,6 +70,7 @@ def main() -> None:
     trainer = BucketTrainer(model=model, args=args, train_dataset=ds, sampler=sampler)
     trainer.add_callback(Steps(model, rec, killer, rank))
     trainer.train(resume_from_checkpoint=a.resume)
+    finish()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from harness import (
     Killer,
     Recorder,
     corpus,
+    finish,
     mark_checkpoint,
     quiet_env,
     worker_args,
@@ -96,6 +97,7 @@ def main() -> None:
                                              filename=f"{a.tag}-{{step}}", save_top_k=-1,
                                              every_n_train_steps=a.ckpt_every)])
     trainer.fit(Model(a), ckpt_path=a.resume)
+    finish()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from harness import SAMPLER_KW, corpus, quiet_env
+from harness import SAMPLER_KW, corpus, finish, quiet_env
 from torch.utils.data import DataLoader
 
 import gpu_profiler as gp
@@ -42,6 +42,7 @@ def main() -> None:
         said = str(exc)
     Path(a.out, f"said-{a.mode}-rank{rank}.txt").write_text(said)
     acc.wait_for_everyone()
+    finish()
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ datasets natively on one shared core (as Megatron-LM does it once per run, in C+
 
 from __future__ import annotations
 
-from numba import njit
+from gpu_profiler.kernels.jit import kernel
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def blending_counts(weights, size, counts):
     """Fill ``counts`` (int64, one per dataset) with the samples Megatron-LM's greedy
     blending takes from each of the ``weights`` (float64, normalized) in ``size`` steps."""

@@ -16,8 +16,8 @@ they follow from the bins plus the above-cap min/max.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from gpu_profiler.kernels.jit import kernel
 from gpu_profiler.kernels.stats import (
     ABOVE_COUNT,
     ABOVE_MAX,
@@ -28,7 +28,7 @@ from gpu_profiler.kernels.stats import (
 )
 
 
-@njit(cache=True)
+@kernel
 def tally(v, top, row, st):
     """Count int64 ``v`` into ``row`` (``top = cap + 1`` is the spare bin). The one loop
     body every CPU counting kernel shares (`documents`, `parquet`, `streams`): their
@@ -47,7 +47,7 @@ def tally(v, top, row, st):
                 st[ABOVE_MAX] = v
 
 
-@njit(cache=True)
+@kernel
 def length_at(x, i, offsets):
     """Length number ``i`` (an unsigned index: no negative-index wraparound to compute)."""
     if offsets:
@@ -55,7 +55,7 @@ def length_at(x, i, offsets):
     return np.int64(x[i])
 
 
-@njit(cache=True)
+@kernel
 def tally_span(x, lo, hi, offsets, top, row, st):
     """Tally lengths ``lo..hi-1`` of ``x``, every one (no validity mask; one loop per kind:
     most of the kernel's time); the counting kernels call it on a file's values while they
@@ -68,7 +68,7 @@ def tally_span(x, lo, hi, offsets, top, row, st):
             tally(length_at(x, i, False), top, row, st)
 
 
-@njit(cache=True)
+@kernel
 def _segment(ends, j):
     """The segment holding sample ``j``: the first with ``ends[s] > j`` (binary search)."""
     lo, hi = 0, ends.size
@@ -81,14 +81,14 @@ def _segment(ends, j):
     return lo
 
 
-@njit(cache=True)
+@kernel
 def _piece(starts, counts, ends, s, j, hi):
     """The part of segment ``s`` from sample ``j`` (``j < ends[s]``) up to sample ``hi``:
     its end sample, and the shift from sample number to index in ``x``."""
     return min(hi, ends[s]), starts[s] - (ends[s] - counts[s])
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def histogram_block(x, starts, counts, ends, valid, lo, hi, cap, offsets, row, st):
     """Tally samples ``lo..hi-1`` of the segments ``x[starts[k]:starts[k] + counts[k]]``
     (a plain chunk is one segment; ``ends`` is the cumulative sum of ``counts``, all

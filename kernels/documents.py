@@ -13,14 +13,14 @@ the groups that hold one.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from gpu_profiler.kernels.cpu import tally
+from gpu_profiler.kernels.jit import kernel
 
 _GROUP = 64  # tokens tested at once for an end-of-text token
 
 
-@njit(cache=True)
+@kernel
 def _walk(x, e, lo, hi, shift, top, row, st, first, prev):
     """Cuts among tokens ``lo..hi-1``: tally each document between two of them."""
     for i in range(np.uint64(lo), np.uint64(hi)):
@@ -34,7 +34,7 @@ def _walk(x, e, lo, hi, shift, top, row, st, first, prev):
     return first, prev
 
 
-@njit(cache=True)
+@kernel
 def _skip(x, e, i, hi):
     """The first group of ``_GROUP`` tokens from ``i`` that may hold ``e`` (or where the
     last, shorter group starts): a loop of nothing but or-ed comparisons over a view
@@ -52,7 +52,7 @@ def _skip(x, e, i, hi):
     return i + groups * _GROUP
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def documents_block(x, eot, lo, hi, start, cap, row, st):
     """Tally the documents whose both cuts lie in tokens ``lo..hi-1`` of ``x`` into the
     int32 ``row`` (bins ``0..cap`` and a spare one) and ``st`` (the stats row of
@@ -75,7 +75,7 @@ def documents_block(x, eot, lo, hi, start, cap, row, st):
     return first, prev
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def running_sums(sizes, bounds, pos, total, out):
     """The tokens before each of the non-decreasing sequence numbers ``bounds`` (each in
     ``pos + 1 .. pos + sizes.size``), given ``sizes``, the sizes of sequences ``pos..``, and
@@ -96,7 +96,7 @@ def running_sums(sizes, bounds, pos, total, out):
     return (acc,)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def document_bounds(bounds, sequences):
     """``(outside, down)``: the first entry of a Megatron-LM document index window that lies
     outside ``0..sequences``, and the first that is less than the one before it (-1: none).

@@ -11,18 +11,19 @@ which vectorize, so a block of millions of blank lines is screened as fast as an
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from gpu_profiler.kernels.jit import kernel
 
 _NL, _SP, _TAB, _CR, _OPEN = 10, 32, 9, 13, 123
 _GROUP = 64  # bytes tested at once
 
 
-@njit(cache=True)
+@kernel
 def _blank(c):
     return c == _NL or c == _SP or c == _TAB or c == _CR
 
 
-@njit(cache=True)
+@kernel
 def _blank_run(a, i, n):
     """``(end, newlines)``: how far whole groups of whitespace from ``i`` reach, and the
     newlines among them (unsigned indices: no wraparound test, so the loop vectorizes)."""
@@ -42,7 +43,7 @@ def _blank_run(a, i, n):
     return i, newlines
 
 
-@njit(cache=True)
+@kernel
 def _line_end(a, i, n):
     """Where the line holding ``a[i]`` ends: its newline, or ``n`` (a short line byte by
     byte, a longer one a group at a time)."""
@@ -64,7 +65,7 @@ def _line_end(a, i, n):
     return i
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def screen(a, bom, out):
     """Screen the lines of the text ``a`` (uint8; a line ends at a newline, the last one
     may lack it), skipping a UTF-8 byte order mark at ``a[0]`` when ``bom``.
@@ -123,6 +124,9 @@ def screen(a, bom, out):
 # The common case parsed here, whole: lines of one object each, the field an integer or
 # null. Anything else (an error, and the rare forms pyarrow takes that this does not) stops
 # the scan at that line, which the reader hands to pyarrow with the rest of the block.
+# The helpers called once per token are inlined (numba's IR, ``inline="always"``): a call
+# passes the text as an array's seven fields, which cost the kernel a third of its time
+# (bench/results/jit_runtime.md); inlining the rest too made it compile in 40 s, not 3 s.
 
 _QUOTE, _BACKSLASH, _COLON, _COMMA, _CLOSE = 34, 92, 58, 44, 125
 _LBRACKET, _RBRACKET, _MINUS, _ZERO, _NINE = 91, 93, 45, 48, 57
@@ -130,13 +134,13 @@ _DEPTH = 64  # nesting the skipper follows (deeper: handed over)
 _DIGITS = 18  # an integer of up to 18 digits always fits int64
 
 
-@njit(cache=True)
+@kernel
 def _at(a, i, n):
     """``a[i]``, or a newline past the end (the block's end ends its last line)."""
     return a[i] if i < n else _NL
 
 
-@njit(cache=True)
+@kernel
 def _ws(a, i, n):
     """Past the spaces, tabs and carriage returns from ``i`` (a newline ends a line)."""
     while i < n and (a[i] == _SP or a[i] == _TAB or a[i] == _CR):
@@ -144,18 +148,18 @@ def _ws(a, i, n):
     return i
 
 
-@njit(cache=True)
+@kernel
 def _hex(c):
     return (_ZERO <= c <= _NINE) or (97 <= c <= 102) or (65 <= c <= 70)
 
 
-@njit(cache=True)
+@kernel
 def _cont(a, i, n, lo, hi):
     """Whether ``a[i]`` is a UTF-8 continuation byte within ``lo..hi``."""
     return i < n and lo <= a[i] <= hi
 
 
-@njit(cache=True)
+@kernel
 def _utf8(a, i, n):
     """Past the multi-byte UTF-8 character at ``i``, or -1 (ill-formed: overlong, a
     surrogate, above U+10FFFF, cut short)."""
@@ -176,7 +180,7 @@ def _utf8(a, i, n):
     return -1
 
 
-@njit(cache=True)
+@kernel(inline="always")
 def _string(a, i, n):
     """Past the string whose opening quote is ``a[i - 1]``, or -1: not valid JSON, or an
     escaped surrogate (whose pairing pyarrow checks)."""
@@ -211,14 +215,14 @@ def _string(a, i, n):
     return -1
 
 
-@njit(cache=True)
+@kernel
 def _digits(a, i, n):
     while i < n and _ZERO <= a[i] <= _NINE:
         i += 1
     return i
 
 
-@njit(cache=True)
+@kernel(inline="always")
 def _number(a, i, n):
     """Past the JSON number at ``i``, or -1; also for one pyarrow may find too big for a
     double (a positive exponent of over 2 digits, or one after over 200 integer digits)."""
@@ -251,13 +255,13 @@ def _number(a, i, n):
     return i
 
 
-@njit(cache=True)
+@kernel
 def _is(a, i, n, b0, b1, b2, b3):
     return (_at(a, i, n) == b0 and _at(a, i + 1, n) == b1 and _at(a, i + 2, n) == b2
             and _at(a, i + 3, n) == b3)
 
 
-@njit(cache=True)
+@kernel(inline="always")
 def _literal(a, i, n):
     """Past the ``true``, ``false`` or ``null`` at ``i``, or -1."""
     c = a[i]
@@ -270,7 +274,7 @@ def _literal(a, i, n):
     return -1
 
 
-@njit(cache=True)
+@kernel(inline="always")
 def _scalar(a, i, n):
     """Past the string, number or literal at ``i`` (``i < n``), or -1."""
     c = a[i]
@@ -281,7 +285,7 @@ def _scalar(a, i, n):
     return _literal(a, i, n)
 
 
-@njit(cache=True)
+@kernel(inline="always")
 def _key(a, i, n):
     """Past an object's key and its colon (and the whitespace after), or -1."""
     if _at(a, i, n) != _QUOTE:
@@ -295,7 +299,7 @@ def _key(a, i, n):
     return _ws(a, i + 1, n)
 
 
-@njit(cache=True)
+@kernel
 def _value(a, i, n):
     """Past the JSON value at ``i``, or -1. The objects and arrays it is nested in are bits
     of one word (1: an object), so it follows `_DEPTH` levels, allocating nothing."""
@@ -344,7 +348,7 @@ def _value(a, i, n):
             return i
 
 
-@njit(cache=True)
+@kernel(inline="always")
 def _integer(a, i, n):
     """``(end, value)`` of the integer of at most `_DIGITS` digits at ``i`` that no
     fraction or exponent follows; end -1 otherwise."""
@@ -366,7 +370,7 @@ def _integer(a, i, n):
     return end, -v if neg else v
 
 
-@njit(cache=True)
+@kernel
 def _line(a, i, n, name):
     """``(end, value, found)`` of the object line whose ``{`` is at ``i``: where its
     trailing whitespace ends, and the integer of its key ``name`` (found 0: absent or
@@ -416,7 +420,7 @@ def _line(a, i, n, name):
         i = _ws(a, i + 1, n)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def lengths(a, bom, name, values, valid):
     """Parse the JSON Lines text ``a`` (uint8, whole lines; the last may lack its newline)
     for the integer field ``name`` (its UTF-8 bytes, no quote, backslash or control byte)

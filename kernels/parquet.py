@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
 from gpu_profiler.kernels.cpu import tally, tally_span
+from gpu_profiler.kernels.jit import kernel
 from gpu_profiler.kernels.parquet_format import (
     I_ARROW,
     I_ARROW_END,
@@ -124,20 +125,20 @@ class Left(Exception):
     """Leaves the file being decoded (why: ``work[W_WHY]``)."""
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _leave(st, why):
     st[W_WHY] = why
     raise Left()
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _has(p, n, hi, st):
     """``n`` bytes from ``p`` lie before ``hi``, or the read is malformed."""
     if n < 0 or p < 0 or p > hi - n:
         _leave(st, st[W_BAD])
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _varint(b, p, hi, st, most):
     """``(unsigned varint at p as int64, next position)``: at most ``most`` bytes (5 for a
     32-bit value, 10 for a 64-bit one; Thrift refuses longer ones)."""
@@ -153,13 +154,13 @@ def _varint(b, p, hi, st, most):
     return v, p
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _zigzag(b, p, hi, st, most):
     v, p = _varint(b, p, hi, st, most)
     return ((v >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(v & 1), p
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _int(b, p, hi, t, want, st):
     """An integer field of type ``t``, which must be the struct's type for it (``want``:
     Thrift skips a field of another type, so would miss it), range-checked."""
@@ -179,7 +180,7 @@ def _int(b, p, hi, t, want, st):
     return v, p
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _field(b, p, hi, last, st):
     """``(field id, type, next position)`` of the field header at ``p`` (type T_STOP: the
     struct ends)."""
@@ -199,14 +200,14 @@ def _field(b, p, hi, last, st):
     return fid, t, p
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _is(t, want, st):
     """A field of the struct's type for it (Thrift would skip another, and miss it)."""
     if t != want:
         _leave(st, st[W_BAD])
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _struct(b, p, hi, types, st):
     """Read the struct at ``p``: each field whose id has a type in ``types`` (which it
     must have: Thrift skips a field of another type, and misses it) into ``st[at + id]``
@@ -243,7 +244,7 @@ def _struct(b, p, hi, types, st):
         seen |= np.int64(1) << fid
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _list(b, p, hi, st):
     """``(size, element type, next position)`` of the list header at ``p``; the size is
     at most the bytes left (every element takes one at least)."""
@@ -259,7 +260,7 @@ def _list(b, p, hi, st):
     return n, t, p
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _skip(b, p, hi, t, st):
     """Position after a value of type ``t`` (a field's: booleans have no byte) at ``p``,
     whatever it nests, with the work array as its stack; every step takes a byte."""
@@ -332,7 +333,7 @@ def _skip(b, p, hi, t, st):
             break
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _binary(b, p, hi, t, st):
     """``(start, end)`` of a binary field's bytes, and the next position."""
     if t != T_BINARY:
@@ -342,7 +343,7 @@ def _binary(b, p, hi, t, st):
     return p, p + n, p + n
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _equal(b, lo, hi, key):
     if hi - lo != key.size:
         return False
@@ -352,7 +353,7 @@ def _equal(b, lo, hi, key):
     return True
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _same(b, lo, hi, lo2, hi2):
     if hi - lo != hi2 - lo2:
         return False
@@ -396,7 +397,7 @@ def _store64(typingctx, b, p, v):
 _load32, _load64 = _loader(32), _loader(64)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _u32(b, p):
     return (np.int64(b[p]) | (np.int64(b[p + 1]) << 8) | (np.int64(b[p + 2]) << 16)
             | (np.int64(b[p + 3]) << 24))
@@ -404,7 +405,7 @@ def _u32(b, p):
 
 # --- the footer -------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _int_type(b, p, hi, st):
     """``(bit width, signed)`` of the LogicalType union at ``p`` if it is INTEGER, else
     ``(-2, False)``."""
@@ -415,7 +416,7 @@ def _int_type(b, p, hi, st):
     return st[A_INT + 1], st[A_INT + 2] == 1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _element(b, p, hi, st):
     """A SchemaElement: ``(type, repetition, name start, name end, children (-1: none),
     converted type, logical int width (-1: none, -2: another logical type), signed,
@@ -430,7 +431,7 @@ def _element(b, p, hi, st):
     return typ, rep, n0, n1, children, conv, width, signed, p
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _width(typ, conv, logical, signed):
     """Bits of a signed integer column of these types, or -1 (not read here)."""
     if typ == INT32:
@@ -457,7 +458,7 @@ def _width(typ, conv, logical, signed):
     return w
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _schema(b, p, hi, name, width, st):
     """Find the top-level leaf ``name`` in the schema list at ``p``: ``(its leaf index,
     physical type, maximum definition level, leaves, next position)``."""
@@ -509,7 +510,7 @@ def _schema(b, p, hi, name, width, st):
     return found, phys, max_def, leaves, p
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _arrow_schema(b, p, hi, st):
     """``(start, end)`` of the ``ARROW:schema`` value in the key-value list at ``p``
     (``(0, 0)``: none)."""
@@ -530,7 +531,7 @@ def _arrow_schema(b, p, hi, st):
     return a0, a1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _histogram(b, p, hi, length, st):
     """A level histogram of SizeStatistics at ``p``: a list of ``length`` i64, or of none
     (pyarrow checks it)."""
@@ -539,7 +540,7 @@ def _histogram(b, p, hi, length, st):
         _leave(st, L_METADATA)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _column_meta(b, p, hi, levels, st):
     """ColumnMetaData of a leaf with these levels (definition << 8 | repetition): ``(type,
     codec, values, compressed size, data page offset, dictionary page offset (-1: none))``,
@@ -565,7 +566,7 @@ def _column_meta(b, p, hi, levels, st):
     return typ, codec, nvals, size, data, dic
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _column_chunk(b, p, hi, levels, st):
     """ColumnChunk: its metadata (as `_column_meta`) and the next position; a chunk in
     another file or encrypted is left."""
@@ -577,7 +578,7 @@ def _column_chunk(b, p, hi, levels, st):
 
 # --- pages ------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _page_header(b, p, hi, st):
     """PageHeader: ``(type, uncompressed size, compressed size, values, encoding,
     definition level encoding, nulls, rows, definition levels' bytes, repetition levels'
@@ -605,7 +606,7 @@ def _page_header(b, p, hi, st):
     return ptype, usize, csize, nv, enc, denc, nulls, rows, dlen, rlen, comp, p
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _copy(src, p, dst, o, n):
     """``dst[o:o + n] = src[p:p + n]``, 8 bytes at a time where both arrays have them
     (a source at least 8 bytes before the destination in the same array: each word read
@@ -620,7 +621,7 @@ def _copy(src, p, dst, o, n):
         dst[o + k] = src[p + k]
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _snappy(b, p, hi, out, m, st):
     """Decompress the raw snappy block ``b[p:hi]`` into ``out[:m]`` (exactly ``m`` bytes).
     (The loop breaks on a malformed element instead of raising in it: it runs once per
@@ -698,7 +699,7 @@ def _snappy(b, p, hi, out, m, st):
         _leave(st, L_PAGES)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _run(b, p, hi, bw, st):
     """The run of the RLE / bit-packed hybrid (``bw`` bits a value) at ``p``: ``(values in
     it, bit-packed?, its value (RLE) or where its bits start (bit-packed), next run)``."""
@@ -717,7 +718,7 @@ def _run(b, p, hi, bw, st):
     return count, False, v, p + vb
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _indices(b, p, hi, bw, n, dictionary, ndict, dst, at, st):
     """``n`` dictionary indices (the hybrid, ``bw`` bits each) at ``b[p:hi]``, as the values
     of ``dictionary[:ndict]`` they index, into ``dst[at:at + n]``."""
@@ -753,7 +754,7 @@ def _indices(b, p, hi, bw, n, dictionary, ndict, dst, at, st):
         i += take
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _plain(b, p, hi, phys, n, dst, at, st):
     """``n`` PLAIN int32 or int64 values at ``b[p:hi]`` into ``dst[at:]``."""
     size = 4 if phys == INT32 else 8
@@ -767,7 +768,7 @@ def _plain(b, p, hi, phys, n, dst, at, st):
             dst[at + k] = _load64(b, p + 8 * k)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _page_values(b, p, hi, enc, phys, nn, dictionary, ndict, values, at, st):
     """The ``nn`` non-null values of a data page (its values section at ``b[p:hi]``)."""
     if enc == PLAIN:
@@ -786,7 +787,7 @@ def _page_values(b, p, hi, enc, phys, nn, dictionary, ndict, values, at, st):
     _indices(b, p + 1, hi, bw, nn, dictionary, ndict, values, at, st)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _levels(b, p, hi, n, valid, at, st):
     """Decode ``n`` definition levels (max 1: the hybrid, 1 bit each) at ``b[p:hi]`` into
     ``valid[at:]``: the non-null count."""
@@ -809,7 +810,7 @@ def _levels(b, p, hi, n, valid, at, st):
     return nn
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _spread(values, valid, at, n, nn):
     """Move the ``nn`` values at ``values[at:]`` to the valid ones of its ``n`` rows (nulls
     get 0), last first so that nothing is overwritten before it is moved."""
@@ -822,7 +823,7 @@ def _spread(values, valid, at, n, nn):
             values[at + i] = 0
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, valid, at, st):
     """Decode the pages of one column chunk (``b[p:hi]``, ``nvals`` rows) into
     ``values[at:]`` and ``valid[at:]``: the nulls among them."""
@@ -903,7 +904,7 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
 
 # --- files ------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _in_range(values, valid, at, n, width):
     if width >= 32:  # int32 and int64 columns hold only their own values
         return True
@@ -915,7 +916,7 @@ def _in_range(values, valid, at, n, width):
     return True
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, info, st):
     """Decode one whole file ``b[s:s + size]`` to ``values[at:]``: ``(rows, nulls)``."""
     st[W_BAD] = L_FOOTER
@@ -986,7 +987,7 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
     return rows, nulls
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def lengths(buf, starts, sizes, name, width, scratch, dictionary, values, valid, info, work):
     """Decode the length column ``name`` (UTF-8 bytes; a signed integer of ``width`` bits)
     of every whole Parquet file ``buf[starts[f]:+sizes[f]]`` into ``values`` and ``valid``,
@@ -1017,7 +1018,7 @@ def lengths(buf, starts, sizes, name, width, scratch, dictionary, values, valid,
     return at, nulls
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def count_files(names, name_at, sizes, flags, buf, second, name, width, scratch, dictionary,
                 values, valid, info, work, cap, grow, fold_after, row, st, state):
     """`lengths` for files read one by one and counted as they are decoded: file ``f`` is

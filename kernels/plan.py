@@ -9,14 +9,15 @@ same permutation on every machine, natively or through the JIT.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from gpu_profiler.kernels.jit import kernel
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-@njit(cache=True)
+@kernel
 def _mix(z):
     """splitmix64's output function."""
     z = (z ^ (z >> np.uint64(30))) * _M1
@@ -24,7 +25,7 @@ def _mix(z):
     return z ^ (z >> np.uint64(31))
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def interleave(m, cap, out, work):
     """Lay out ``m[b]`` batches of every bucket ``b`` into ``out`` (``sum(m)`` entries) with
     no run of one bucket longer than ``cap``; returns ``(0,)``, or ``(-1,)`` if ``cap`` is
@@ -81,7 +82,7 @@ def interleave(m, cap, out, work):
     return (0,)
 
 
-@njit(cache=True)
+@kernel
 def _uniform(key, i, span):
     """Draw ``i`` of stream ``key``, uniform in ``0..span-1`` (counter-based: the same
     draw every time it is asked for)."""
@@ -89,7 +90,7 @@ def _uniform(key, i, span):
     return np.int64(u * (1.0 / 9007199254740992.0) * span)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def clip_counts(x, cap, counts):
     """``counts[c] += 1`` for each ``c = min(x[i], cap)`` (``counts[cap + 1]``: negative
     lengths)."""
@@ -99,7 +100,7 @@ def clip_counts(x, cap, counts):
         counts[top if v < 0 else min(v, cap)] += 1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def pile_sort(x, cap, first, piles, key, cursor, out, scatter):
     """Counting sort of the sample indices into random piles: sample ``i`` of clipped
     length ``c = min(x[i], cap)`` (``cap + 1`` when negative) goes to pile ``first[c] +
@@ -124,7 +125,7 @@ def pile_sort(x, cap, first, piles, key, cursor, out, scatter):
             cursor[p] += 1
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def shuffle_segments(a, bounds, key):
     """Fisher-Yates shuffle of each segment ``a[bounds[j]:bounds[j + 1]]``, each with its
     own stream (``key`` mixed with ``j``)."""
@@ -136,7 +137,7 @@ def shuffle_segments(a, bounds, key):
             a[i], a[pick] = a[pick], a[i]
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def sorted_cuts(counts, fit, drop_last, out):
     """The ``sorted`` policy's batches over one bucket's present lengths (ascending), with
     ``counts``, as ``out[j] = (start, end)`` sample positions from the bucket's start:
@@ -184,7 +185,7 @@ def sorted_cuts(counts, fit, drop_last, out):
     return (nb, dropped)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def expand(seq, first, unit, out, taken):
     """Batch numbers of the planned groups: group ``t`` of bucket ``b = seq[t]`` (its
     ``j``-th) is batches ``first[b] + j * unit + u`` for ``u < unit``, written to

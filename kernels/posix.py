@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from gpu_profiler.kernels.jit import kernel
 from gpu_profiler.kernels.stats import MISSING, OTHER, STATX_WORDS
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
@@ -80,7 +81,7 @@ def _statx(typingctx: Any, path: Any, flags: Any, mask: Any, buf: Any) -> Any:
     return types.int64(types.int64, types.int64, types.int64, types.int64), codegen
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def look(names, starts, lo, hi, follow, flags, buf, heads, width, out):
     """For files ``lo..hi-1`` named at ``names[starts[i]:]`` (NUL-terminated; a link is
     followed only where ``follow``): ``out[i]`` = (size, device, inode, head bytes read) of
@@ -118,7 +119,7 @@ def look(names, starts, lo, hi, follow, flags, buf, heads, width, out):
             out[i, 3] = -1 if failed else got
 
 
-@njit(cache=True)
+@kernel
 def _read_start(name, flags, into):
     """Read the start of the file at address ``name`` into ``into`` (as much as fits):
     ``(bytes read, whether a read failed)``; ``(-1, True)`` where it cannot be opened."""
@@ -137,7 +138,7 @@ def _read_start(name, flags, into):
     return got, failed
 
 
-@njit(cache=True)
+@kernel
 def read_file(names, at, flags, buf, size):
     """Read the file named at ``names[at:]`` (NUL-terminated) into ``buf[:size + 1]`` from
     its start; whether it held exactly ``size`` bytes (one more is asked for, to tell a

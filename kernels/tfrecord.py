@@ -23,8 +23,8 @@ handed back, never a read out of bounds.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from gpu_profiler.kernels.jit import kernel
 from gpu_profiler.kernels.tfrecord_format import (
     CORRUPT,
     DONE,
@@ -62,7 +62,7 @@ _M32 = 0xFFFFFFFF
 _FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
 
 
-@njit(cache=True)
+@kernel
 def crc32c(b, p, n):
     """The CRC32C of ``b[p:p + n]`` (the caller checked the bounds)."""
     t = _T
@@ -83,20 +83,20 @@ def crc32c(b, p, n):
     return crc ^ _M32
 
 
-@njit(cache=True)
+@kernel
 def masked_crc32c(b, p, n):
     """TFRecord's masked CRC32C of ``b[p:p + n]``."""
     c = crc32c(b, p, n)
     return ((((c >> 15) | (c << 17)) & _M32) + 0xA282EAD8) & _M32
 
 
-@njit(cache=True)
+@kernel
 def _u32(b, p):
     return (np.int64(b[p]) | (np.int64(b[p + 1]) << 8) | (np.int64(b[p + 2]) << 16)
             | (np.int64(b[p + 3]) << 24))
 
 
-@njit(cache=True)
+@kernel
 def _varint(b, p, end):
     """``(value, next)``: the varint at ``p`` as a uint64 in an int64 (two's complement),
     and where it ends; next = -1 when it runs past ``end``, or takes ten bytes whose last
@@ -117,7 +117,7 @@ def _varint(b, p, end):
     return np.int64(0), np.int64(-1)
 
 
-@njit(cache=True)
+@kernel
 def _length(b, p, end):
     """``(start, stop)`` of the length-delimited field whose length is at ``p``; -1, -1 when
     it does not fit in ``end``."""
@@ -127,7 +127,7 @@ def _length(b, p, end):
     return q, q + n
 
 
-@njit(cache=True)
+@kernel
 def _ascii(b, p, q):
     """Whether ``b[p:q]`` is ASCII (valid UTF-8 that protobuf decodes to the same string)."""
     bad = np.uint8(0)
@@ -136,7 +136,7 @@ def _ascii(b, p, q):
     return bad < 0x80
 
 
-@njit(cache=True)
+@kernel
 def _key(b, p, end):
     """``(field, wire type, next)`` of the field key at ``p``; next = -1 when it is not one
     this walk knows protobuf reads the same way."""
@@ -146,7 +146,7 @@ def _key(b, p, end):
     return k >> 3, k & 7, q
 
 
-@njit(cache=True)
+@kernel
 def _plain_field(b, f, w, p, end, varints, texts, blobs):
     """Where the field ``f`` of wire type ``w`` whose payload starts at ``p`` ends, when it
     is a varint field (its number a bit of the mask ``varints``), an ASCII string
@@ -162,7 +162,7 @@ def _plain_field(b, f, w, p, end, varints, texts, blobs):
     return np.int64(-1)
 
 
-@njit(cache=True)
+@kernel
 def _plain(b, p, end, varints, texts, blobs):
     """Whether ``b[p:end]`` is a message of `_plain_field` fields only."""
     while p < end:
@@ -175,7 +175,7 @@ def _plain(b, p, end, varints, texts, blobs):
     return True
 
 
-@njit(cache=True)
+@kernel
 def _message(b, p, end, varints, texts, field, sub_varints, sub_texts, sub_blobs):
     """Whether ``b[p:end]`` is a message of `_plain_field` fields (by ``varints`` and
     ``texts``) and, in field ``field``, messages that are `_plain` by the ``sub_`` masks:
@@ -197,7 +197,7 @@ def _message(b, p, end, varints, texts, field, sub_varints, sub_texts, sub_blobs
     return True
 
 
-@njit(cache=True)
+@kernel
 def _tensor(b, p, end):
     """``(kind, bits, ok)`` of a TensorProto in ``b[p:end]``: its first ``float_val``, else
     its first ``double_val``, else its ``tensor_content`` when that is one float32,
@@ -271,7 +271,7 @@ def _tensor(b, p, end):
     return NONE, np.int64(0), True
 
 
-@njit(cache=True)
+@kernel
 def _value(b, p, end, at, steps, bits, ids, kinds):
     """Decode the Summary.Value in ``b[p:end]`` into slot ``at`` (its tag's place in
     ``steps`` and its length in ``ids``, until the record is accepted); False when it is
@@ -318,7 +318,7 @@ def _value(b, p, end, at, steps, bits, ids, kinds):
     return True
 
 
-@njit(cache=True)
+@kernel
 def _event(b, p, end, at, steps, bits, ids, kinds):
     """``(values, step, ok)``: decode the Event in ``b[p:end]`` into slots from ``at``;
     values = -1 when the room ran out, ok False when protobuf must decode it."""
@@ -375,7 +375,7 @@ def _event(b, p, end, at, steps, bits, ids, kinds):
     return n, step, not (other and summaries)
 
 
-@njit(cache=True)
+@kernel
 def _fnv(b, p, n):
     h = _FNV_OFFSET
     for i in range(p, p + n):
@@ -383,7 +383,7 @@ def _fnv(b, p, n):
     return h
 
 
-@njit(cache=True)
+@kernel
 def _tag_id(b, p, n, table, store, tags, state):
     """The id of the tag ``b[p:p + n]``, added to the tags when new; -1 when the table, the
     store or the tag list has no room for it."""
@@ -416,7 +416,7 @@ def _tag_id(b, p, n, table, store, tags, state):
     return count
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def events(b, n, table, store, tags, state, steps, bits, ids, kinds):
     """Walk the records in ``b[:n]`` from its start, checking both CRCs of each, and
     decode the values of their events into ``steps`` (the event's step), ``bits`` (the

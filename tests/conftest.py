@@ -101,12 +101,19 @@ def jit_kernels():
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
+def jit_param(name: str) -> object:
+    """The JIT's case of a test over the ways the CPU kernels run, in the slow group: on a
+    fresh clone every kernel compiles through numba first (~1 min of the default suite),
+    while the native library, which every scan uses, is tested by default."""
+    return pytest.param(name, marks=pytest.mark.slow)
+
+
 def scaled(n: int, simulated: int = 2_000) -> int:
     """``n`` samples (or examples), or at most ``simulated`` under the CUDA simulator."""
     return min(n, simulated) if SIMULATED else n
 
 
-@pytest.fixture(scope="module", params=["numpy", "numba", "numba-jit", "cuda"])
+@pytest.fixture(scope="module", params=["numpy", "numba", jit_param("numba-jit"), "cuda"])
 def backend(request):
     """Every backend, for one test body each (the CuPy way): numpy (the reference), numba
     with native kernels and through the JIT, and cuda where it runs: on a GPU, or under
@@ -124,7 +131,7 @@ def backend(request):
         yield get_backend(name)
 
 
-@pytest.fixture(params=["native", "jit"])
+@pytest.fixture(params=["native", jit_param("jit")])
 def kernels(request):
     """Parametrizes a test over the two ways the CPU kernels run."""
     from gpu_profiler import native

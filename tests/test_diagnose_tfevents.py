@@ -382,6 +382,7 @@ def test_every_growth_path(tmp_path, monkeypatch):
     assert same(path, "30" * 40_500)[2] == [730]
 
 
+@pytest.mark.slow  # the JIT compiles the TFRecord kernels first (~10 s on a fresh clone)
 def test_the_jit_reads_as_the_library_does(tmp_path, monkeypatch):
     from gpu_profiler import native
 

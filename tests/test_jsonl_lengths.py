@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 import pytest
+from conftest import jit_param
 
 from gpu_profiler import native
 
@@ -104,7 +105,7 @@ def run(kernel, text: bytes, bom: bool = False) -> tuple[int, int, int, list]:
                                  for v, ok in zip(values[:rows], valid[:rows], strict=True)]
 
 
-@pytest.fixture(params=["native", "jit"])
+@pytest.fixture(params=["native", jit_param("jit")])
 def kernel(request):
     if request.param == "native":
         if native.library() is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import jit_param
 
 import gpu_profiler as gp
 from gpu_profiler import ProfilerError
@@ -267,7 +268,7 @@ def test_options_that_do_not_apply(tmp_path, hf_dir, capsys):
         gp.histogram(str(tmp_path / "nope"))
 
 
-@pytest.mark.parametrize("how", ["native", "jit"])
+@pytest.mark.parametrize("how", ["native", jit_param("jit")])
 def test_document_kernels_equal_numpy(how):
     """`running_sums` and `document_bounds` (kernels/documents.py), natively and through
     the JIT, against numpy on random windows: sums at every boundary, the window's total,

@@ -231,6 +231,36 @@ def test_grouped_cli_json_validates_and_renders(tmp_path, capsys):
         assert rc == 0 and marker in out and "src-2" in out, err
 
 
+def test_grouped_csv_has_each_groups_table_after_the_corpus(tmp_path, capsys):
+    """``-f csv``: a first column ``group``, empty on the corpus's rows and the policies',
+    then every group's buckets and ``all`` row, equal to the JSON's."""
+    import csv
+    import io
+
+    length, group = corpus(4_000, 4, seed=9)
+    path = tmp_path / "mix.parquet"
+    pq.write_table(pa.table({"length": length, "source": group}), path)
+    args = ["profile", path, "--group-by", "source", "--policy", "fixed"]
+    rc, out, err = run_cli([*args, "-f", "json"], capsys)
+    assert rc == 0, err
+    doc = json.loads(out)
+    rc, out, err = run_cli([*args, "-f", "csv"], capsys)
+    assert rc == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert list(rows[0])[0] == "group"
+    named = [r for r in rows if r["group"]]
+    assert rows[:len(rows) - len(named)] == [r for r in rows if not r["group"]]  # last
+    assert {r["policy"] for r in rows if not r["group"]} == {"table", "fixed"}
+    assert {r["group"] for r in named} == set(doc["groups"])
+    for name, g in doc["groups"].items():
+        mine = [r for r in named if r["group"] == name]
+        assert [int(r["samples"]) for r in mine[:-1]] == [b["samples"] for b in g["buckets"]]
+        assert mine[-1]["bucket"] == "all" and int(mine[-1]["samples"]) == g["total_samples"]
+        assert int(mine[-1]["total_tokens"]) == g["total_tokens"]
+    rc, out, err = run_cli(["profile", path, "-f", "csv"], capsys)  # no groups: no column
+    assert rc == 0 and out.split(",", 1)[0] == "split", err
+
+
 @pytest.mark.parametrize("args, message", [
     (["--group-by", "nope"], "no column 'nope' for --group-by"),
     (["--group-by", "score"], "has type double; --group-by takes a string"),

@@ -32,24 +32,17 @@ COST_CSV = ("cost", "cost_pct")
 
 
 def to_csv(result: Any) -> str:
-    """A profile in the `PROFILE_CSV` schema (and `COST_CSV` with a cost model)."""
+    """A profile in the `PROFILE_CSV` schema (and `COST_CSV` with a cost model); a grouped
+    one (``--group-by``) has a first column ``group``, empty on the corpus's rows, and ends
+    with each group's bucket table."""
     out = io.StringIO()
     priced = not result.table.params.cost.is_default
-    w = csv.DictWriter(out, PROFILE_CSV + COST_CSV * priced, lineterminator="\n")
+    grouped = bool(getattr(result, "groups", None))
+    w = csv.DictWriter(out, ("group",) * grouped + PROFILE_CSV + COST_CSV * priced,
+                       lineterminator="\n")
     w.writeheader()
     for split, t in split_tables(result):
-        for b in t.buckets:
-            w.writerow(dict(split=split, policy="table", bucket=b.index, lo=b.lo, hi=b.hi,
-                            samples=b.samples, sample_pct=b.sample_pct, tokens=b.tokens,
-                            avg_len=b.avg_len, max_len=b.max_len, batch_size=b.est_batch_size,
-                            batches=b.est_batches, batch_pct=b.batch_pct,
-                            **_cost_cells(b.est_cost, b.cost_pct)))
-        w.writerow(dict(split=split, policy="table", bucket="all", samples=t.total_samples,
-                        sample_pct=100.0, tokens=t.clipped_tokens, total_tokens=t.total_tokens,
-                        max_len=t.max_len, batches=t.total_est_batches, batch_pct=100.0,
-                        steps_per_epoch=t.steps_per_epoch, min_len=t.min_len,
-                        mean_len=t.mean_len, **t.percentiles,
-                        **_cost_cells(t.total_est_cost, 100.0)))
+        _table_rows(w, split, t)
     for p in getattr(result, "policies", ()):
         for pb in p.buckets:
             w.writerow(dict(split=p.split or "", policy=p.name, bucket=pb.index, lo=pb.lo,
@@ -62,7 +55,26 @@ def to_csv(result: Any) -> str:
                         batches=p.total_batches, batch_pct=100.0, padded_tokens=p.padded_tokens,
                         padding_pct=p.padding_pct, steps_per_epoch=p.steps_per_epoch,
                         **_cost_cells(p.cost, 100.0)))
+    for name, t in (result.groups.items() if grouped else ()):
+        _table_rows(w, result.group_split or "", t, group=name)
     return out.getvalue()
+
+
+def _table_rows(w: csv.DictWriter, split: str, t: BucketTable, **group: str) -> None:
+    """A bucket table's rows (``policy`` = ``table``): its buckets, then its ``all`` row."""
+    for b in t.buckets:
+        w.writerow(dict(**group, split=split, policy="table", bucket=b.index, lo=b.lo,
+                        hi=b.hi, samples=b.samples, sample_pct=b.sample_pct, tokens=b.tokens,
+                        avg_len=b.avg_len, max_len=b.max_len, batch_size=b.est_batch_size,
+                        batches=b.est_batches, batch_pct=b.batch_pct,
+                        **_cost_cells(b.est_cost, b.cost_pct)))
+    w.writerow(dict(**group, split=split, policy="table", bucket="all",
+                    samples=t.total_samples, sample_pct=100.0, tokens=t.clipped_tokens,
+                    total_tokens=t.total_tokens, max_len=t.max_len,
+                    batches=t.total_est_batches, batch_pct=100.0,
+                    steps_per_epoch=t.steps_per_epoch, min_len=t.min_len,
+                    mean_len=t.mean_len, **t.percentiles,
+                    **_cost_cells(t.total_est_cost, 100.0)))
 
 
 def _cost_cells(cost: float | None, pct: float | None) -> dict[str, Any]:

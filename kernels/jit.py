@@ -4,7 +4,7 @@ counting (``_nrt=False``).
 A kernel allocates nothing (the native library links no allocator either). With the
 runtime on, every array handed to a helper that is not inlined costs reference-count
 updates and calls on each side of the call: the JSON Lines parser, which hands its text to a
-helper per token, ran 2.8x slower through the JIT (bench/results/jsonl.md). Two modules
+helper per token, ran 3.2x slower through the JIT (bench/results/jit_runtime.md). Two modules
 keep the runtime (plain ``njit``): `ipc`, whose exceptions carry the offset of what is
 corrupt (an exception's run-time arguments need it), and `streams`, whose helpers return
 views of their arguments.

@@ -85,6 +85,26 @@ def analysed_histogram(source: Source, execution: Execution = DEFAULT
     return driver.run(planned.only(split)).total, split
 
 
+def analysed_groups(source: Source, by: str, execution: Execution = DEFAULT
+                    ) -> dict[str, LengthHistogram]:
+    """Each group's histogram (``--group-by``) of the split an analysis covers: scanned
+    (see `gpu_profiler.groups.scan`), or the groups saved with a histogram, which must be
+    by ``by``."""
+    given = _histogram_given(source, LOCAL)
+    if given is None:
+        from gpu_profiler import groups
+
+        return groups.scan(source, by, execution).histograms
+    if given[1] is None:
+        raise ProfilerError(f"{source.label}: --group-by needs the data: a histogram has no "
+                            "groups")
+    saved_by, hists = given[1]
+    if saved_by != by:
+        raise ProfilerError(f"{source.label}: its groups are by {saved_by}, not {by}")
+    cap = execution.cap
+    return hists if cap is None else {k: h.with_cap(cap) for k, h in hists.items()}
+
+
 def _histogram_given(source: Source, sharding: Sharding
                      ) -> tuple[LengthHistogram, Grouping | None] | None:
     """The histogram ``source`` is (in memory, or saved to a file) and the groups saved

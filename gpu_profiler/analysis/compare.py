@@ -8,11 +8,15 @@ F_b(L)|``, in tokens (Wasserstein-1: how far, on average, each sample's length m
 to turn one distribution into the other). They are exact up to float64 rounding when both
 histograms bin every length; lengths past `gpu_profiler.histogram.MAX_AUTO_CAP` are not
 binned, and then ``exact`` is False (they count as one point past the bins).
+
+With groups (``--group-by``: sources, languages, files), each group of B is compared with
+the same group of A the same way, and the group's share of each side's samples and tokens
+is reported beside it: a source that grew, shrank, came or went, or whose lengths moved.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,6 +27,9 @@ from gpu_profiler.histogram import PERCENTILES, LengthHistogram
 from gpu_profiler.params import BucketParams
 
 SCHEMA = "gpu-profiler/compare/v1"
+
+#: What `compare` compares group by group: ``(by, A's groups, B's groups)``.
+Groups = tuple[str, dict[str, LengthHistogram], dict[str, LengthHistogram]]
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,12 @@ class Comparison:
     distances: Distances
     buckets: tuple[BucketDelta, ...]
     warnings: tuple[str, ...] = field(default=())
+    group_by: str | None = None
+    #: each group's comparison (``--group-by``), by name
+    groups: dict[str, Comparison] = field(default_factory=dict)
+    #: of a group's comparison: its percent of each side's samples and tokens
+    #: (``sample_pct_a``, ``sample_pct_b``, ``token_pct_a``, ``token_pct_b``)
+    shares: dict[str, float] = field(default_factory=dict)
 
     def shift(self, key: str) -> float | None:
         """``b - a`` of a number both sides report (a percentile by its name), or None when
@@ -127,6 +140,17 @@ class Comparison:
             out[f"{key}_shift"] = self.shift(key)
         out["buckets"] = [b.to_dict() for b in self.buckets]
         out["warnings"] = list(self.warnings)
+        out.update(self.shares)
+        if self.group_by is not None:
+            out["group_by"] = self.group_by
+            out["groups"] = {name: {k: v for k, v in g.to_dict().items() if k != "schema"}
+                             for name, g in self.groups.items()}
+            both = [g for g in self.groups.values()
+                    if g.a.table.total_samples and g.b.table.total_samples]
+            out["max_group_ks"] = max((g.distances.ks for g in both), default=None)
+            out["max_group_token_pct_shift"] = max(
+                (abs(g.shares["token_pct_b"] - g.shares["token_pct_a"])
+                 for g in self.groups.values()), default=None)
         return out
 
 
@@ -140,10 +164,46 @@ def side_value(d: dict[str, Any], key: str) -> Any:
     return d["percentiles"][key] if key in d["percentiles"] else d[key]
 
 
+#: A group whose share of the tokens moves by more than this many points is warned about.
+SHARE_POINTS = 5.0
+
+
 def compare(a: LengthHistogram, b: LengthHistogram, params_a: BucketParams,
             params_b: BucketParams, *, source_a: str = "A", source_b: str = "B",
-            drop_last: bool = False) -> Comparison:
-    """Compare ``b`` under ``params_b`` with ``a`` under ``params_a``."""
+            drop_last: bool = False, groups: Groups | None = None) -> Comparison:
+    """Compare ``b`` under ``params_b`` with ``a`` under ``params_a``; with ``groups``
+    (``(by, A's groups, B's groups)``, histograms summing to ``a`` and ``b``), each group
+    too (one side only: its other side empty)."""
+    whole = _compare(a, b, params_a, params_b, source_a, source_b, drop_last)
+    if groups is None:
+        return whole
+    by, hists_a, hists_b = groups
+    per: dict[str, Comparison] = {}
+    warnings = list(whole.warnings)
+    for name in sorted(hists_a.keys() | hists_b.keys()):
+        ga = hists_a.get(name) or LengthHistogram.empty(0)
+        gb = hists_b.get(name) or LengthHistogram.empty(0)
+        g = _compare(ga, gb, params_a, params_b, name, name, drop_last)
+        shares = {f"{key}_{side}": _pct(getattr(mine.table, attr), getattr(all_.table, attr))
+                  for key, attr in (("sample_pct", "total_samples"),
+                                    ("token_pct", "total_tokens"))
+                  for side, mine, all_ in (("a", g.a, whole.a), ("b", g.b, whole.b))}
+        per[name] = replace(g, shares=shares)
+        if name not in hists_a or name not in hists_b:
+            warnings.append(f"{by} {name!r} is only in {'B' if name in hists_b else 'A'}")
+        elif abs(shares["token_pct_b"] - shares["token_pct_a"]) > SHARE_POINTS:
+            warnings.append(f"{by} {name!r} went from {shares['token_pct_a']:.1f}% of the "
+                            f"tokens to {shares['token_pct_b']:.1f}%")
+    return replace(whole, warnings=tuple(warnings), group_by=by, groups=per)
+
+
+def _pct(part: int, whole: int) -> float:
+    return part / whole * 100 if whole else 0.0
+
+
+def _compare(a: LengthHistogram, b: LengthHistogram, params_a: BucketParams,
+             params_b: BucketParams, source_a: str, source_b: str, drop_last: bool
+             ) -> Comparison:
     sides = [Side(src, bucket_table(h, p), evaluate_policy(h, "fixed", p, drop_last=drop_last))
              for src, h, p in ((source_a, a, params_a), (source_b, b, params_b))]
     rows = [_rows(s) for s in sides]

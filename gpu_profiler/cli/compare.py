@@ -40,6 +40,7 @@ def compare(
     format_b: FormatB = None,
     split_b: SplitB = None,
     drop_last: a.DropLast = False,
+    group_by: a.GroupBy = None,
     plot: a.Plot = None,
     fail_if: o.FailIf = None,
     *,
@@ -57,6 +58,7 @@ def compare(
 
     from gpu_profiler.analysis.compare import compare as run_compare
     from gpu_profiler.errors import ProfilerError
+    from gpu_profiler.histogram import LengthHistogram, merge
     from gpu_profiler.params import parse_bounds
     from gpu_profiler.render import compare as r
     from gpu_profiler.render import plots
@@ -74,10 +76,19 @@ def compare(
     if other is None and opts_b != opts:
         raise ProfilerError("--column-b, --offsets-of-b, --format-b and --split-b read OTHER: "
                             "name it")
-    hist_a, _ = a.load_histogram(path, opts, whole=True)
-    hist_b = hist_a if other is None else a.load_histogram(other, opts_b, whole=True)[0]
+    groups = None
+    if group_by is None:
+        hist_a, _ = a.load_histogram(path, opts, whole=True)
+        hist_b = hist_a if other is None else a.load_histogram(other, opts_b, whole=True)[0]
+    else:
+        groups_a = a.load_groups(path, opts, group_by)
+        groups_b = groups_a if other is None else a.load_groups(other, opts_b, group_by)
+        hist_a, hist_b = (merge(g.values()) if g else LengthHistogram.empty(0)
+                          for g in (groups_a, groups_b))
+        groups = (group_by, groups_a, groups_b)
     result = run_compare(hist_a, hist_b, params_a, params_b, source_a=path,
-                         source_b=path if other is None else other, drop_last=drop_last)
+                         source_b=path if other is None else other, drop_last=drop_last,
+                         groups=groups)
     if plot:
         plots.save_figure(plots.compare_figure(hist_a, hist_b, result, plots.titled(
             " vs ".join(n.split(": ", 1)[1] for n in r.side_names(result)),

@@ -86,6 +86,13 @@ def print_compare(c: Any, console: Any) -> None:
     for b in c.buckets:
         per.add_row(*_bucket_cells(b))
     console.print(per)
+    if c.group_by is not None:
+        view = rich_table(f"by {escape(c.group_by)}", _GROUP_HEAD,
+                          caption="% of each side's samples and tokens; ks: the group's "
+                          "lengths, B against A")
+        for name, g in c.groups.items():
+            view.add_row(*_group_cells(name, g))
+        console.print(view)
     print_warnings(console, c.warnings)
 
 
@@ -96,23 +103,56 @@ def compare_markdown(c: Any) -> str:
             "| bucket | A | B | samples A | samples B | Δ samples | batches Δ | padding % Δ |",
             "|---|---|---|--:|--:|--:|--:|--:|"]
     out += [f"| {' | '.join(_bucket_cells(b))} |" for b in c.buckets]
+    if c.group_by is not None:
+        out += ["", f"by {c.group_by}", "", f"| {' | '.join(_GROUP_HEAD)} |",
+                "|---|" + "--:|" * (len(_GROUP_HEAD) - 1)]
+        out += [f"| {' | '.join(_group_cells(n, g))} |" for n, g in c.groups.items()]
     out += [f"\n> **warning:** {w}" for w in c.warnings]
     return "\n".join(out) + "\n"
 
 
 def compare_csv(c: Any) -> str:
-    """A comparison in the `COMPARE_CSV` schema."""
+    """A comparison in the `COMPARE_CSV` schema; with groups, a first column ``group``
+    (empty on the whole's rows), `GROUP_CSV` last, and each group's rows after the
+    whole's."""
     out = io.StringIO()
-    w = csv.DictWriter(out, COMPARE_CSV, lineterminator="\n", extrasaction="ignore")
+    grouped = c.group_by is not None
+    head = ("group", *COMPARE_CSV, *GROUP_CSV) if grouped else COMPARE_CSV
+    w = csv.DictWriter(out, head, lineterminator="\n", extrasaction="ignore")
     w.writeheader()
+    _csv_rows(w, c, "" if grouped else None)
+    for name, g in c.groups.items():
+        _csv_rows(w, g, name)
+    return out.getvalue()
+
+
+def _csv_rows(w: Any, c: Any, group: str | None) -> None:
+    """``c``'s rows: a row per bucket index, then its ``all`` row."""
+    tag = {} if group is None else {"group": group}
     for b in c.buckets:
-        w.writerow({"bucket": b.index, **b.to_dict()})
+        w.writerow({**tag, "bucket": b.index, **b.to_dict()})
     d = c.to_dict()
-    w.writerow({**d, "bucket": "all", "samples_a": d["a"]["total_samples"],
+    w.writerow({**d, **tag, "bucket": "all", "samples_a": d["a"]["total_samples"],
                 "samples_b": d["b"]["total_samples"],
                 "samples_delta": d["total_samples_shift"],
                 "padding_pct_a": d["a"]["padding_pct"], "padding_pct_b": d["b"]["padding_pct"],
                 "padding_pct_delta": d["padding_pct_shift"],
                 "steps_per_epoch_a": d["a"]["steps_per_epoch"],
                 "steps_per_epoch_b": d["b"]["steps_per_epoch"]})
-    return out.getvalue()
+
+
+#: The columns a grouped comparison's CSV adds: a group's share of each side.
+GROUP_CSV = ("sample_pct_a", "sample_pct_b", "token_pct_a", "token_pct_b")
+_GROUP_HEAD = ("group", "samples A", "samples B", "% samples A", "% samples B",
+               "% tokens A", "% tokens B", "p50 A", "p50 B", "p99 A", "p99 B", "ks")
+
+
+def _group_cells(name: str, g: Any) -> list[str]:
+    """A group's `Comparison` as the group table's cells."""
+    a, b = g.a.to_dict(), g.b.to_dict()
+    pct = [f"{g.shares[k]:.1f}" for k in GROUP_CSV]
+    return [name, _num(a["total_samples"]), _num(b["total_samples"]), *pct,
+            _num(a["percentiles"].get("p50")), _num(b["percentiles"].get("p50")),
+            _num(a["percentiles"].get("p99")), _num(b["percentiles"].get("p99")),
+            "-" if not (a["total_samples"] and b["total_samples"])
+            else f"{g.distances.ks:.4f}"]

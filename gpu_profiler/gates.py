@@ -84,7 +84,7 @@ METRICS: dict[str, tuple[str, ...]] = {
                 "invalid_samples", "unbucketed_samples", "total_est_batches",
                 "steps_per_epoch"),
     "schedule": ("longest_run", "max_batch_pct", "window_spread", "min_run",
-                 "total_batches"),
+                 "total_batches", "longest_group_run", "max_group_window_spread"),
     "blend": ("max_epochs", "min_share_ratio", "max_share_ratio", "train_samples", "size",
               "tokens_drawn"),
     "compare": ("ks", "tv", "w1", *(f"{k}_shift" for k in SHIFTS), "max_group_ks",

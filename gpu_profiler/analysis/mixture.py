@@ -66,6 +66,13 @@ class Mixture:
                 "warnings": list(self.warnings)}
 
 
+def mostly_one(m: BucketMix, corpus: dict[str, float]) -> bool:
+    """Whether one group makes bucket ``m``: over `MOST_PCT` of its samples and
+    `OVER_POINTS` above that group's percent of the corpus's (``corpus``)."""
+    return (m.top is not None and m.top_pct > MOST_PCT
+            and m.top_pct - corpus[m.top] >= OVER_POINTS)
+
+
 def mixture(by: str, groups: dict[str, BucketTable], total: BucketTable) -> Mixture:
     """The shares and composition of ``groups`` (tables under the same parameters as
     ``total``, whose histograms sum to its histogram)."""
@@ -89,8 +96,7 @@ def mixture(by: str, groups: dict[str, BucketTable], total: BucketTable) -> Mixt
                                parts[top] if top is not None else 0.0))
     corpus = {s.name: s.sample_pct for s in shares}
     noun = NOUNS.get(by, by)
-    mostly = [m for m in mixes if m.top is not None and m.top_pct > MOST_PCT
-              and m.top_pct - corpus[m.top] >= OVER_POINTS]
+    mostly = [m for m in mixes if m.top is not None and mostly_one(m, corpus)]
     said = {m.index: corpus[m.top] for m in mostly if m.top is not None}
     warnings = () if not mostly else (
         f"buckets made mostly of one {noun} (its share of the bucket, of the corpus; the "

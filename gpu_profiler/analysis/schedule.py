@@ -11,7 +11,9 @@ Orders (each batch is named by its bucket index):
 
 Every batch stands for its bucket's mean sample length (exact in expectation: batches are
 random draws from the bucket), which is what the autocorrelation and the windowed spread
-are computed on.
+are computed on. With groups (``--group-by``: sources, languages), every batch also stands
+for its bucket's samples by group: an order that interleaves lengths can still switch
+domains, when buckets are made mostly of one source (`GroupMix`).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gpu_profiler.analysis.buckets import bucket_table
 from gpu_profiler.analysis.interleave import (
     TAIL_PCT,
     check_max_run,
@@ -33,6 +36,7 @@ from gpu_profiler.analysis.interleave import (
     min_run,
     tail_size,
 )
+from gpu_profiler.analysis.mixture import NOUNS, mixture, mostly_one
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
@@ -83,14 +87,64 @@ class OrderStats:
     expected_longest_run: float | None = None
     p_run_ge: dict[int, float] | None = None
     trials: int | None = None
+    groups: GroupMix | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if self.groups is None:
+            del d["groups"]
         d["exhausted_at"] = list(self.exhausted_at)
         d["tail_mix"] = list(self.tail_mix)
         if self.p_run_ge is not None:
             d["p_run_ge"] = {str(k): v for k, v in self.p_run_ge.items()}
         return d
+
+
+@dataclass(frozen=True)
+class GroupMix:
+    """How one order mixes the groups, each batch standing for its bucket's samples by
+    group (exact in expectation).
+
+    Attributes:
+        longest_run, longest_run_group: the longest run of consecutive batches from buckets
+            made mostly of one group (`gpu_profiler.analysis.mixture.mostly_one`), and that
+            group: the domain switching a loss curve shows.
+        windows: per group, its percent of the epoch's samples (``share``) and the
+            ``min``, ``max`` and standard deviation (``spread``) of its percent of the
+            samples of each window of ``log_window`` batches.
+    """
+
+    longest_run: int
+    longest_run_group: str | None
+    windows: dict[str, dict[str, float]]
+
+
+def group_mix(order: np.ndarray, names: list[str], samples: np.ndarray, mostly: np.ndarray,
+              log_window: int) -> GroupMix:
+    """`GroupMix` of ``order`` (bucket per batch): ``samples[b, g]`` is group g's samples
+    per batch of bucket b, ``mostly[b]`` the group making bucket b (-1: none)."""
+    tagged = mostly[order]
+    longest, group = 0, -1
+    if tagged.size:
+        cut = np.flatnonzero(np.diff(tagged)) + 1
+        starts = np.concatenate([[0], cut])
+        lengths = np.diff(np.concatenate([starts, [tagged.size]]))
+        lengths[tagged[starts] < 0] = 0
+        k = int(lengths.argmax())
+        if lengths[k]:
+            longest, group = int(lengths[k]), int(tagged[starts[k]])
+    per = samples[order]  # batches x groups
+    windows = order.size // log_window  # as `window_means`: else one window of all
+    rows = (per[:windows * log_window].reshape(windows, log_window, len(names)).sum(axis=1)
+            if windows else per.sum(axis=0, keepdims=True))
+    totals = rows.sum(axis=1, keepdims=True)
+    share = np.divide(rows * 100, totals, out=np.zeros_like(rows), where=totals > 0)
+    epoch = per.sum(axis=0)
+    epoch_pct = epoch * 100 / epoch.sum() if epoch.sum() else np.zeros(len(names))
+    stats = {n: {"share": float(epoch_pct[g]), "min": float(share[:, g].min()),
+                 "max": float(share[:, g].max()), "spread": float(share[:, g].std())}
+             for g, n in enumerate(names)}
+    return GroupMix(longest, names[group] if group >= 0 else None, stats)
 
 
 @dataclass(frozen=True)
@@ -114,6 +168,8 @@ class ScheduleResult:
     #: it: attached by the command (None here).
     split: str | None = None
     advice: Any = None
+    #: ``--group-by``: what grouped the samples (each order's `GroupMix`)
+    group_by: str | None = None
 
     @property
     def headline(self) -> OrderStats:
@@ -144,7 +200,16 @@ class ScheduleResult:
                 "window_spread": self.headline.window_spread,
                 "orders": [o.to_dict() for o in self.orders],
                 "advice": self.advice.to_dict() if self.advice else None,
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings), **self._group_keys()}
+
+    def _group_keys(self) -> dict[str, Any]:
+        mix = self.headline.groups
+        if self.group_by is None or mix is None:
+            return {}
+        return {"group_by": self.group_by, "longest_group_run": mix.longest_run,
+                "longest_group_run_group": mix.longest_run_group,
+                "max_group_window_spread": max(
+                    (w["spread"] for w in mix.windows.values()), default=0.0)}
 
 
 # ---------------------------------------------------------------- the order generator
@@ -290,10 +355,13 @@ def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float],
 def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("random", "stride"),
                       params: BucketParams | None = None, *, policy: str = "fixed",
                       drop_last: bool = False, trials: int | None = None, log_window: int = 50,
-                      seed: int = 0, max_run: int | None = None) -> ScheduleResult:
+                      seed: int = 0, max_run: int | None = None,
+                      groups: tuple[str, dict[str, LengthHistogram]] | None = None
+                      ) -> ScheduleResult:
     """Simulate ``orders`` on the per-bucket batch counts of ``policy`` (``fixed`` or
     ``sorted``: the policies with integer batches per bucket); ``max_run`` caps the
-    ``stride`` order's runs (default: the least possible)."""
+    ``stride`` order's runs (default: the least possible). With ``groups`` (``(by, each
+    group's histogram)``, summing to ``hist``), each order's `GroupMix` too."""
     p = params or BucketParams()
     names = parse_orders(orders)
     if policy not in ("fixed", "sorted"):
@@ -308,9 +376,48 @@ def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("ran
     msgs = _warnings(pol, stats)
     if "stride" in names:
         msgs += _early_note(stats[names.index("stride")], max_run, least)
+    if groups is not None:
+        stats, more = _grouped(groups, hist, p, pol, stats, log_window, seed, max_run)
+        msgs += more
     return ScheduleResult(p, policy, drop_last, log_window, seed, tuple(batches),
                           tuple(b.batch_pct for b in pol.buckets), tuple(mean_len),
-                          tuple(stats), tuple(msgs), least, max_run)
+                          tuple(stats), tuple(msgs), least, max_run,
+                          group_by=None if groups is None else groups[0])
+
+
+def _grouped(groups: tuple[str, dict[str, LengthHistogram]], hist: LengthHistogram,
+             p: BucketParams, pol: PolicyResult, stats: list[OrderStats], log_window: int,
+             seed: int, max_run: int | None) -> tuple[list[OrderStats], list[str]]:
+    """Each order's `GroupMix` (the order drawn with ``seed``, as its other numbers), and
+    a warning when the stride order still runs more than `MAX_RUN` batches of buckets one
+    group makes back to back."""
+    by, hists = groups
+    names = sorted(hists)
+    tables = {n: bucket_table(hists[n], p) for n in names}
+    mix = mixture(by, tables, bucket_table(hist, p))
+    corpus = {s.name: s.sample_pct for s in mix.shares}
+    mostly = np.array([names.index(m.top) if m.top is not None and mostly_one(m, corpus)
+                       else -1 for m in mix.buckets], np.int64)
+    per_batch = np.array([[tables[n].buckets[b.index].samples / b.batches if b.batches else 0.0
+                           for n in names] for b in pol.buckets]).reshape(len(pol.buckets),
+                                                                          len(names))
+    batches = [int(b.batches) for b in pol.buckets]
+    out = [replace(s, groups=group_mix(batch_order(batches, s.name, seed=seed,
+                                                   max_run=max_run),
+                                       names, per_batch, mostly, log_window))
+           for s in stats]
+    head = next((s for s in out if s.name == "stride"), out[0])
+    assert head.groups is not None
+    n = sum(batches)
+    made = [sum(batches[b] for b in np.flatnonzero(mostly == g)) for g in range(len(names))]
+    least = max((-(-m // (n - m + 1)) for m in made if m), default=0)
+    noun = NOUNS.get(by, by)
+    msgs = [] if head.groups.longest_run <= max(MAX_RUN, least) else [
+        f"order {head.name}: {head.groups.longest_run} batches in a row from buckets made "
+        f"mostly of {noun} {head.groups.longest_run_group!r} (an order of these batches "
+        f"can keep such runs to {least}): the loss can band by {noun} even with lengths "
+        f"interleaved (profile --group-by {by} shows each bucket's mix)"]
+    return out, msgs
 
 
 def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:

@@ -133,9 +133,11 @@ def load_histogram(paths: str | list[str], opts: o.ScanOptions,
                               opts.execution(None if whole else opts.max_seq_len))
 
 
-def load_groups(path: str, opts: o.ScanOptions, by: str) -> dict[str, Any]:
-    """Each group's histogram (``--group-by``) of the split `load_histogram` would scan,
-    binning every length: scanned, or saved with a histogram."""
+def load_groups(paths: str | list[str], opts: o.ScanOptions, by: str,
+                whole: bool = False) -> dict[str, Any]:
+    """Each group's histogram (``--group-by``) of the split `load_histogram` would scan
+    (capped as it would be): scanned, or saved with a histogram."""
     from gpu_profiler.api import analysed_groups
 
-    return analysed_groups(opts.source(path), by, opts.execution(None))
+    return analysed_groups(opts.source(paths), by,
+                           opts.execution(None if whole else opts.max_seq_len))

@@ -81,8 +81,9 @@ def compare(
         hist_a, _ = a.load_histogram(path, opts, whole=True)
         hist_b = hist_a if other is None else a.load_histogram(other, opts_b, whole=True)[0]
     else:
-        groups_a = a.load_groups(path, opts, group_by)
-        groups_b = groups_a if other is None else a.load_groups(other, opts_b, group_by)
+        groups_a = a.load_groups(path, opts, group_by, whole=True)
+        groups_b = groups_a if other is None else a.load_groups(other, opts_b, group_by,
+                                                                whole=True)
         hist_a, hist_b = (merge(g.values()) if g else LengthHistogram.empty(0)
                           for g in (groups_a, groups_b))
         groups = (group_by, groups_a, groups_b)

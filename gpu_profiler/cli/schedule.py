@@ -33,6 +33,7 @@ def schedule(
         help="Batches per bucket from this policy: fixed or sorted.")] = "fixed",
     drop_last: a.DropLast = False,
     max_run: a.MaxRun = None,
+    group_by: a.GroupBy = None,
     plot: a.Plot = None,
     fail_if: o.FailIf = None,
     emit_order: Annotated[list[str] | None, typer.Option(
@@ -71,10 +72,18 @@ def schedule(
           *paths)
     if plot:
         plots.check_plot(plot)
-    hist, split = a.load_histogram(paths, opts)
+    groups = None
+    if group_by is None:
+        hist, split = a.load_histogram(paths, opts)
+    else:
+        from gpu_profiler.histogram import LengthHistogram, merge
+
+        hists, split = a.load_groups(paths, opts, group_by), None
+        hist = merge(hists.values()) if hists else LengthHistogram.empty(0)
+        groups = (group_by, hists)
     result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
                                trials=trials, log_window=log_window, seed=seed,
-                               max_run=max_run)
+                               max_run=max_run, groups=groups)
     result = attach(replace(result, split=split), advise(hist, params, drop_last=drop_last))
     for name, target in emits:
         write_order(target, batch_order(result.batches, name, seed=seed, max_run=max_run))

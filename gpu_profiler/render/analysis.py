@@ -286,7 +286,35 @@ def print_schedule(r: Any, console: Any) -> None:
             row.append(f"{'-' if e is None else f'{e * 100:.1f}'}/{o.tail_mix[i] * 100:.1f}")
         per.add_row(*row)
     console.print(per)
+    _print_groups(r, console)
     print_warnings(console, r.warnings)
+
+
+def _group_rows(r: Any) -> tuple[list[str], list[list[str]], str]:
+    """With ``--group-by``: the groups table's header, rows and the longest runs line."""
+    head = ["group", "% samples", *(f"{o.name}: window % (std)" for o in r.orders)]
+    first = r.orders[0].groups.windows
+    rows = [[name, f"{first[name]['share']:.1f}",
+             *(f"{w['min']:.1f}-{w['max']:.1f} ({w['spread']:.1f})"
+               for w in (o.groups.windows[name] for o in r.orders))] for name in first]
+    runs = "; ".join(f"{o.name} {o.groups.longest_run}"
+                     + (f" ({o.groups.longest_run_group})" if o.groups.longest_run_group
+                        else "") for o in r.orders)
+    line = (f"longest run of batches from buckets made mostly of one {r.group_by}: {runs}")
+    return head, rows, line
+
+
+def _print_groups(r: Any, console: Any) -> None:
+    if r.group_by is None:
+        return
+    head, rows, line = _group_rows(r)
+    view = rich_table(f"by {r.group_by}", head,
+                      caption=f"each group's % of the samples of a window of {r.log_window} "
+                      "batches: least-most (std)")
+    for row in rows:
+        view.add_row(*row)
+    console.print(view)
+    console.print(line, highlight=False)
 
 
 def schedule_markdown(r: Any) -> str:
@@ -300,6 +328,11 @@ def schedule_markdown(r: Any) -> str:
             f"{f'{o.p_run_ge[4]:.2f}' if o.p_run_ge else ''} | "
             f"{'' if o.lag1_autocorr is None else f'{o.lag1_autocorr:+.3f}'} | "
             f"{o.window_spread:,.1f} | {_first_out(o)} |")
+    if r.group_by is not None:
+        head, rows, line = _group_rows(r)
+        out += ["", f"by {r.group_by}", "", f"| {' | '.join(head)} |",
+                "|---|" + "--:|" * (len(head) - 1), *(f"| {' | '.join(x)} |" for x in rows),
+                "", line]
     out += [f"\n> **warning:** {w}" for w in r.warnings]
     return "\n".join(out) + "\n"
 
@@ -309,12 +342,15 @@ def schedule_csv(r: Any) -> str:
     and the order's statistics (README, "CSV")."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
+    grouped = r.group_by is not None
     w.writerow(("split", "order", "bucket", "batches", "batch_pct", "exhausted_at", "tail_mix",
                 "longest_run", "longest_run_bucket", "expected_longest_run", "lag1_autocorr",
-                "window_spread"))
+                "window_spread", *(("group_longest_run", "group_longest_run_group")
+                                   if grouped else ())))
     for o in r.orders:
         stats = (o.longest_run, o.longest_run_bucket, o.expected_longest_run, o.lag1_autocorr,
-                 o.window_spread)
+                 o.window_spread, *((o.groups.longest_run, o.groups.longest_run_group or "")
+                                    if grouped else ()))
         for i, n in enumerate(r.batches):
             w.writerow((r.split or "", o.name, i, n, r.batch_pct[i], o.exhausted_at[i],
                         o.tail_mix[i], *stats))

@@ -315,6 +315,14 @@ def test_report_and_plot_show_the_groups(tmp_path, capsys):
         assert f'<td data-field="name">{share.name}</td>' in html
         assert f'<td data-field="samples">{share.samples:,}</td>' in html
     assert html.count("<svg") == 4  # profile, groups, suggest, schedule
+    # the batch order's mix of sources: the same numbers as schedule --group-by's
+    rc, out, err = run_cli(["schedule", path, "--group-by", "source", "-f", "json"], capsys)
+    assert rc == 0, err
+    assert '<table id="order-groups">' in html
+    runs = html.split('<table id="group-runs">')[1].split("</table>")[0]
+    for o in json.loads(out)["orders"]:
+        assert (f'<td data-field="name">{o["name"]}</td><td data-field="longest_run">'
+                f'{o["groups"]["longest_run"]:,}</td>') in runs
     rc, _, err = run_cli(["profile", path, "--group-by", "source", "--plot", png], capsys)
     assert rc == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", err
 

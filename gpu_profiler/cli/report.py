@@ -91,8 +91,10 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
     else:
         suggestion = attach(replace(proposed, split=split), advise(
             hist, params, k, drop_last=drop_last, suggestion=proposed))
+    mix = result.mixture
     schedule = simulate_schedule(hist, ("random", "stride"), params, drop_last=drop_last,
-                                 seed=seed)
+                                 seed=seed, groups=None if mix is None else
+                                 (mix.by, result.group_histograms))
     # The advice schedule attaches is the analysed table's, which profile computed.
     analysed = result.splits.get(split or "", result.table)
     schedule = attach(replace(schedule, split=split), analysed.advice)

@@ -154,9 +154,26 @@ def orders(r: Any) -> str:
             ("longest_run_bucket", "of bucket"), ("expected_longest_run", "mean longest"),
             ("lag1_autocorr", "lag-1 corr"), ("window_spread", "window spread"),
             ("window_min", "window min"), ("window_max", "window max"))
-    return table(f"batch orders ({sum(r.batches):,} batches, policy {r.policy}, windows of "
-                 f"{r.log_window} batches)", cols,
-                 [[getattr(o, k) for k, _ in cols] for o in r.orders], "orders")
+    out = table(f"batch orders ({sum(r.batches):,} batches, policy {r.policy}, windows of "
+                f"{r.log_window} batches)", cols,
+                [[getattr(o, k) for k, _ in cols] for o in r.orders], "orders")
+    if r.group_by is None:
+        return out
+    # by group: its share of the epoch, and per order its least / most share of a window
+    names = list(r.orders[0].groups.windows)
+    gcols = (("group", "group"), ("share", "samples %"),
+             *((f"{o.name}:{k}", f"{o.name} window {k} %") for o in r.orders
+               for k in ("min", "max", "spread")))
+    rows = ([n, r.orders[0].groups.windows[n]["share"],
+             *(o.groups.windows[n][k] for o in r.orders for k in ("min", "max", "spread"))]
+            for n in names)
+    runs = (("name", "order"), ("longest_run", "longest run of batches mostly one group"),
+            ("longest_run_group", "of group"))
+    return (out + table(f"by {r.group_by}: each group's share of a window's samples", gcols,
+                        rows, "order-groups")
+            + table(f"runs of batches from buckets made mostly of one {r.group_by}", runs,
+                    ([o.name, o.groups.longest_run, o.groups.longest_run_group]
+                     for o in r.orders), "group-runs"))
 
 
 def warnings(found: Sequence[tuple[str, Sequence[str]]]) -> str:

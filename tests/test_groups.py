@@ -419,3 +419,34 @@ def test_a_saved_grouped_histogram_validates(tmp_path, capsys):
     d = json.loads(saved.read_text())
     jsonschema.validate(d, load("histogram"), cls=jsonschema.Draft202012Validator)
     assert set(d["groups"]) == set(reference(length, group)) and d["group_by"] == "source"
+
+
+def test_group_names_are_text_in_every_view(tmp_path, capsys):
+    """Group names are data: rich markup and matplotlib mathtext in them are printed and
+    drawn as written, in every command's text, warnings, pictures and report."""
+    pytest.importorskip("matplotlib")
+    names = ["[/x]", "[bold]y", r"$\frac{$", "a$b_c^", "p|q"]
+    rng = np.random.default_rng(4)
+    pick = rng.integers(0, 5, 4_000)
+    lengths = np.where(pick == 0, rng.integers(3000, 8000, 4_000), rng.integers(1, 600, 4_000))
+    for side, keep in (("a", names), ("b", names[1:])):
+        rows = np.isin(np.array(names, object)[pick], keep)
+        pq.write_table(pa.table({"length": lengths[rows],
+                                 "source": np.array(names, object)[pick][rows]}),
+                       tmp_path / f"{side}.parquet")
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    for args in (["profile", a], ["schedule", a], ["compare", a, b]):
+        rc, out, err = run_cli([*args, "--group-by", "source", "--width", "200"], capsys)
+        assert rc == 0, err
+        for name in names:  # every name shown as written (the table and the warnings)
+            assert name in out, (args[0], name)
+    rc, out, err = run_cli(["compare", a, b, "--group-by", "source"], capsys)
+    assert rc == 0 and "warning: source '[/x]' is only in A" in out, err
+    for cmd in (["compare", a, b], ["schedule", a]):  # a Markdown cell escapes its bars
+        rc, out, err = run_cli([*cmd, "--group-by", "source", "-f", "markdown"], capsys)
+        assert rc == 0 and "| a$b_c^ |" in out and "| p\\|q |" in out, err
+    png, page = tmp_path / "m.png", tmp_path / "r.html"
+    rc, _, err = run_cli(["profile", a, "--group-by", "source", "--plot", png], capsys)
+    assert rc == 0 and png.read_bytes()[:4] == b"\x89PNG", err
+    rc, _, err = run_cli(["report", a, "--group-by", "source", "-o", page], capsys)
+    assert rc == 0 and "a$b_c^" in page.read_text(), err

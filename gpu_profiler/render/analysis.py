@@ -10,6 +10,7 @@ from typing import Any
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
 from gpu_profiler.analysis.policies import PolicyResult
+from gpu_profiler.render.formats import markdown_table
 
 SHARES_NOTE = ("samples % / tokens % / batches %: a bucket's share of the gradient under "
                "per-sample, per-token, and per-batch loss averaging (per-batch: each "
@@ -56,9 +57,12 @@ def _split_line(split: str | None) -> list[str]:
 
 
 def print_warnings(console: Any, warnings: Sequence[str]) -> None:
-    """Each warning on its own line, flagged in bold yellow (as every analysis view ends)."""
+    """Each warning on its own line, flagged in bold yellow (as every analysis view ends);
+    a warning is text (it may quote a group, a path), never rich markup."""
+    from rich.markup import escape
+
     for w in warnings:
-        console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
+        console.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
 
 
 # ---------------------------------------------------------------- policies
@@ -307,14 +311,16 @@ def _group_rows(r: Any) -> tuple[list[str], list[list[str]], str]:
 def _print_groups(r: Any, console: Any) -> None:
     if r.group_by is None:
         return
+    from rich.markup import escape  # group names are text, not rich markup
+
     head, rows, line = _group_rows(r)
-    view = rich_table(f"by {r.group_by}", head,
+    view = rich_table(escape(f"by {r.group_by}"), [escape(h) for h in head],
                       caption=f"each group's % of the samples of a window of {r.log_window} "
                       "batches: least-most (std)")
     for row in rows:
-        view.add_row(*row)
+        view.add_row(*map(escape, row))
     console.print(view)
-    console.print(line, highlight=False)
+    console.print(escape(line), highlight=False)
 
 
 def schedule_markdown(r: Any) -> str:
@@ -330,9 +336,7 @@ def schedule_markdown(r: Any) -> str:
             f"{o.window_spread:,.1f} | {_first_out(o)} |")
     if r.group_by is not None:
         head, rows, line = _group_rows(r)
-        out += ["", f"by {r.group_by}", "", f"| {' | '.join(head)} |",
-                "|---|" + "--:|" * (len(head) - 1), *(f"| {' | '.join(x)} |" for x in rows),
-                "", line]
+        out += ["", f"by {r.group_by}", "", markdown_table([head, *rows]), "", line]
     out += [f"\n> **warning:** {w}" for w in r.warnings]
     return "\n".join(out) + "\n"
 

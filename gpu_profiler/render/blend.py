@@ -60,7 +60,7 @@ def print_blend(b: Any, console: Any) -> None:
         console.print(bucket_table_view([("", b.table)], "the blend as trained"))
         console.print(summary_line(b.table), highlight=False)
         console.print(distribution_line(b.table), highlight=False)
-    print_warnings(console, [escape(w) for w in _warnings(b)])
+    print_warnings(console, _warnings(b))
 
 
 def blend_markdown(b: Any) -> str:

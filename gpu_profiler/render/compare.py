@@ -9,6 +9,7 @@ from typing import Any
 
 from gpu_profiler.analysis.compare import SHIFTS, side_value
 from gpu_profiler.histogram import PERCENTILES
+from gpu_profiler.render.formats import markdown_table
 
 #: The one CSV schema of ``compare`` (README, "CSV"): a row per bucket index, then an
 #: ``all`` row with the totals, distances and shifts.
@@ -91,7 +92,7 @@ def print_compare(c: Any, console: Any) -> None:
                           caption="% of each side's samples and tokens; ks: the group's "
                           "lengths, B against A")
         for name, g in c.groups.items():
-            view.add_row(*_group_cells(name, g))
+            view.add_row(*map(escape, _group_cells(name, g)))
         console.print(view)
     print_warnings(console, c.warnings)
 
@@ -104,9 +105,8 @@ def compare_markdown(c: Any) -> str:
             "|---|---|---|--:|--:|--:|--:|--:|"]
     out += [f"| {' | '.join(_bucket_cells(b))} |" for b in c.buckets]
     if c.group_by is not None:
-        out += ["", f"by {c.group_by}", "", f"| {' | '.join(_GROUP_HEAD)} |",
-                "|---|" + "--:|" * (len(_GROUP_HEAD) - 1)]
-        out += [f"| {' | '.join(_group_cells(n, g))} |" for n, g in c.groups.items()]
+        out += ["", f"by {c.group_by}", "", markdown_table(
+            [list(_GROUP_HEAD), *(_group_cells(n, g) for n, g in c.groups.items())])]
     out += [f"\n> **warning:** {w}" for w in c.warnings]
     return "\n".join(out) + "\n"
 

@@ -107,12 +107,12 @@ def to_markdown(result: Any) -> str:
         split = f" (split {result.group_split})" if result.group_split else ""
         by = NOUNS.get(result.mixture.by, result.mixture.by)
         parts.append(f"**By {by}**{split}:\n")
-        parts += [_markdown_table(group_rows(result)), "",
+        parts += [markdown_table(group_rows(result)), "",
                   "**Bucket composition** (% of the bucket's samples):\n",
-                  _markdown_table(composition_rows(result)), ""]
+                  markdown_table(composition_rows(result)), ""]
     if result.shape is not None:
         parts += [*(line + "\n" for line in shape_lines(result)),
-                  _markdown_table(shape_rows(result)), ""]
+                  markdown_table(shape_rows(result)), ""]
     for text, names in shared_warnings(tables).items():
         where = f" ({', '.join(names)})" if named else ""
         parts.append(f"> **warning{where}:** {text}\n")
@@ -123,7 +123,7 @@ def to_markdown(result: Any) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _markdown_table(rows: list[list[str]]) -> str:
+def markdown_table(rows: list[list[str]]) -> str:
     """A header row and body rows as a Markdown table (the first column left-aligned)."""
     head, *body = rows
     align = "|---|" + "--:|" * (len(head) - 1)

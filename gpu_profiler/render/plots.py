@@ -31,8 +31,10 @@ _METADATA: dict[str, dict[str, Any]] = {
     "svg": {"Date": None, "Creator": None},
     "pdf": {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None},
 }
-#: rcParams of every figure: SVG ids from a fixed salt, SVG text as text (searchable).
-_RC: Any = {"svg.hashsalt": "gpu-profiler", "svg.fonttype": "none", "font.size": 9}
+#: rcParams of every figure: SVG ids from a fixed salt, SVG text as text (searchable), and
+#: no mathtext: labels quote data (group names, paths), where a ``$`` is a character.
+_RC: Any = {"svg.hashsalt": "gpu-profiler", "svg.fonttype": "none", "font.size": 9,
+            "text.parse_math": False}
 #: Distribution plots are drawn with at most this many bins, schedule strips with at most
 #: this many cells.
 _BINS, _STRIP = 200, 4096
@@ -75,8 +77,18 @@ def figure_bytes(fig: Any, fmt: str) -> bytes:
 
     buf = io.BytesIO()
     with matplotlib.rc_context(_RC):
+        _plain(fig)
         fig.savefig(buf, format=fmt, metadata=_METADATA[fmt], dpi=110)
     return buf.getvalue()
+
+
+def _plain(fig: Any) -> None:
+    """Every text of ``fig`` drawn as it is written (see `_RC`: a text made outside the
+    rc context took mathtext from the defaults)."""
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
 
 
 def save_figure(fig: Any, path: str | Path) -> None:
@@ -213,6 +225,7 @@ def clear_legends(fig: Any, tops: list[tuple[Any, float]]) -> Any:
     if not tops:
         return fig
     with matplotlib.rc_context(_RC):
+        _plain(fig)
         fig.draw_without_rendering()
         for ax, top in tops:
             box = ax.get_legend().get_window_extent()

@@ -24,8 +24,10 @@ def print_profile(result: Any, console: Any) -> None:
     naming the splits it applies to."""
     tables = split_tables(result) if result.splits else [("", result.table)]
     console.print(bucket_table_view(tables, _title(result)))
+    from rich.markup import escape  # split and group names are text, not rich markup
+
     for name, table in tables:
-        prefix = f"{name}: " if name else ""
+        prefix = f"{escape(name)}: " if name else ""
         console.print(prefix + summary_line(table), highlight=False)
         console.print(prefix + distribution_line(table), highlight=False)
     if result.mixture is not None:
@@ -39,8 +41,8 @@ def print_profile(result: Any, console: Any) -> None:
         console.print(_rows_view(shape_rows(result), "loss tokens per bucket (after "
                                  "truncation)"))
     for text, names in shared_warnings(tables).items():
-        where = f" ({', '.join(names)})" if any(names) else ""
-        console.print(f"[bold yellow]warning{where}:[/] {text}", highlight=False)
+        where = escape(f" ({', '.join(names)})") if any(names) else ""
+        console.print(f"[bold yellow]warning{where}:[/] {escape(text)}", highlight=False)
     console.print()
     if getattr(result, "policies", ()):
         from gpu_profiler.render.analysis import print_policies

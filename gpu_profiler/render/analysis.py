@@ -10,7 +10,6 @@ from typing import Any
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
 from gpu_profiler.analysis.policies import PolicyResult
-from gpu_profiler.render.formats import markdown_table
 
 SHARES_NOTE = ("samples % / tokens % / batches %: a bucket's share of the gradient under "
                "per-sample, per-token, and per-batch loss averaging (per-batch: each "
@@ -54,6 +53,15 @@ def _of(split: str | None) -> str:
 def _split_line(split: str | None) -> list[str]:
     """The Markdown line naming the split analysed (none for an unsplit source)."""
     return [f"**split `{split}`**", ""] if split else []
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    """A header row and body rows as a Markdown table (the first column left-aligned)."""
+    head, *body = rows
+    align = "|---|" + "--:|" * (len(head) - 1)
+    return "\n".join(["| " + " | ".join(head) + " |", align,
+                      *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
+                        for r in body)])
 
 
 def print_warnings(console: Any, warnings: Sequence[str]) -> None:

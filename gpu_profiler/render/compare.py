@@ -9,7 +9,7 @@ from typing import Any
 
 from gpu_profiler.analysis.compare import SHIFTS, side_value
 from gpu_profiler.histogram import PERCENTILES
-from gpu_profiler.render.formats import markdown_table
+from gpu_profiler.render.analysis import markdown_table
 
 #: The one CSV schema of ``compare`` (README, "CSV"): a row per bucket index, then an
 #: ``all`` row with the totals, distances and shifts.

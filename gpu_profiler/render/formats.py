@@ -85,6 +85,8 @@ def _cost_cells(cost: float | None, pct: float | None) -> dict[str, Any]:
 def to_markdown(result: Any) -> str:
     """One Markdown bucket table (with a split column for a DatasetDict's splits and
     total), each split's summary, then each warning once, naming its splits."""
+    from gpu_profiler.render.analysis import markdown_table, policies_markdown
+
     tables = split_tables(result) if result.splits else [("", result.table)]
     named = bool(result.splits)
     priced = not result.table.params.cost.is_default
@@ -117,19 +119,8 @@ def to_markdown(result: Any) -> str:
         where = f" ({', '.join(names)})" if named else ""
         parts.append(f"> **warning{where}:** {text}\n")
     if getattr(result, "policies", ()):
-        from gpu_profiler.render.analysis import policies_markdown
-
         parts.append(policies_markdown(result.policies))
     return "\n".join(parts) + "\n"
-
-
-def markdown_table(rows: list[list[str]]) -> str:
-    """A header row and body rows as a Markdown table (the first column left-aligned)."""
-    head, *body = rows
-    align = "|---|" + "--:|" * (len(head) - 1)
-    return "\n".join(["| " + " | ".join(head) + " |", align,
-                      *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
-                        for r in body)])
 
 
 def summary_line(t: BucketTable) -> str:

@@ -286,6 +286,8 @@ HOSTILE = {
     "json bad": "[[512, 0.01],",
     "json deep": "[" * 100_000,
     "json unit": '{"unit": 7, "points": [[512, 0.01]]}',
+    "markup unit": "length,[/x]\n512,0.01\n1024,0.02\n",  # names columns and captions
+    "json markup unit": '{"unit": "[bold]s", "points": [[512, 0.01]]}',
     "json bool": "[[true, 0.01]]",
     "binary": b"\xff\xfe\x00\x01junk",
     "huge file": "length,s\n" + "".join(f"{i},{i}\n" for i in range(1, 200_000)),

@@ -35,6 +35,8 @@ def _lines(s: Any) -> list[tuple[str, str]]:
 def print_plan(s: Any, console: Any) -> None:
     """The plan's summary, then its batches per bucket, in the plain tables every other
     command prints (`gpu_profiler.render.analysis.rich_table`)."""
+    from rich.markup import escape  # a split name, a cost unit: text, not rich markup
+
     from gpu_profiler.render.analysis import rich_table
 
     view = rich_table("epoch plan", ("", ""),
@@ -43,7 +45,7 @@ def print_plan(s: Any, console: Any) -> None:
     view.show_header = False
     view.columns[1].justify = "left"
     for k, v in _lines(s):
-        view.add_row(k, v)
+        view.add_row(k, escape(v))
     console.print(view)
     per = rich_table("batches per bucket", ("bucket", "batches"))
     p = s.params

@@ -74,8 +74,8 @@ def test_each_group_equals_its_rows(tmp_path, capsys, k):
             assert g["ks"] == pytest.approx(ks(a[name], b[name]), abs=1e-12)
     assert sum(g["a"]["total_samples"] for g in d["groups"].values()) == \
         d["a"]["total_samples"]
-    assert "source 'only-a' is only in A" in d["warnings"]
-    assert "source 'only-b' is only in B" in d["warnings"]
+    assert "source only in A: 'only-a'" in d["warnings"]
+    assert "source only in B: 'only-b'" in d["warnings"]
     both = [g["ks"] for n, g in d["groups"].items() if n in a and n in b]
     assert d["max_group_ks"] == pytest.approx(max(both))
 
@@ -86,7 +86,8 @@ def test_a_share_that_moves_is_warned_about_and_gated(tmp_path, capsys):
     d = doc(capsys, tmp_path / "a.parquet", tmp_path / "b.parquet", "--group-by", "source")
     moved = d["groups"]["code"]["token_pct_b"] - d["groups"]["code"]["token_pct_a"]
     assert moved > 5 and d["max_group_token_pct_shift"] == pytest.approx(moved)
-    assert any(w.startswith("source 'code' went from") for w in d["warnings"])
+    assert any(w.startswith("source whose share of the tokens moved by more than 5 points: "
+                            "'code' ") for w in d["warnings"])
     args = ["compare", tmp_path / "a.parquet", tmp_path / "b.parquet", "--group-by", "source"]
     rc, _, err = run_cli([*args, "--fail-if", "max_group_token_pct_shift>5"], capsys)
     assert rc == 1 and "failed: max_group_token_pct_shift>5" in err, err
@@ -155,3 +156,19 @@ def test_table_markdown_and_csv_show_the_groups(tmp_path, capsys):
         assert float(last["token_pct_b"]) == pytest.approx(g["token_pct_b"])
     rc, out, err = run_cli(args[:3] + ["-f", "csv"], capsys)  # no groups: no column
     assert rc == 0 and out.split(",", 1)[0] == "bucket", err
+
+
+def test_many_files_make_one_warning_each_kind(tmp_path, capsys):
+    """@file groups of two sources sharded differently: the groups on one side only are
+    named in one warning per side, the first ten and how many more."""
+    for side, shards in (("a", 3), ("b", 14)):
+        (tmp_path / side).mkdir()
+        for k in range(shards):
+            pq.write_table(pa.table({"length": np.arange(1, 200 + k)}),
+                           tmp_path / side / f"{side}-{k:02d}.parquet")
+    d = doc(capsys, tmp_path / "a", tmp_path / "b", "--group-by", "@file")
+    assert len(d["groups"]) == 17
+    only = [w for w in d["warnings"] if w.startswith("file only in")]
+    assert only[0] == "file only in A: 'a-00.parquet', 'a-01.parquet', 'a-02.parquet'"
+    assert only[1].startswith("file only in B: 'b-00.parquet', ") and \
+        only[1].endswith("'b-09.parquet' and 4 more")

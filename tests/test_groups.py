@@ -441,7 +441,7 @@ def test_group_names_are_text_in_every_view(tmp_path, capsys):
         for name in names:  # every name shown as written (the table and the warnings)
             assert name in out, (args[0], name)
     rc, out, err = run_cli(["compare", a, b, "--group-by", "source"], capsys)
-    assert rc == 0 and "warning: source '[/x]' is only in A" in out, err
+    assert rc == 0 and "warning: source only in A: '[/x]'" in out, err
     for cmd in (["compare", a, b], ["schedule", a]):  # a Markdown cell escapes its bars
         rc, out, err = run_cli([*cmd, "--group-by", "source", "-f", "markdown"], capsys)
         assert rc == 0 and "| a$b_c^ |" in out and "| p\\|q |" in out, err

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
+from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
 from gpu_profiler.histogram import PERCENTILES, LengthHistogram
 from gpu_profiler.params import BucketParams
@@ -179,7 +180,8 @@ def compare(a: LengthHistogram, b: LengthHistogram, params_a: BucketParams,
         return whole
     by, hists_a, hists_b = groups
     per: dict[str, Comparison] = {}
-    warnings = list(whole.warnings)
+    only: dict[str, list[str]] = {"A": [], "B": []}
+    moved: list[str] = []
     for name in sorted(hists_a.keys() | hists_b.keys()):
         ga = hists_a.get(name) or LengthHistogram.empty(0)
         gb = hists_b.get(name) or LengthHistogram.empty(0)
@@ -190,11 +192,23 @@ def compare(a: LengthHistogram, b: LengthHistogram, params_a: BucketParams,
                   for side, mine, all_ in (("a", g.a, whole.a), ("b", g.b, whole.b))}
         per[name] = replace(g, shares=shares)
         if name not in hists_a or name not in hists_b:
-            warnings.append(f"{by} {name!r} is only in {'B' if name in hists_b else 'A'}")
+            only["B" if name in hists_b else "A"].append(repr(name))
         elif abs(shares["token_pct_b"] - shares["token_pct_a"]) > SHARE_POINTS:
-            warnings.append(f"{by} {name!r} went from {shares['token_pct_a']:.1f}% of the "
-                            f"tokens to {shares['token_pct_b']:.1f}%")
+            moved.append(f"{name!r} {shares['token_pct_a']:.1f}% -> "
+                         f"{shares['token_pct_b']:.1f}%")
+    noun = NOUNS.get(by, by)
+    warnings = [*whole.warnings, *(f"{noun} only in {side}: {_listed(names)}"
+                                   for side, names in only.items() if names)]
+    if moved:
+        warnings.append(f"{noun} whose share of the tokens moved by more than "
+                        f"{SHARE_POINTS:g} points: {_listed(moved)}")
     return replace(whole, warnings=tuple(warnings), group_by=by, groups=per)
+
+
+def _listed(items: list[str], most: int = 10) -> str:
+    """``items`` joined, the first `most` of them and how many more."""
+    more = len(items) - most
+    return ", ".join(items[:most]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def _pct(part: int, whole: int) -> float:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
+from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.analysis.policies import PolicyResult
 
 SHARES_NOTE = ("samples % / tokens % / batches %: a bucket's share of the gradient under "
@@ -312,7 +313,8 @@ def _group_rows(r: Any) -> tuple[list[str], list[list[str]], str]:
     runs = "; ".join(f"{o.name} {o.groups.longest_run}"
                      + (f" ({o.groups.longest_run_group})" if o.groups.longest_run_group
                         else "") for o in r.orders)
-    line = (f"longest run of batches from buckets made mostly of one {r.group_by}: {runs}")
+    noun = NOUNS.get(r.group_by, r.group_by)
+    line = f"longest run of batches from buckets made mostly of one {noun}: {runs}"
     return head, rows, line
 
 

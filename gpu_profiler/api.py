@@ -86,15 +86,16 @@ def analysed_histogram(source: Source, execution: Execution = DEFAULT
 
 
 def analysed_groups(source: Source, by: str, execution: Execution = DEFAULT
-                    ) -> dict[str, LengthHistogram]:
-    """Each group's histogram (``--group-by``) of the split an analysis covers: scanned
-    (see `gpu_profiler.groups.scan`), or the groups saved with a histogram, which must be
-    by ``by``."""
+                    ) -> tuple[dict[str, LengthHistogram], str | None]:
+    """Each group's histogram (``--group-by``) of the split an analysis covers, and that
+    split: scanned (see `gpu_profiler.groups.scan`), or the groups saved with a histogram,
+    which must be by ``by`` (split None)."""
     given = _histogram_given(source, LOCAL)
     if given is None:
         from gpu_profiler import groups
 
-        return groups.scan(source, by, execution).histograms
+        g = groups.scan(source, by, execution)
+        return g.histograms, g.split
     if given[1] is None:
         raise ProfilerError(f"{source.label}: --group-by needs the data: a histogram has no "
                             "groups")
@@ -102,7 +103,7 @@ def analysed_groups(source: Source, by: str, execution: Execution = DEFAULT
     if saved_by != by:
         raise ProfilerError(f"{source.label}: its groups are by {saved_by}, not {by}")
     cap = execution.cap
-    return hists if cap is None else {k: h.with_cap(cap) for k, h in hists.items()}
+    return (hists if cap is None else {k: h.with_cap(cap) for k, h in hists.items()}), None
 
 
 def _histogram_given(source: Source, sharding: Sharding

@@ -1,6 +1,7 @@
 """``schedule --group-by``: how each order mixes the sources, each batch standing for its
 bucket's samples by group; checked against the rows (bucket counts per group, windows,
-runs of batches from buckets one source makes) on scans and saved grouped histograms."""
+runs of batches from buckets one source makes) on scans and saved grouped histograms.
+``suggest --group-by``: the same for each proposal's bounds."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def doc(capsys, *args) -> dict:
 
 def reference(d, lengths, source, window: int, order_name: str):
     """The order's groups, computed from the rows: (longest run of batches from buckets
-    one group makes, its group, {group: (share, min, max, std)})."""
+    one group makes, its group, {group: (share, min, max, std)}, the least such run any
+    order has, the percent of batches from such buckets)."""
     batches = [b["batches"] for b in d["buckets"]]
     names = sorted(set(source))
     b_of = np.searchsorted(BOUNDS, np.minimum(lengths, 8192), side="right") - 1
@@ -66,7 +68,11 @@ def reference(d, lengths, source, window: int, order_name: str):
     share = rows / rows.sum(axis=1, keepdims=True) * 100
     stats = {g: (x[:, i].sum() / x.sum() * 100, share[:, i].min(), share[:, i].max(),
                  share[:, i].std()) for i, g in enumerate(names)}
-    return best, who, stats
+    n = sum(batches)
+    made = [sum(batches[b] for b in range(len(batches)) if mostly[b] == g)
+            for g in range(len(names))]
+    least = max((-(-m // (n - m + 1)) for m in made if m), default=0)
+    return best, who, stats, least, 100 * sum(made) / n
 
 
 @pytest.mark.parametrize("order", ["stride", "sequential", "random"])
@@ -78,8 +84,9 @@ def test_each_orders_groups_equal_the_rows(tmp_path, capsys, order):
             "--bounds", ",".join(map(str, BOUNDS)), "--log-window", "20")
     jsonschema.validate(d, load("schedule"), cls=jsonschema.Draft202012Validator)
     got = d["orders"][0]["groups"]
-    best, who, stats = reference(d, lengths, source, 20, order)
+    best, who, stats, least, pct = reference(d, lengths, source, 20, order)
     assert (got["longest_run"], got["longest_run_group"]) == (best, who)
+    assert got["least_run"] == least and got["mostly_batch_pct"] == pytest.approx(pct)
     for g, (share, lo, hi, std) in stats.items():
         w = got["windows"][g]
         assert [w["share"], w["min"], w["max"], w["spread"]] == pytest.approx(
@@ -135,3 +142,38 @@ def test_table_markdown_and_csv_show_the_groups(tmp_path, capsys):
     rows = [r for r in csv.DictReader(io.StringIO(out)) if r["bucket"] == "all"]
     assert [int(r["group_longest_run"]) for r in rows] == \
         [o["groups"]["longest_run"] for o in d["orders"]]
+
+
+def test_suggest_scores_each_proposal_as_schedule_does(tmp_path, capsys):
+    """Each proposal's groups are schedule's stride order under its bounds; the current
+    bounds' equal the rows' reference."""
+    import jsonschema
+
+    lengths, source = two_sources(tmp_path / "mix.parquet", seed=5)
+    bounds = ",".join(map(str, BOUNDS))
+    rc, out, err = run_cli(["suggest", tmp_path / "mix.parquet", "-k", "4", "--group-by",
+                            "source", "--bounds", bounds, "-f", "json"], capsys)
+    assert rc == 0, err
+    d = json.loads(out)
+    jsonschema.validate(d, load("suggest"), cls=jsonschema.Draft202012Validator)
+    assert d["group_by"] == "source" and d["proposals"][0]["method"] == "current"
+    for q in d["proposals"]:
+        s = doc(capsys, tmp_path / "mix.parquet", "--group-by", "source", "--order", "stride",
+                "--bounds", ",".join(map(str, q["bounds"])))
+        assert q["groups"] == s["orders"][0]["groups"], q["method"]
+    s = doc(capsys, tmp_path / "mix.parquet", "--group-by", "source", "--order", "stride",
+            "--bounds", bounds, "--log-window", "50")
+    best, who, _, least, pct = reference(s, lengths, source, 50, "stride")
+    got = d["proposals"][0]["groups"]
+    assert (got["longest_run"], got["longest_run_group"], got["least_run"]) == \
+        (best, who, least)
+    assert got["mostly_batch_pct"] == pytest.approx(pct)
+    for fmt in ("table", "markdown"):
+        rc, out, err = run_cli(["suggest", tmp_path / "mix.parquet", "-k", "4", "--group-by",
+                                "source", "-f", fmt, "--width", "200"], capsys)
+        assert rc == 0 and "one-source batches %" in out, err
+    rc, out, err = run_cli(["suggest", tmp_path / "mix.parquet", "-k", "4", "--group-by",
+                            "source", "-f", "csv"], capsys)
+    rows = [r for r in csv.DictReader(io.StringIO(out)) if r["bucket"] == "all"]
+    assert [int(r["group_least_run"]) for r in rows] == \
+        [q["groups"]["least_run"] for q in d["proposals"]]

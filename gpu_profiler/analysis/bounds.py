@@ -29,7 +29,7 @@ that makes most of the batches is `gpu_profiler.analysis.advice`'s to say, not t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -99,6 +99,9 @@ class Proposal:
     objective: float
     policy: PolicyResult
     why_fewer: str | None = None
+    #: with groups (``suggest --group-by``): the stride order's
+    #: `gpu_profiler.analysis.schedule.GroupMix` under these bounds
+    groups: Any = None
 
     @property
     def cost(self) -> float:
@@ -112,7 +115,8 @@ class Proposal:
                 "total_batches": self.total_batches, "steps_per_epoch": self.steps_per_epoch,
                 "max_batch_pct": self.max_batch_pct, "objective": self.objective,
                 "why_fewer": self.why_fewer, "buckets": self.policy.to_dict()["buckets"],
-                **({} if self.policy.cost is None else {"cost": self.cost})}
+                **({} if self.policy.cost is None else {"cost": self.cost}),
+                **({} if self.groups is None else {"groups": asdict(self.groups)})}
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,8 @@ class Suggestion:
     warnings: tuple[str, ...] = field(default=())
     split: str | None = None
     advice: Any = None
+    #: ``--group-by``: what grouped the samples (each proposal's ``groups``)
+    group_by: str | None = None
 
     def __getitem__(self, method: str) -> Proposal:
         for p in self.proposals:
@@ -143,7 +149,8 @@ class Suggestion:
                 "buckets": self.buckets, "balance": self.balance, "drop_last": self.drop_last,
                 "proposals": [p.to_dict() for p in self.proposals],
                 "advice": self.advice.to_dict() if self.advice else None,
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings),
+                **({} if self.group_by is None else {"group_by": self.group_by})}
 
 
 def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | None = None,

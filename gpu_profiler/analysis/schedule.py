@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_profiler.analysis.bounds import Suggestion
 from gpu_profiler.analysis.buckets import bucket_table
 from gpu_profiler.analysis.interleave import (
     TAIL_PCT,
@@ -109,6 +110,9 @@ class GroupMix:
         longest_run, longest_run_group: the longest run of consecutive batches from buckets
             made mostly of one group (`gpu_profiler.analysis.mixture.mostly_one`), and that
             group: the domain switching a loss curve shows.
+        least_run: the least longest such run any order of these batches can have
+            (``max ceil(m / (N - m + 1))`` over the groups, m of the N batches theirs).
+        mostly_batch_pct: the percent of the batches from buckets made mostly of one group.
         windows: per group, its percent of the epoch's samples (``share``) and the
             ``min``, ``max`` and standard deviation (``spread``) of its percent of the
             samples of each window of ``log_window`` batches.
@@ -116,6 +120,8 @@ class GroupMix:
 
     longest_run: int
     longest_run_group: str | None
+    least_run: int
+    mostly_batch_pct: float
     windows: dict[str, dict[str, float]]
 
 
@@ -144,7 +150,10 @@ def group_mix(order: np.ndarray, names: list[str], samples: np.ndarray, mostly: 
     stats = {n: {"share": float(epoch_pct[g]), "min": float(share[:, g].min()),
                  "max": float(share[:, g].max()), "spread": float(share[:, g].std())}
              for g, n in enumerate(names)}
-    return GroupMix(longest, names[group] if group >= 0 else None, stats)
+    made = np.bincount(tagged[tagged >= 0], minlength=len(names))
+    least = max((-(-int(m) // (order.size - int(m) + 1)) for m in made if m), default=0)
+    return GroupMix(longest, names[group] if group >= 0 else None, least,
+                    float(made.sum() * 100 / order.size) if order.size else 0.0, stats)
 
 
 @dataclass(frozen=True)
@@ -407,17 +416,27 @@ def _grouped(groups: tuple[str, dict[str, LengthHistogram]], hist: LengthHistogr
                                        names, per_batch, mostly, log_window))
            for s in stats]
     head = next((s for s in out if s.name == "stride"), out[0])
-    assert head.groups is not None
-    n = sum(batches)
-    made = [sum(batches[b] for b in np.flatnonzero(mostly == g)) for g in range(len(names))]
-    least = max((-(-m // (n - m + 1)) for m in made if m), default=0)
+    gm = head.groups
+    assert gm is not None
     noun = NOUNS.get(by, by)
-    msgs = [] if head.groups.longest_run <= max(MAX_RUN, least) else [
-        f"order {head.name}: {head.groups.longest_run} batches in a row from buckets made "
-        f"mostly of {noun} {head.groups.longest_run_group!r} (an order of these batches "
-        f"can keep such runs to {least}): the loss can band by {noun} even with lengths "
-        f"interleaved (profile --group-by {by} shows each bucket's mix)"]
+    msgs = [] if gm.longest_run <= max(MAX_RUN, gm.least_run) else [
+        f"order {head.name}: {gm.longest_run} batches in a row from buckets made "
+        f"mostly of {noun} {gm.longest_run_group!r} (an order of these batches "
+        f"can keep such runs to {gm.least_run}): the loss can band by {noun} even with "
+        f"lengths interleaved (profile --group-by {by} shows each bucket's mix)"]
     return out, msgs
+
+
+def sources_of(s: Suggestion, hist: LengthHistogram,
+               groups: tuple[str, dict[str, LengthHistogram]]) -> Suggestion:
+    """``s`` with each proposal's `GroupMix` under its bounds (of the stride order, which
+    `plan` and the sampler train in): how far each choice of bounds turns the order of
+    buckets into an order of sources (``suggest --group-by``)."""
+    mixes = [simulate_schedule(hist, ("stride",), replace(s.params, bounds=q.bounds),
+                               drop_last=s.drop_last, groups=groups).orders[0].groups
+             for q in s.proposals]
+    return replace(s, group_by=groups[0], proposals=tuple(
+        replace(q, groups=g) for q, g in zip(s.proposals, mixes, strict=True)))
 
 
 def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:

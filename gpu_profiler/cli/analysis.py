@@ -133,11 +133,16 @@ def load_histogram(paths: str | list[str], opts: o.ScanOptions,
                               opts.execution(None if whole else opts.max_seq_len))
 
 
-def load_groups(paths: str | list[str], opts: o.ScanOptions, by: str,
-                whole: bool = False) -> dict[str, Any]:
-    """Each group's histogram (``--group-by``) of the split `load_histogram` would scan
-    (capped as it would be): scanned, or saved with a histogram."""
+def load_groups(paths: str | list[str], opts: o.ScanOptions, by: str | None,
+                whole: bool = False) -> tuple[Any, str | None, Any]:
+    """`load_histogram`'s histogram and split, and with ``by`` (``--group-by``) the
+    groups ``(by, each group's histogram)`` they sum to: scanned, or saved with a
+    histogram."""
+    if by is None:
+        return (*load_histogram(paths, opts, whole), None)
     from gpu_profiler.api import analysed_groups
+    from gpu_profiler.histogram import LengthHistogram, merge
 
-    return analysed_groups(opts.source(paths), by,
-                           opts.execution(None if whole else opts.max_seq_len))
+    hists, split = analysed_groups(opts.source(paths), by,
+                                   opts.execution(None if whole else opts.max_seq_len))
+    return (merge(hists.values()) if hists else LengthHistogram.empty(0)), split, (by, hists)

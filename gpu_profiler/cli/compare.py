@@ -58,7 +58,6 @@ def compare(
 
     from gpu_profiler.analysis.compare import compare as run_compare
     from gpu_profiler.errors import ProfilerError
-    from gpu_profiler.histogram import LengthHistogram, merge
     from gpu_profiler.params import parse_bounds
     from gpu_profiler.render import compare as r
     from gpu_profiler.render import plots
@@ -76,20 +75,13 @@ def compare(
     if other is None and opts_b != opts:
         raise ProfilerError("--column-b, --offsets-of-b, --format-b and --split-b read OTHER: "
                             "name it")
-    groups = None
-    if group_by is None:
-        hist_a, _ = a.load_histogram(path, opts, whole=True)
-        hist_b = hist_a if other is None else a.load_histogram(other, opts_b, whole=True)[0]
-    else:
-        groups_a = a.load_groups(path, opts, group_by, whole=True)
-        groups_b = groups_a if other is None else a.load_groups(other, opts_b, group_by,
-                                                                whole=True)
-        hist_a, hist_b = (merge(g.values()) if g else LengthHistogram.empty(0)
-                          for g in (groups_a, groups_b))
-        groups = (group_by, groups_a, groups_b)
+    hist_a, _, groups_a = a.load_groups(path, opts, group_by, whole=True)
+    hist_b, _, groups_b = (hist_a, None, groups_a) if other is None else \
+        a.load_groups(other, opts_b, group_by, whole=True)
     result = run_compare(hist_a, hist_b, params_a, params_b, source_a=path,
                          source_b=path if other is None else other, drop_last=drop_last,
-                         groups=groups)
+                         groups=None if group_by is None else
+                         (group_by, groups_a[1], groups_b[1]))
     if plot:
         plots.save_figure(plots.compare_figure(hist_a, hist_b, result, plots.titled(
             " vs ".join(n.split(": ", 1)[1] for n in r.side_names(result)),

@@ -72,15 +72,7 @@ def schedule(
           *paths)
     if plot:
         plots.check_plot(plot)
-    groups = None
-    if group_by is None:
-        hist, split = a.load_histogram(paths, opts)
-    else:
-        from gpu_profiler.histogram import LengthHistogram, merge
-
-        hists, split = a.load_groups(paths, opts, group_by), None
-        hist = merge(hists.values()) if hists else LengthHistogram.empty(0)
-        groups = (group_by, hists)
+    hist, split, groups = a.load_groups(paths, opts, group_by)
     result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
                                trials=trials, log_window=log_window, seed=seed,
                                max_run=max_run, groups=groups)

@@ -22,6 +22,7 @@ def suggest(
         help="Also propose 'balanced' bounds minimizing padded/real tokens + "
         "BALANCE x the largest bucket's batch share.")] = 0.0,
     drop_last: a.DropLast = False,
+    group_by: a.GroupBy = None,
     plot: a.Plot = None,
     *,
     opts: o.ScanOptions,
@@ -44,8 +45,12 @@ def suggest(
     guard({"-o": opts.output, "--plot": plot}, *paths)
     if plot:
         plots.check_plot(plot)
-    hist, split = a.load_histogram(paths, opts)
+    hist, split, groups = a.load_groups(paths, opts, group_by)
     result = suggest_bounds(hist, buckets, params, balance=balance, drop_last=drop_last)
+    if groups is not None:
+        from gpu_profiler.analysis.schedule import sources_of
+
+        result = sources_of(result, hist, groups)
     result = attach(replace(result, split=split), advise(
         hist, params, buckets, drop_last=drop_last, suggestion=result))
     if plot:

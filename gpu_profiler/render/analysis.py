@@ -192,22 +192,41 @@ def _bounds(b: Sequence[int]) -> str:
 
 def print_suggestion(s: Any, console: Any) -> None:
     """The proposals side by side, then each proposal's bucket table."""
+    from rich.markup import escape  # a column name is text, not rich markup
+
     cols = ["method", "padded tokens", "padding %", "batches", "steps",
-            "largest share %"] + (["objective"] if s.balance else [])
+            "largest share %"] + (["objective"] if s.balance else []) + _SOURCE_HEAD * (
+                s.group_by is not None)
+    noun = NOUNS.get(s.group_by or "", s.group_by)
     view = rich_table(f"bounds for {s.buckets} buckets{_of(s.split)}, scored under the "
                       "fixed policy"
                       + (f" (balance {s.balance:g})" if s.balance else ""), cols,
                       caption="padding: expected over random within-bucket batches; each "
-                              "proposal's bounds and buckets follow")
+                              "proposal's bounds and buckets follow"
+                      + ("" if s.group_by is None else
+                         f". one-source: batches from buckets made mostly of one "
+                         f"{escape(noun or '')}; run: the most in a row in the stride order "
+                         "(the least any order can)"))
     for q in s.proposals:
         row = [q.method, _n(round(q.padded_tokens)), f"{q.padding_pct:.2f}",
                f"{q.total_batches:,}", f"{q.steps_per_epoch:,}",
                _pct(q.max_batch_pct, hot=True)]
-        view.add_row(*row, *([f"{q.objective:.4f}"] if s.balance else []))
+        view.add_row(*row, *([f"{q.objective:.4f}"] if s.balance else []),
+                     *_source_cells(q))
     console.print(view)
     for q in s.proposals:
         console.print(proposal_view(q))
     print_warnings(console, s.warnings)
+
+
+_SOURCE_HEAD = ["one-source batches %", "run (least)"]
+
+
+def _source_cells(q: Any) -> list[str]:
+    """A proposal's `_SOURCE_HEAD` cells (none without groups)."""
+    g = q.groups
+    return [] if g is None else [f"{g.mostly_batch_pct:.1f}",
+                                 f"{g.longest_run} ({g.least_run})"]
 
 
 def proposal_view(q: Any) -> Any:
@@ -222,13 +241,15 @@ def proposal_view(q: Any) -> Any:
 
 
 def suggestion_markdown(s: Any) -> str:
+    grouped = s.group_by is not None
     out = [*_split_line(s.split),
-           "| method | bounds | padded tokens | padding % | batches | steps | largest share % |",
-           "|---|---|--:|--:|--:|--:|--:|"]
+           "| method | bounds | padded tokens | padding % | batches | steps | largest share % |"
+           + "".join(f" {h} |" for h in _SOURCE_HEAD * grouped),
+           "|---|---|--:|--:|--:|--:|--:|" + "--:|" * (2 * grouped)]
     for q in s.proposals:
         out.append(f"| {q.method} | `{_bounds(q.bounds)}` | {q.padded_tokens:,.0f} | "
                    f"{q.padding_pct:.2f} | {q.total_batches:,} | {q.steps_per_epoch:,} | "
-                   f"{q.max_batch_pct:.1f} |")
+                   f"{q.max_batch_pct:.1f} |" + "".join(f" {c} |" for c in _source_cells(q)))
     for q in s.proposals:
         out += ["", f"**{q.method}** `{_bounds(q.bounds)}`", "",
                 "| bucket | samples | samples % | tokens % | bsz | batches | batches % | pad % |",
@@ -245,15 +266,20 @@ def suggestion_csv(s: Any) -> str:
     and steps per epoch (README, "CSV")."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
+    grouped = s.group_by is not None
     w.writerow(("split", "method", "bounds", "bucket", "lo", "hi", "samples", "batch_size",
-                "batches", "padded_tokens", "padding_pct", "batch_pct", "steps_per_epoch"))
+                "batches", "padded_tokens", "padding_pct", "batch_pct", "steps_per_epoch",
+                *(("mostly_batch_pct", "group_longest_run", "group_least_run")
+                  if grouped else ())))
     for q in s.proposals:
         head = (s.split or "", q.method, _bounds(q.bounds))
         for b in q.policy.buckets:
             w.writerow((*head, b.index, b.lo, b.hi, b.samples, b.batch_size, b.batches,
-                        b.padded_tokens, b.padding_pct, b.batch_pct, ""))
+                        b.padded_tokens, b.padding_pct, b.batch_pct, "", *("",) * 3 * grouped))
+        g = q.groups
         w.writerow((*head, "all", "", "", q.policy.samples, "", q.total_batches,
-                    q.padded_tokens, q.padding_pct, 100.0, q.steps_per_epoch))
+                    q.padded_tokens, q.padding_pct, 100.0, q.steps_per_epoch,
+                    *((g.mostly_batch_pct, g.longest_run, g.least_run) if grouped else ())))
     return out.getvalue()
 
 

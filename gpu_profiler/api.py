@@ -338,8 +338,8 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
           data_args_path: str | None = None, per_split_data_args_path: str | None = None,
           data_split: str = "train", train_samples: int | None = None,
           train_tokens: int | None = None, warn_epochs: float = WARN_EPOCHS,
-          execution: Execution | None = None, sharding: Sharding | None = None,
-          **options: Any) -> Blend:
+          seq_length: int | None = None, execution: Execution | None = None,
+          sharding: Sharding | None = None, **options: Any) -> Blend:
     """A Megatron-LM blend as trained (see :mod:`gpu_profiler.analysis.blend`).
 
     The blend is ``spec`` (``--data-path``'s words: ``["0.3", "a", "0.7", "b"]``, a string
@@ -348,7 +348,8 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
     Each distinct path is scanned once with :func:`histogram` (any source it reads, or a
     saved histogram) with the scan options given (``column``, ``offsets_of``, ``unit``...:
     the same for every source, as in ``histogram``). ``train_samples`` (or
-    ``train_tokens``; default: every source's samples added up) sizes the blend; the bucket
+    ``train_tokens``; default: every source's samples added up) sizes the blend, whose
+    samples are Megatron-LM GPTDataset windows of ``seq_length`` tokens when given; the bucket
     options (``bounds``, ``max_seq_len``, ``token_budget``...: `BucketParams`) make the
     bucket table of the blend as trained (``result.table``, with its advice, as `profile`
     makes it)."""
@@ -382,7 +383,7 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
                     f"reads every one as a path: is a weight missing its path?)") from None
             raise
     result = run_blend(parsed, [scanned[p] for p in parsed.prefixes], train_samples,
-                       train_tokens, warn_epochs)
+                       train_tokens, warn_epochs, seq_length)
     trained = profile(result.histogram, **bucket)  # the bucket table, with its advice
     return replace(result, table=trained.table)
 

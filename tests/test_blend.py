@@ -410,3 +410,85 @@ def test_the_blend_report_page(tmp_path, capsys):
     rc, _, err = run_cli(["blend", "0.8", paths[0], "0.2", paths[1], "--report", idx], capsys)
     assert rc == 2 and "--report" in err, err  # never written onto an input
     assert Path(idx).read_bytes() == before
+
+
+# ---------------------------------------------------------------- GPTDataset windows
+def gpt_windows_per_epoch(lengths, seq_length):
+    """GPTDataset's samples in one epoch, by cutting them: the documents' tokens
+    concatenated, a window of ``seq_length`` tokens and the next one every ``seq_length``
+    tokens (``add_extra_token_to_sequence``), the last partial one dropped."""
+    tokens, start, count = int(np.sum(lengths)), 0, 0
+    while start + seq_length + 1 <= tokens:
+        count, start = count + 1, start + seq_length
+    return count
+
+
+@pytest.mark.parametrize("weights, train", [([0.5, 0.3, 0.2], 1000), (None, 10**6),
+                                            (None, 50), ([1, 1, 5], 7)])
+def test_gpt_windows_drawn_as_megatron_draws_them(tmp_path, weights, train):
+    rng = np.random.default_rng(len(str(weights)) + train)
+    lens = [rng.integers(1, 3000, 400), rng.integers(1, 300, 900), rng.integers(500, 9000, 60)]
+    paths = [megatron_source(tmp_path, f"d{i}", x) for i, x in enumerate(lens)]
+    spec = paths if weights is None else \
+        [str(x) for pair in zip(weights, paths, strict=True) for x in pair]
+    seq = 1024
+    per_epoch = [gpt_windows_per_epoch(x, seq) for x in lens]
+    got = gp.blend(spec, train_samples=train, seq_length=seq, backend="numpy")
+    index, _ = megatron_draws(weights, per_epoch, train)
+    drawn = np.bincount(index, minlength=3).tolist()
+    assert [s.windows for s in got.sources] == per_epoch
+    assert [s.drawn for s in got.sources] == drawn and got.size == len(index)
+    assert [s.tokens_drawn for s in got.sources] == [d * seq for d in drawn]
+    assert [s.token_share for s in got.sources] == pytest.approx(
+        [d / len(index) for d in drawn], rel=1e-12)
+    assert [s.epochs for s in got.sources] == pytest.approx(
+        [d * seq / int(np.sum(x)) for d, x in zip(drawn, lens, strict=True)], rel=1e-12)
+    assert got.seq_length == seq and got.tokens_drawn == len(index) * seq
+    # the documents the windows hold: each source's drawn share of its tokens, in documents
+    want_docs = sum(d * seq * len(x) // int(np.sum(x)) for d, x in zip(drawn, lens,
+                                                                         strict=True))
+    assert got.histogram.valid == want_docs
+
+
+def test_gpt_windows_sized_by_tokens_and_small_sources(tmp_path):
+    rng = np.random.default_rng(3)
+    big = megatron_source(tmp_path, "big", rng.integers(100, 2000, 500))
+    tiny = megatron_source(tmp_path, "tiny", [300, 200])  # 500 tokens: no window of 1,024
+    got = gp.blend(["0.5", big, "0.5", tiny], train_tokens=10**6, seq_length=1024,
+                   backend="numpy")
+    assert got.train_samples == math.ceil(10**6 / 1024)
+    small = got.sources[1]
+    assert small.windows == 0 and small.drawn > 0  # drawn across repeated epochs
+    assert small.epochs == pytest.approx(small.drawn * 1024 / 500)
+    assert any("tiny" in w and "epochs" in w for w in got.warnings)
+    with pytest.raises(ProfilerError, match="no window in an epoch"):
+        gp.blend([big, tiny], seq_length=1024, backend="numpy")
+    with pytest.raises(ProfilerError, match="--seq-length must be a positive integer"):
+        gp.blend([big], seq_length=0, backend="numpy")
+
+
+def test_gpt_windows_cli_json_text_and_csv(two, capsys):
+    import csv
+    import io
+
+    import jsonschema
+
+    from gpu_profiler.schemas import load
+
+    args = ["0.7", two[0], "0.3", two[1], "--seq-length", "512", "--train-samples", "300"]
+    d = _json(args, capsys)
+    jsonschema.validate(d, load("blend"), cls=jsonschema.Draft202012Validator)
+    assert d["seq_length"] == 512 and all(s["windows"] is not None for s in d["sources"])
+    assert sum(s["token_share"] for s in d["sources"]) == pytest.approx(1.0)
+    rc, out, err = run_cli(["blend", *args, "--width", "200"], capsys)
+    assert rc == 0 and "windows" in out and "GPTDataset windows of 512 tokens" in out, err
+    assert "the documents the blend's windows hold" in out
+    # the documents' bucket table is no batching: its advice is not the blend's
+    assert out.count("warning:") == len(d["warnings"])
+    rc, out, err = run_cli(["blend", *args, "-f", "csv"], capsys)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [int(r["windows"]) for r in rows[:-1]] == [s["windows"] for s in d["sources"]]
+    rc, _, err = run_cli(["blend", *args[:4], "--seq-length", "0"], capsys)
+    assert rc == 2 and "--seq-length must be a positive integer" in err, err
+    plain = _json(args[:4] + ["--train-samples", "300"], capsys)
+    assert plain["seq_length"] is None and plain["sources"][0]["windows"] is None

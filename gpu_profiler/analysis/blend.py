@@ -27,11 +27,16 @@ The semantics follow Megatron-LM (github.com/NVIDIA/Megatron-LM, read at commit 
   samples greedily (see `gpu_profiler.kernels.blend`); a dataset asked for more samples
   than it was built with raises ``IndexError``.
 
-What a "sample" is: here, one of the histogram's samples (a row, a document, a Megatron
-sequence), as in datasets whose samples are whole sequences (SFT, and any
-`MegatronDataset` whose length is its number of sequences). Megatron's `GPTDataset`
-instead cuts fixed ``--seq-length`` windows from concatenated documents, whose token share
-is its sample share by construction.
+What a "sample" is: by default, one of the histogram's samples (a row, a document, a
+Megatron sequence), as in datasets whose samples are whole sequences (SFT, and any
+`MegatronDataset` whose length is its number of sequences). With ``seq_length``, a window
+of Megatron's `GPTDataset` (``megatron/core/datasets/gpt_dataset.py``): each source's
+documents are concatenated, epoch after epoch as many as its samples need, and cut into
+windows of ``seq_length`` tokens (plus the next one, the extra token of
+``add_extra_token_to_sequence``); one epoch makes ``(tokens - 1) // seq_length`` windows
+(``num_samples_per_epoch``), and every window is ``seq_length`` new tokens, so a source's
+token share is its sample share by construction and its epochs are the tokens drawn over
+its tokens. Without weights each dataset is built for one epoch of windows.
 
 The blend as trained: a source drawn ``d = q * n + r`` times (``n`` its samples) gives
 ``q`` whole copies of its histogram and, of its last, partial epoch, the expected counts
@@ -238,7 +243,9 @@ class BlendSource:
     that with the 0.5% surplus (None without weights); ``drawn`` the samples the blend
     takes, ``epochs`` = drawn / samples; ``tokens_drawn`` their tokens (whole epochs
     exact, the last partial one expected), ``token_share`` = its tokens_drawn / all the
-    blend's, ``share_ratio`` = token_share / normalized_weight."""
+    blend's, ``share_ratio`` = token_share / normalized_weight. With GPTDataset windows
+    (``seq_length``), ``windows`` is one epoch's windows, the drawn samples are windows,
+    ``tokens_drawn`` = drawn x seq_length and ``epochs`` = tokens_drawn / tokens."""
 
     index: int
     path: str
@@ -255,6 +262,7 @@ class BlendSource:
     tokens_drawn: int
     token_share: float
     share_ratio: float | None
+    windows: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Its JSON form."""
@@ -277,6 +285,8 @@ class Blend:
     warnings: tuple[str, ...] = ()
     warn_epochs: float = WARN_EPOCHS
     table: Any = None
+    #: GPTDataset windows of this many tokens (None: the histograms' samples)
+    seq_length: int | None = None
 
     @property
     def tokens_drawn(self) -> int:
@@ -289,7 +299,7 @@ class Blend:
         d: dict[str, Any] = {
             "schema": SCHEMA, "spec": self.spec.to_dict(),
             "train_samples": self.train_samples, "train_tokens": self.train_tokens,
-            "size": self.size, "tokens_drawn": self.tokens_drawn,
+            "size": self.size, "seq_length": self.seq_length, "tokens_drawn": self.tokens_drawn,
             "max_epochs": max(s.epochs for s in self.sources),
             "min_share_ratio": min(ratios) if ratios else None,
             "max_share_ratio": max(ratios) if ratios else None,
@@ -301,14 +311,16 @@ class Blend:
 
 
 def samples_for_tokens(spec: BlendSpec, hists: Sequence[LengthHistogram],
-                       train_tokens: int) -> int:
+                       train_tokens: int, seq_length: int | None = None) -> int:
     """Training samples for ``train_tokens``: the fewest whose expected tokens at the
     blend's weights (the sources' lengths without weights) reach it,
-    ``ceil(train_tokens / sum(w * mean))``."""
+    ``ceil(train_tokens / sum(w * mean))``; of GPTDataset windows, ``ceil(train_tokens /
+    seq_length)``."""
     if train_tokens <= 0:
         raise ProfilerError(f"--train-tokens must be positive, got {train_tokens}")
     w = _weights(spec, hists)
-    per_sample = float(sum(wi * (h.tokens / h.valid) for wi, h in zip(w, hists, strict=True)))
+    per_sample = float(seq_length) if seq_length else float(
+        sum(wi * (h.tokens / h.valid) for wi, h in zip(w, hists, strict=True)))
     if per_sample <= 0:
         raise ProfilerError("--train-tokens: the blend's samples hold no tokens")
     return max(1, math.ceil(train_tokens / per_sample))
@@ -320,17 +332,33 @@ def _weights(spec: BlendSpec, hists: Sequence[LengthHistogram]) -> np.ndarray:
     return normalize(normalize(spec.weights))
 
 
+def windows(hist: LengthHistogram, seq_length: int) -> int:
+    """GPTDataset's windows in one epoch of ``hist``'s documents: ``(tokens - 1) //
+    seq_length`` (``num_samples_per_epoch``, with ``add_extra_token_to_sequence``)."""
+    return max(hist.tokens - 1, 0) // seq_length
+
+
 def blend(spec: BlendSpec, hists: Sequence[LengthHistogram], train_samples: int | None = None,
-          train_tokens: int | None = None, warn_epochs: float = WARN_EPOCHS) -> Blend:
+          train_tokens: int | None = None, warn_epochs: float = WARN_EPOCHS,
+          seq_length: int | None = None) -> Blend:
     """The blend ``spec`` of the sources whose histograms are ``hists`` (in its order),
     trained for ``train_samples`` (or ``train_tokens``, see `samples_for_tokens`; default:
     every source's samples added up, one pass of the union), as Megatron-LM builds it (see
-    the module docstring)."""
+    the module docstring); with ``seq_length``, its samples are GPTDataset windows."""
     if len(hists) != len(spec.prefixes):
         raise ValueError("one histogram per prefix")
+    if seq_length is not None and (isinstance(seq_length, bool) or not isinstance(
+            seq_length, (int, np.integer)) or not 0 < seq_length <= 1 << 30):
+        raise ProfilerError(f"--seq-length must be a positive integer, got {seq_length!r}")
     for p, h in zip(spec.prefixes, hists, strict=True):
         if h.valid == 0:
             raise ProfilerError(f"{p}: no samples to blend")
+        if seq_length and h.tokens < 2:
+            raise ProfilerError(f"{p}: {h.tokens} tokens: no window of GPTDataset (a window "
+                                "needs two tokens, the last its next token)")
+    if seq_length:
+        return _windowed(spec, hists, int(seq_length), train_samples, train_tokens,
+                         warn_epochs)
     if train_samples is not None and train_tokens is not None:
         raise ProfilerError("give --train-samples or --train-tokens, not both")
     if train_tokens is not None:
@@ -339,29 +367,10 @@ def blend(spec: BlendSpec, hists: Sequence[LengthHistogram], train_samples: int 
         train_samples = sum(h.valid for h in hists)
     if train_samples <= 0:
         raise ProfilerError(f"--train-samples must be positive, got {train_samples}")
-    k = len(hists)
-    if k > 32766:
-        raise ProfilerError(f"{k} datasets: Megatron-LM's BlendedDataset takes fewer than 32767")
     given = None if spec.weights is None else normalize(spec.weights)
-    requested: list[int] | None = None
-    built: list[int] | None = None
-    if k == 1:
-        weights, size = np.ones(1), train_samples
-        drawn = np.array([size], dtype=np.int64)
-        if given is not None:
-            requested = target_sizes(given, train_samples)
-            built = target_sizes(given, train_samples, SURPLUS)
-    else:
-        if given is None:
-            lengths = [h.valid for h in hists]
-            size = min(train_samples, sum(lengths))
-            weights = normalize(lengths)
-        else:
-            requested = target_sizes(given, train_samples)
-            built = target_sizes(given, train_samples, SURPLUS)
-            size = sum(requested)
-            weights = normalize(given)
-        drawn = blending_counts(weights, size)
+    weights, size, requested, built = _sizes(given, [h.valid for h in hists], train_samples)
+    drawn = (np.array([size], np.int64) if len(hists) == 1
+             else blending_counts(weights, size))
     if any(h.above_count for h in hists):  # one cap, so that the parts add up
         cap = min(h.cap for h in hists)
         hists = [h.with_cap(cap) for h in hists]
@@ -400,3 +409,72 @@ def blend(spec: BlendSpec, hists: Sequence[LengthHistogram], train_samples: int 
                             "mid_level_dataset_surplus)")
     return Blend(spec, train_samples, train_tokens, int(size), tuple(sources), trained,
                  tuple(warnings), warn_epochs)
+
+
+def _sizes(given: np.ndarray | None, lengths: list[int], train_samples: int
+           ) -> tuple[np.ndarray, int, list[int] | None, list[int] | None]:
+    """Megatron's blend of datasets of ``lengths`` samples an epoch: its weights, its size,
+    and each dataset's requested and built samples (None without weights)."""
+    if len(lengths) > 32766:
+        raise ProfilerError(f"{len(lengths)} datasets: Megatron-LM's BlendedDataset takes "
+                            "fewer than 32767")
+    if given is None:
+        weights = normalize(lengths)
+        return weights, (train_samples if len(lengths) == 1
+                         else min(train_samples, sum(lengths))), None, None
+    requested = target_sizes(given, train_samples)
+    built = target_sizes(given, train_samples, SURPLUS)
+    return normalize(given), (train_samples if len(lengths) == 1 else sum(requested)), \
+        requested, built
+
+
+def _windowed(spec: BlendSpec, hists: Sequence[LengthHistogram], seq_length: int,
+              train_samples: int | None, train_tokens: int | None, warn_epochs: float
+              ) -> Blend:
+    """`blend` of GPTDataset windows of ``seq_length`` tokens (the module docstring). The
+    histogram as trained is of the documents the windows hold: each source's repeated for
+    the fraction of its tokens drawn (whole epochs exact, the last partial one
+    expected)."""
+    if train_samples is not None and train_tokens is not None:
+        raise ProfilerError("give --train-samples or --train-tokens, not both")
+    per_epoch = [windows(h, seq_length) for h in hists]
+    if train_tokens is not None:
+        train_samples = samples_for_tokens(spec, hists, train_tokens, seq_length)
+    elif train_samples is None:
+        train_samples = sum(per_epoch)
+    if train_samples <= 0:
+        raise ProfilerError(f"--train-samples must be positive, got {train_samples} (no "
+                            f"source holds a window of {seq_length:,} tokens)")
+    given = None if spec.weights is None else normalize(spec.weights)
+    if given is None and len(hists) > 1 and 0 in per_epoch:
+        empty = spec.prefixes[per_epoch.index(0)]
+        raise ProfilerError(f"{empty}: fewer than {seq_length + 1:,} tokens, no window in an "
+                            "epoch: without weights Megatron-LM builds it empty")
+    weights, size, requested, built = _sizes(given, per_epoch, train_samples)
+    drawn = (np.array([size], np.int64) if len(hists) == 1
+             else blending_counts(weights, size))
+    if any(h.above_count for h in hists):  # one cap, so that the parts add up
+        cap = min(h.cap for h in hists)
+        hists = [h.with_cap(cap) for h in hists]
+    # the documents of the tokens drawn: drawn x seq_length of each source's tokens
+    parts = [repeated(h, (int(d) * seq_length * h.valid) // h.tokens)
+             for h, d in zip(hists, drawn, strict=True)]
+    sources, warnings = [], []
+    for i, (p, h) in enumerate(zip(spec.prefixes, hists, strict=True)):
+        d = int(drawn[i])
+        src = BlendSource(
+            i, p, None if spec.weights is None else spec.weights[i], float(weights[i]),
+            h.valid, h.tokens, h.mean, None if requested is None else requested[i],
+            None if built is None else built[i], d, d * seq_length / h.tokens,
+            d / size if size else 0.0, d * seq_length, d / size if size else 0.0,
+            (d / size) / float(weights[i]) if size and weights[i] > 0 else None,
+            per_epoch[i])
+        sources.append(src)
+        if h.null_count or h.invalid_count:
+            warnings.append(f"source {i} ({p}) has {h.null_count:,} null and "
+                            f"{h.invalid_count:,} negative lengths: no tokens of the blend")
+        if src.epochs > warn_epochs:
+            warnings.append(f"source {i} ({p}) is repeated {src.epochs:.2f} epochs (its "
+                            f"tokens drawn over its tokens), more than {warn_epochs:g}")
+    return Blend(spec, train_samples, train_tokens, int(size), tuple(sources),
+                 merge(parts), tuple(warnings), warn_epochs, seq_length=seq_length)

@@ -35,6 +35,10 @@ TrainIters = Annotated[int | None, typer.Option(
 GlobalBatchSize = Annotated[int | None, typer.Option(
     "--global-batch-size", metavar="N", help="Samples per step, for --train-iters.",
     show_default=False)]
+SeqLength = Annotated[int | None, typer.Option(
+    "--seq-length", metavar="N", help="The samples are Megatron-LM GPTDataset windows of N "
+    "tokens cut from each source's concatenated documents (its --seq-length), not the "
+    "sources' own samples.", show_default=False)]
 WarnEpochs = Annotated[float, typer.Option(
     "--warn-epochs", metavar="X", help="Warn when a source is repeated more than X "
     "epochs.")]
@@ -58,6 +62,7 @@ def blend(
     train_tokens: TrainTokens = None,
     train_iters: TrainIters = None,
     global_batch_size: GlobalBatchSize = None,
+    seq_length: SeqLength = None,
     warn_epochs: WarnEpochs = 4.0,
     report: Annotated[str | None, typer.Option(
         "--report", metavar="FILE", help="Also write the blend as one offline HTML page "
@@ -108,7 +113,7 @@ def blend(
                        per_split_data_args_path=per_split_data_args_path,
                        data_split=data_split, train_samples=train_samples,
                        train_tokens=train_tokens, warn_epochs=warn_epochs,
-                       execution=opts.execution(None),
+                       seq_length=seq_length, execution=opts.execution(None),
                        **{k: v for k, v in scan.items() if v not in (None, False)},
                        **opts.bucketing())
     show(result, opts.output_format, opts.output, print_blend, blend_markdown, blend_csv,

@@ -16,7 +16,12 @@ COLUMNS = ("source", "weight", "w %", "samples", "mean len", "drawn", "epochs",
            "tokens drawn", "tokens %", "tokens/w")
 CSV_COLUMNS = ("index", "path", "weight", "normalized_weight", "samples", "tokens", "mean_len",
                "requested", "built", "drawn", "epochs", "sample_share", "tokens_drawn",
-               "token_share", "share_ratio")
+               "token_share", "share_ratio", "windows")
+
+
+def _columns(b: Any) -> tuple[str, ...]:
+    """`COLUMNS`, with each source's windows an epoch after its samples (``--seq-length``)."""
+    return COLUMNS if b.seq_length is None else (*COLUMNS[:5], "windows", *COLUMNS[5:])
 
 
 def _w(x: float | None) -> str:
@@ -26,6 +31,7 @@ def _w(x: float | None) -> str:
 def _rows(b: Any) -> list[list[str]]:
     return [[f"{s.index} {s.path}", _w(s.weight), f"{100 * s.normalized_weight:.2f}",
              f"{s.samples:,}", "-" if s.mean_len is None else f"{s.mean_len:,.1f}",
+             *([] if b.seq_length is None else [f"{s.windows:,}"]),
              f"{s.drawn:,}", f"{s.epochs:.3f}", f"{s.tokens_drawn:,}",
              f"{100 * s.token_share:.2f}",
              "-" if s.share_ratio is None else f"{s.share_ratio:.2f}"] for s in b.sources]
@@ -36,28 +42,42 @@ def summary(b: Any) -> str:
     asked = (f"{b.train_tokens:,} training tokens = {b.train_samples:,} samples"
              if b.train_tokens is not None else f"{b.train_samples:,} training samples")
     split = f" ({b.spec.split})" if b.spec.split else ""
+    what = "samples" if b.seq_length is None else \
+        f"GPTDataset windows of {b.seq_length:,} tokens"
     return (f"--{b.spec.form}{split}: {len(b.sources)} source(s); {asked} -> a blend of "
-            f"{b.size:,} samples, {b.tokens_drawn:,} tokens; the most repeated source "
+            f"{b.size:,} {what}, {b.tokens_drawn:,} tokens; the most repeated source "
             f"{max(s.epochs for s in b.sources):.3f} epochs")
 
 
+def table_title(b: Any) -> str:
+    """What the blend's bucket table is of: its samples, or the documents its windows hold
+    (``--seq-length``: every batch is windows of one length; the table is of documents)."""
+    return ("the blend as trained" if b.seq_length is None else
+            "the documents the blend's windows hold (expected; batches are windows)")
+
+
 def _warnings(b: Any) -> list[str]:
-    return [*b.warnings, *(b.table.warnings if b.table is not None else ())]
+    """The blend's warnings, and its bucket table's (of samples: not of a windowed blend's
+    documents, which are not batched by length)."""
+    table = b.table.warnings if b.table is not None and b.seq_length is None else ()
+    return [*b.warnings, *table]
 
 
 def print_blend(b: Any, console: Any) -> None:
     """Print ``b`` on a rich console."""
     from rich.markup import escape  # paths are text, not rich markup
 
-    view = rich_table("blend sources", COLUMNS, caption="w %: normalized weight (the share of "
-                      "samples aimed at); tokens/w: tokens % / w %")
+    view = rich_table("blend sources", _columns(b), caption="w %: normalized weight (the share "
+                      "of samples aimed at); tokens/w: tokens % / w %"
+                      + ("" if b.seq_length is None else "; windows: GPTDataset's an epoch, "
+                         "(tokens - 1) // seq_length; drawn: windows"))
     for row in _rows(b):
         view.add_row(escape(row[0]), *row[1:])
     console.print(view)
     console.print(escape(summary(b)), highlight=False)
     console.print()
     if b.table is not None:
-        console.print(bucket_table_view([("", b.table)], "the blend as trained"))
+        console.print(bucket_table_view([("", b.table)], table_title(b)))
         console.print(summary_line(b.table), highlight=False)
         console.print(distribution_line(b.table), highlight=False)
     print_warnings(console, _warnings(b))
@@ -65,11 +85,13 @@ def print_blend(b: Any, console: Any) -> None:
 
 def blend_markdown(b: Any) -> str:
     """``b`` as Markdown: the sources, the summary, the bucket table as trained."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---" + "|--:" * (len(COLUMNS) - 1) + "|"]
+    cols = _columns(b)
+    lines = ["| " + " | ".join(cols) + " |", "|---" + "|--:" * (len(cols) - 1) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(b)]
     lines += ["", summary(b), ""]
     if b.table is not None:
-        lines += ["| bucket | samples | % samples | tokens | avg len | max len | batch size | "
+        lines += [f"**{table_title(b)}**", "",
+                  "| bucket | samples | % samples | tokens | avg len | max len | batch size | "
                   "est batches | % batches |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
         lines += [f"| [{r.lo}, {r.hi}) | {r.samples:,} | {r.sample_pct:.2f} | {r.tokens:,} | "
                   f"{r.avg_len:,.1f} | {r.max_len:,} | {r.est_batch_size} | "
@@ -96,7 +118,8 @@ def blend_csv(b: Any) -> str:
 _HTML_SOURCES = (("index", "source"), ("path", "path"), ("weight", "weight"),
                  ("normalized_weight", "w"), ("samples", "samples"), ("mean_len", "mean len"),
                  ("drawn", "drawn"), ("epochs", "epochs"), ("tokens_drawn", "tokens drawn"),
-                 ("token_share", "token share"), ("share_ratio", "tokens / w"))
+                 ("token_share", "token share"), ("share_ratio", "tokens / w"),
+                 ("windows", "windows an epoch"))
 
 
 def blend_html(b: Any, command: str) -> str:
@@ -114,7 +137,8 @@ def blend_html(b: Any, command: str) -> str:
              report.figure("each source's weight, token share and epochs",
                            plots.blend_figure(b))]
     if b.table is not None:
-        parts += ["<h2>The blend as trained</h2>", report.summary("", b.table),
+        parts += [f"<h2>{escape(table_title(b).capitalize())}</h2>",
+                  report.summary("", b.table),
                   report.buckets("", b.table),
                   report.figure("the blend as trained", plots.profile_figure(
                       b.histogram, b.table, "the blend as trained"))]

@@ -74,6 +74,51 @@ def scan(source: Source, by: str, execution: Execution = DEFAULT,
     return Grouped(by, dict(sorted(s.histograms.items())), split, s)
 
 
+def sample_codes(source: Source, by: str) -> tuple[np.ndarray, list[str], str | None]:
+    """Every sample's group of the split an analysis plans (`Planned.analysed_split`), in
+    row order, as `gpu_profiler.lengths.analysed_lengths` reads the lengths: ``(codes,
+    names, split)``, ``names[codes[i]]`` the group of row i (names sorted; a null is
+    `NULL`). A column only: a plan's samples are rows, not files."""
+    from gpu_profiler.lengths import ROW_ORDER
+
+    if not isinstance(by, str) or not by or by.startswith("@"):
+        raise ProfilerError(f"--group-by {by}: a plan groups its samples by a column (a "
+                            "string, dictionary or integer column naming each row's source)")
+    planned = engine.plan(source, ROW_ORDER)
+    split = planned.analysed_split()
+    planned = planned.only(split)
+    if planned.reading is not None and by == planned.reading.spec.name:
+        raise ProfilerError(f"--group-by {by}: that is the length source itself")
+
+    def part_codes(part: Any, backend: Backend) -> tuple[tuple[np.ndarray, list[str]], int]:
+        schema = part.schema()
+        _check(part.label, schema, by)
+        labels = class_labels(schema, by)
+        names: dict[str, int] = {}
+        out = []
+        for batch in coalesced(part.batches([by], codes=(by,))):
+            column = batch.column(0)
+            encoded = column if pa.types.is_dictionary(column.type) else \
+                pc.dictionary_encode(column)
+            local = [names.setdefault(_name(v, labels), len(names))
+                     for v in encoded.dictionary.to_pylist()]
+            codes, valid = integers(encoded.indices)
+            if valid is not None and not valid.all():
+                local.append(names.setdefault(NULL, len(names)))
+                codes[~valid] = len(local) - 1
+            out.append(np.asarray(local, np.int64)[codes])
+        got = np.concatenate(out) if out else np.zeros(0, np.int64)
+        return (got, list(names)), got.size
+
+    per = list(each_part(planned, "to group by", part_codes))
+    names = sorted({n for _, local in per for n in local})
+    _at_most(source.label, by, len(names))
+    index = {n: i for i, n in enumerate(names)}
+    codes = [np.asarray([index[n] for n in local], np.int64)[got] if got.size else got
+             for got, local in per]
+    return (np.concatenate(codes) if codes else np.zeros(0, np.int64)), names, split
+
+
 def _at_most(label: str, by: str, groups: int) -> None:
     """Refuse more than `MAX_GROUPS` groups: not a mixture's sources (an id column?)."""
     if groups > MAX_GROUPS:

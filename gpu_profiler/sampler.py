@@ -36,7 +36,7 @@ import json
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -688,10 +688,17 @@ class PlanSummary:
     #: With a cost model (`gpu_profiler.cost`): the epoch's batches' cost, rows x row cost
     #: at each batch's longest (packed: at max_seq_len), in its unit (None without one).
     cost: float | None = None
+    #: ``plan --group-by``: the column, and the plan's exact mix of its groups by step
+    #: (`gpu_profiler.analysis.schedule.plan_mix`)
+    group_by: str | None = None
+    groups: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "params"
-             and not (k == "cost" and self.cost is None)}
+             and not (k == "cost" and self.cost is None)
+             and not (k in ("group_by", "groups") and self.group_by is None)}
+        if self.groups is not None:
+            d["groups"] = asdict(self.groups)
         return {"schema": "gpu-profiler/plan/v1", "params": self.params.to_dict(), **d,
                 "bucket_batches": list(self.bucket_batches),
                 "early_buckets": list(self.early_buckets)}

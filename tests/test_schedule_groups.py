@@ -177,3 +177,62 @@ def test_suggest_scores_each_proposal_as_schedule_does(tmp_path, capsys):
     rows = [r for r in csv.DictReader(io.StringIO(out)) if r["bucket"] == "all"]
     assert [int(r["group_least_run"]) for r in rows] == \
         [q["groups"]["least_run"] for q in d["proposals"]]
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_plan_groups_are_the_planned_steps_own(tmp_path, capsys, world):
+    """plan --group-by: each step's samples (read back from the plan file) by their rows'
+    groups, with nulls and a dictionary column, give the summary's runs and windows."""
+    import jsonschema
+
+    rng = np.random.default_rng(world)
+    n = 30_000
+    pick = rng.integers(0, 3, n)
+    lengths = np.where(pick == 2, rng.integers(2500, 8000, n), rng.integers(1, 1200, n))
+    names = np.array(["web", "wiki", "code"], object)[pick]
+    names[rng.random(n) < 0.01] = None
+    path = tmp_path / "mix.parquet"
+    pq.write_table(pa.table({"length": lengths,
+                             "source": pa.array(names, pa.string()).dictionary_encode()}),
+                   path, row_group_size=7_000)
+    out = tmp_path / "p.npz"
+    rc, text, err = run_cli(["plan", path, "--group-by", "source", "--world-size", str(world),
+                             "-o", out, "-f", "json"], capsys)
+    assert rc == 0, err
+    d = json.loads(text)
+    jsonschema.validate(d, load("plan"), cls=jsonschema.Draft202012Validator)
+    got = d["groups"]
+    saved = np.load(out)
+    index, offsets = saved["indices"], saved["offsets"]
+    order = sorted({"(null)" if v is None else v for v in names})
+    code = np.array([order.index("(null)" if v is None else v) for v in names])
+    steps = (offsets.size - 1) // world
+    counts = np.zeros((steps, len(order)))
+    for b in range(steps * world):
+        for s in index[offsets[b]:offsets[b + 1]]:
+            counts[b // world, code[s]] += 1
+    corpus = counts.sum(axis=0) / counts.sum() * 100
+    tags = []
+    for row in counts:
+        g = int(row.argmax())
+        pct = row[g] / row.sum() * 100
+        tags.append(g if pct > 50 and pct - corpus[g] >= 20 else -1)
+    best, who, run = 0, None, 0
+    for i, g in enumerate(tags):
+        run = run + 1 if g >= 0 and i and tags[i - 1] == g else (1 if g >= 0 else 0)
+        if run > best:
+            best, who = run, order[g]
+    assert (got["longest_run"], got["longest_run_group"]) == (best, who)
+    assert got["mostly_batch_pct"] == pytest.approx(100 * np.mean(np.array(tags) >= 0))
+    w = steps // 50
+    share = counts[:w * 50].reshape(w, 50, -1).sum(axis=1)
+    share = share / share.sum(axis=1, keepdims=True) * 100
+    for i, name in enumerate(order):
+        assert [got["windows"][name][k] for k in ("min", "max", "spread")] == pytest.approx(
+            [share[:, i].min(), share[:, i].max(), share[:, i].std()], abs=1e-9)
+    rc, text, err = run_cli(["plan", path, "--group-by", "@file", "-o", tmp_path / "q.npz"],
+                            capsys)
+    assert rc == 2 and "a plan groups its samples by a column" in err, err
+    rc, text, err = run_cli(["plan", path, "--group-by", "source", "-o", tmp_path / "r.npz",
+                             "--width", "200"], capsys)
+    assert rc == 0 and "longest run of such steps" in text and "source (null)" in text, err

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from gpu_profiler.analysis.buckets import BucketTable
 
 #: A group making more than this share of a bucket's samples...
@@ -71,6 +73,18 @@ def mostly_one(m: BucketMix, corpus: dict[str, float]) -> bool:
     `OVER_POINTS` above that group's percent of the corpus's (``corpus``)."""
     return (m.top is not None and m.top_pct > MOST_PCT
             and m.top_pct - corpus[m.top] >= OVER_POINTS)
+
+
+def dominant(counts: np.ndarray, corpus_pct: np.ndarray) -> np.ndarray:
+    """Per row of ``counts`` (samples by group: a step's, a batch's), the group making it
+    by `mostly_one`'s rule (``corpus_pct``: each group's percent of the corpus), else -1."""
+    if not counts.size:
+        return np.full(len(counts), -1, np.int64)
+    totals = counts.sum(axis=1)
+    top = counts.argmax(axis=1)
+    pct = np.divide(counts[np.arange(len(counts)), top] * 100.0, totals,
+                    out=np.zeros(len(counts)), where=totals > 0)
+    return np.where((pct > MOST_PCT) & (pct - corpus_pct[top] >= OVER_POINTS), top, -1)
 
 
 def mixture(by: str, groups: dict[str, BucketTable], total: BucketTable) -> Mixture:

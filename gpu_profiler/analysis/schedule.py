@@ -37,7 +37,7 @@ from gpu_profiler.analysis.interleave import (
     min_run,
     tail_size,
 )
-from gpu_profiler.analysis.mixture import NOUNS, mixture, mostly_one
+from gpu_profiler.analysis.mixture import NOUNS, dominant, mixture, mostly_one
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
@@ -154,6 +154,23 @@ def group_mix(order: np.ndarray, names: list[str], samples: np.ndarray, mostly: 
     least = max((-(-int(m) // (order.size - int(m) + 1)) for m in made if m), default=0)
     return GroupMix(longest, names[group] if group >= 0 else None, least,
                     float(made.sum() * 100 / order.size) if order.size else 0.0, stats)
+
+
+def plan_mix(index: np.ndarray, offsets: np.ndarray, world_size: int, codes: np.ndarray,
+             names: list[str], log_window: int = 50) -> GroupMix:
+    """The exact `GroupMix` of a plan (``index``, ``offsets``: its batches of sample
+    indices; `gpu_profiler.sampler.EpochPlan.indices`) whose samples' groups are
+    ``codes`` (into ``names``): a step (``world_size`` batches, one a rank) stands for its
+    own samples, and a step is made mostly of one group by the rule of a bucket
+    (`gpu_profiler.analysis.mixture.dominant`, against the plan's samples)."""
+    k = len(names)
+    steps = (offsets.size - 1) // world_size if offsets.size else 0
+    step = np.repeat(np.arange(offsets.size - 1), np.diff(offsets)) // world_size
+    counts = np.bincount(step * k + codes[index], minlength=steps * k)[:steps * k] \
+        .reshape(steps, k).astype(np.float64)
+    total = counts.sum()
+    corpus = counts.sum(axis=0) * 100 / total if total else np.zeros(k)
+    return group_mix(np.arange(steps), names, counts, dominant(counts, corpus), log_window)
 
 
 @dataclass(frozen=True)

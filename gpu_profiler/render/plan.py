@@ -29,7 +29,22 @@ def _lines(s: Any) -> list[tuple[str, str]]:
             ("dropped samples", f"{s.dropped_samples:,}"),
             ("batches split to fill the last step", f"{s.split_batches:,}"),
             ("buckets ending before the last 2%", ", ".join(map(str, s.early_buckets))
-             + " (the counts leave no room)" if s.early_buckets else "none")]
+             + " (the counts leave no room)" if s.early_buckets else "none"),
+            *_group_lines(s)]
+
+
+def _group_lines(s: Any) -> list[tuple[str, str]]:
+    """With ``--group-by``: the plan's steps by group."""
+    g = s.groups
+    if g is None:
+        return []
+    run = f"{g.longest_run:,} steps" + (f" ({g.longest_run_group})" if g.longest_run_group
+                                        else "") + f" (least possible: {g.least_run:,})"
+    return [(f"steps made mostly of one {s.group_by}", f"{g.mostly_batch_pct:.1f}%"),
+            ("longest run of such steps", run),
+            *((f"{s.group_by} {name}", f"{w['share']:.1f}% of the samples; "
+               f"{w['min']:.1f}-{w['max']:.1f}% of a window of 50 steps (std {w['spread']:.1f})")
+              for name, w in g.windows.items())]
 
 
 def print_plan(s: Any, console: Any) -> None:
@@ -62,6 +77,9 @@ def plan_markdown(s: Any) -> str:
 def plan_csv(s: Any) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(("split", "policy", "order", *_FIELDS))
-    w.writerow((s.split or "", s.policy, s.order, *(getattr(s, f) for f in _FIELDS)))
+    g = s.groups
+    w.writerow(("split", "policy", "order", *_FIELDS, *(
+        ("mostly_step_pct", "group_longest_run", "group_least_run") if g else ())))
+    w.writerow((s.split or "", s.policy, s.order, *(getattr(s, f) for f in _FIELDS), *(
+        (g.mostly_batch_pct, g.longest_run, g.least_run) if g else ())))
     return out.getvalue()

@@ -77,8 +77,8 @@ def scan(source: Source, by: str, execution: Execution = DEFAULT,
 def sample_codes(source: Source, by: str) -> tuple[np.ndarray, list[str], str | None]:
     """Every sample's group of the split an analysis plans (`Planned.analysed_split`), in
     row order, as `gpu_profiler.lengths.analysed_lengths` reads the lengths: ``(codes,
-    names, split)``, ``names[codes[i]]`` the group of row i (names sorted; a null is
-    `NULL`). A column only: a plan's samples are rows, not files."""
+    names, split)``, ``names[codes[i]]`` the group of row i (int32; names sorted; a null
+    is `NULL`). A column only: a plan's samples are rows, not files."""
     from gpu_profiler.lengths import ROW_ORDER
 
     if not isinstance(by, str) or not by or by.startswith("@"):
@@ -106,17 +106,17 @@ def sample_codes(source: Source, by: str) -> tuple[np.ndarray, list[str], str | 
             if valid is not None and not valid.all():
                 local.append(names.setdefault(NULL, len(names)))
                 codes[~valid] = len(local) - 1
-            out.append(np.asarray(local, np.int64)[codes])
-        got = np.concatenate(out) if out else np.zeros(0, np.int64)
+            out.append(np.asarray(local, np.int32)[codes])
+        got = np.concatenate(out) if out else np.zeros(0, np.int32)
         return (got, list(names)), got.size
 
     per = list(each_part(planned, "to group by", part_codes))
     names = sorted({n for _, local in per for n in local})
     _at_most(source.label, by, len(names))
     index = {n: i for i, n in enumerate(names)}
-    codes = [np.asarray([index[n] for n in local], np.int64)[got] if got.size else got
+    codes = [np.asarray([index[n] for n in local], np.int32)[got] if got.size else got
              for got, local in per]
-    return (np.concatenate(codes) if codes else np.zeros(0, np.int64)), names, split
+    return (np.concatenate(codes) if codes else np.zeros(0, np.int32)), names, split
 
 
 def _at_most(label: str, by: str, groups: int) -> None:

@@ -338,8 +338,9 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
           data_args_path: str | None = None, per_split_data_args_path: str | None = None,
           data_split: str = "train", train_samples: int | None = None,
           train_tokens: int | None = None, warn_epochs: float = WARN_EPOCHS,
-          seq_length: int | None = None, execution: Execution | None = None,
-          sharding: Sharding | None = None, **options: Any) -> Blend:
+          seq_length: int | None = None, megatron_split: str | None = None,
+          execution: Execution | None = None, sharding: Sharding | None = None,
+          **options: Any) -> Blend:
     """A Megatron-LM blend as trained (see :mod:`gpu_profiler.analysis.blend`).
 
     The blend is ``spec`` (``--data-path``'s words: ``["0.3", "a", "0.7", "b"]``, a string
@@ -349,7 +350,9 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
     saved histogram) with the scan options given (``column``, ``offsets_of``, ``unit``...:
     the same for every source, as in ``histogram``). ``train_samples`` (or
     ``train_tokens``; default: every source's samples added up) sizes the blend, whose
-    samples are Megatron-LM GPTDataset windows of ``seq_length`` tokens when given; the bucket
+    samples are Megatron-LM GPTDataset windows of ``seq_length`` tokens when given. With
+    ``megatron_split`` (Megatron-LM's ``--split``, ``"969,30,1"``) each source holds only
+    the rows of its ``data_split`` (the rows read in order, `gpu_profiler.lengths`). The bucket
     options (``bounds``, ``max_seq_len``, ``token_budget``...: `BucketParams`) make the
     bucket table of the blend as trained (``result.table``, with its advice, as `profile`
     makes it)."""
@@ -369,13 +372,20 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
     if "cap" in options or (execution is not None and execution.cap is not None):
         raise TypeError("blend bins every length: cap is an option of histogram()")
     BucketParams(**{**bucket, "bounds": parse_bounds(bucket.get("bounds", DEFAULT_BOUNDS))})
+    if megatron_split is not None and per_split_data_args_path is not None:
+        raise ProfilerError("--megatron-split splits the rows of --data-path sources; "
+                            "--per-split-data-args-path names each split's sources")
+    if megatron_split is not None and options.get("unit") == "document":
+        raise ProfilerError("--megatron-split splits a dataset's sequences, as Megatron-LM "
+                            "does: not with --unit document")
     scanned: dict[str, LengthHistogram] = {}
     for prefix in parsed.prefixes:
         if prefix in scanned:
             continue
         try:
             scanned[prefix] = histogram(prefix, execution=execution, sharding=sharding,
-                                        **options)
+                                        **options) if megatron_split is None else \
+                _split_histogram(prefix, megatron_split, data_split, execution, options)
         except ProfilerError as e:
             if parsed.weights is None and len(parsed.prefixes) % 2 and _is_number(prefix):
                 raise ProfilerError(
@@ -384,8 +394,32 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
             raise
     result = run_blend(parsed, [scanned[p] for p in parsed.prefixes], train_samples,
                        train_tokens, warn_epochs, seq_length)
+    if megatron_split is not None:
+        result = replace(result, megatron_split=megatron_split, data_split=data_split)
     trained = profile(result.histogram, **bucket)  # the bucket table, with its advice
     return replace(result, table=trained.table)
+
+
+def _split_histogram(prefix: str, ratios: str, which: str, execution: Execution | None,
+                     options: dict[str, Any]) -> LengthHistogram:
+    """The histogram of the rows of ``prefix`` that Megatron-LM's ``--split`` ``ratios``
+    gives its split ``which`` (`gpu_profiler.analysis.blend.split_rows`), its lengths read
+    in row order."""
+    import numpy as np
+
+    from gpu_profiler.analysis.blend import split_rows
+    from gpu_profiler.lengths import NULL, lengths
+
+    if LengthHistogram.is_saved(prefix):
+        raise ProfilerError(f"{prefix}: a saved histogram has no row order to split "
+                            "(--megatron-split)")
+    x = lengths(prefix, **{f.name: options[f.name] for f in fields(Source)
+                           if f.name in options})
+    beg, end = split_rows(ratios, which, x.size)
+    part = x[beg:end]
+    nulls = int(np.count_nonzero(part == NULL))
+    return replace(histogram(part[part != NULL], execution=execution),
+                   null_count=nulls)
 
 
 def _is_number(text: str) -> bool:

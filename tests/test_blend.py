@@ -492,3 +492,77 @@ def test_gpt_windows_cli_json_text_and_csv(two, capsys):
     assert rc == 2 and "--seq-length must be a positive integer" in err, err
     plain = _json(args[:4] + ["--train-samples", "300"], capsys)
     assert plain["seq_length"] is None and plain["sources"][0]["windows"] is None
+
+
+# ---------------------------------------------------------------- --megatron-split
+def megatron_split_rows(split, which, rows):
+    """parse_and_normalize_split, convert_split_vector_to_split_matrix and
+    _build_megatron_dataset_splits (megatron/core/datasets), line for line."""
+    import functools
+    import re
+
+    vector = list(map(float, re.findall(r"[.0-9]+", split)))
+    vector = vector + [0.0 for _ in range(3 - len(vector))]
+    assert len(vector) == 3 and all(map(lambda _: _ >= 0.0, vector))
+    w = np.array(vector, dtype=np.float64)
+    vector = (w / np.sum(w)).tolist()
+    expansion = functools.reduce(lambda a, b: a + [a[len(a) - 1] + b], [[0], *vector])
+    bookends = list(zip(expansion[:-1], expansion[1:], strict=True))
+    matrix = [None if lo == hi else (lo, hi) for lo, hi in bookends]
+    i = ("train", "valid", "test").index(which)
+    if matrix[i] is None:
+        return None
+    return int(round(matrix[i][0] * float(rows))), int(round(matrix[i][1] * float(rows)))
+
+
+@pytest.mark.parametrize("split", ["969,30,1", "99,1", "1", "0.9,0.1,0", "98, 2, 0", "1,1,1",
+                                   "7,0,3"])
+def test_split_rows_are_megatrons(split):
+    for rows in (0, 1, 7, 1000, 12_345, 10**9 + 7):
+        for which in ("train", "valid", "test"):
+            want = megatron_split_rows(split, which, rows)
+            if want is None:
+                with pytest.raises(ProfilerError, match="holds no rows"):
+                    b.split_rows(split, which, rows)
+            else:
+                assert b.split_rows(split, which, rows) == want, (split, rows, which)
+
+
+@pytest.mark.parametrize("bad", ["", "abc", ".", "0,0,0", "1,2,3,4", "1..2"])
+def test_bad_megatron_splits_are_refused(bad):
+    with pytest.raises(ProfilerError, match="--megatron-split"):
+        b.split_rows(bad, "train", 100)
+
+
+def test_megatron_split_takes_each_sources_rows(tmp_path, capsys):
+    rng = np.random.default_rng(11)
+    lens = [rng.integers(1, 3000, 1000), rng.integers(1, 300, 3333)]
+    paths = [megatron_source(tmp_path, f"s{i}", x) for i, x in enumerate(lens)]
+    spec = ["0.6", paths[0], "0.4", paths[1]]
+    for which in ("train", "valid", "test"):
+        got = gp.blend(spec, megatron_split="969,30,1", data_split=which, train_samples=500,
+                       backend="numpy")
+        for s, x in zip(got.sources, lens, strict=True):
+            beg, end = megatron_split_rows("969,30,1", which, len(x))
+            assert (s.samples, s.tokens) == (end - beg, int(x[beg:end].sum())), which
+        assert (got.megatron_split, got.data_split) == ("969,30,1", which)
+    whole = gp.blend(spec, train_samples=500, backend="numpy")
+    assert [s.samples for s in whole.sources] == [1000, 3333]
+    rc, out, err = run_cli(["blend", *spec, "--megatron-split", "969,30,1", "--data-split",
+                            "valid", "-f", "json", "-q"], capsys)
+    assert rc == 0, err
+    d = json.loads(out)
+    assert (d["megatron_split"], d["data_split"]) == ("969,30,1", "valid")
+    assert [s["samples"] for s in d["sources"]] == [30, 100]
+    saved = tmp_path / "h.json"
+    gp.histogram(paths[0]).save(saved)
+    for args, message in ((["--megatron-split", "99,1,0", "--data-split", "test"],
+                           "holds no rows"),
+                          (["--megatron-split", "1,2,3,4"], "--megatron-split"),
+                          (["--megatron-split", "99,1", "--unit", "document"],
+                           "not with --unit document")):
+        rc, _, err = run_cli(["blend", *spec, *args], capsys)
+        assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    rc, _, err = run_cli(["blend", "0.5", saved, "0.5", paths[1], "--megatron-split", "99,1"],
+                         capsys)
+    assert rc == 2 and "no row order" in err, err

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,33 @@ def normalize(weights: Sequence[float] | np.ndarray) -> np.ndarray:
     return w / np.sum(w)
 
 
+def split_rows(split: str, which: str, rows: int) -> tuple[int, int]:
+    """The rows ``[beg, end)`` of a dataset of ``rows`` rows that Megatron-LM's ``--split``
+    (``"969,30,1"``) gives its split ``which`` (train, valid, test):
+    ``parse_and_normalize_split`` (the numbers in the text, padded to three, normalized),
+    ``convert_split_vector_to_split_matrix`` (their running sums) and
+    ``_build_megatron_dataset_splits`` (``int(round(end * rows))``). A `ProfilerError` for
+    text Megatron would refuse or crash on, and for a split of no width (Megatron builds
+    none)."""
+    found = re.findall(r"[.0-9]+", split)
+    try:
+        ratios = [float(x) for x in found]
+    except ValueError:
+        ratios = []
+    if not ratios or len(ratios) > len(SPLITS) or not all(map(math.isfinite, ratios)) \
+            or sum(ratios) <= 0:
+        raise ProfilerError(f"--megatron-split {split!r}: write Megatron-LM's --split, up to "
+                            "three non-negative ratios of train, valid and test (969,30,1)")
+    vector = normalize(ratios + [0.0] * (len(SPLITS) - len(ratios))).tolist()
+    ends = [0.0]
+    for r in vector:
+        ends.append(ends[-1] + r)
+    i = SPLITS.index(which)
+    if ends[i] == ends[i + 1]:
+        raise ProfilerError(f"--megatron-split {split}: the {which} split holds no rows")
+    return int(round(ends[i] * float(rows))), int(round(ends[i + 1] * float(rows)))
+
+
 def target_sizes(weights: np.ndarray, size: int, surplus: float = 0.0) -> list[int]:
     """``_get_size_per_split_per_dataset``: ``ceil(ceil(size * w) * (1 + surplus))`` per
     dataset (Python floats, as there)."""
@@ -287,6 +315,9 @@ class Blend:
     table: Any = None
     #: GPTDataset windows of this many tokens (None: the histograms' samples)
     seq_length: int | None = None
+    #: Megatron-LM's ``--split`` the sources' rows were cut by, and the split taken
+    megatron_split: str | None = None
+    data_split: str | None = None
 
     @property
     def tokens_drawn(self) -> int:
@@ -299,7 +330,9 @@ class Blend:
         d: dict[str, Any] = {
             "schema": SCHEMA, "spec": self.spec.to_dict(),
             "train_samples": self.train_samples, "train_tokens": self.train_tokens,
-            "size": self.size, "seq_length": self.seq_length, "tokens_drawn": self.tokens_drawn,
+            "size": self.size, "seq_length": self.seq_length,
+            "megatron_split": self.megatron_split, "data_split": self.data_split,
+            "tokens_drawn": self.tokens_drawn,
             "max_epochs": max(s.epochs for s in self.sources),
             "min_share_ratio": min(ratios) if ratios else None,
             "max_share_ratio": max(ratios) if ratios else None,

@@ -22,7 +22,7 @@ PerSplitDataArgsPath = Annotated[str | None, typer.Option(
     "--data-split.", show_default=False)]
 DataSplit = Annotated[str, typer.Option(
     "--data-split", metavar="[train|valid|test]", help="The blend of "
-    "--per-split-data-args-path to read.")]
+    "--per-split-data-args-path to read, or the rows of --megatron-split.")]
 TrainSamples = Annotated[int | None, typer.Option(
     "--train-samples", metavar="N", help="Samples to train on (Megatron-LM's "
     "--train-samples; default: every source's samples added up).", show_default=False)]
@@ -39,6 +39,10 @@ SeqLength = Annotated[int | None, typer.Option(
     "--seq-length", metavar="N", help="The samples are Megatron-LM GPTDataset windows of N "
     "tokens cut from each source's concatenated documents (its --seq-length), not the "
     "sources' own samples.", show_default=False)]
+MegatronSplit = Annotated[str | None, typer.Option(
+    "--megatron-split", metavar="RATIOS", help="Megatron-LM's --split (969,30,1): each "
+    "source holds only the rows of --data-split (train by default), as Megatron-LM cuts "
+    "them.", show_default=False)]
 WarnEpochs = Annotated[float, typer.Option(
     "--warn-epochs", metavar="X", help="Warn when a source is repeated more than X "
     "epochs.")]
@@ -63,6 +67,7 @@ def blend(
     train_iters: TrainIters = None,
     global_batch_size: GlobalBatchSize = None,
     seq_length: SeqLength = None,
+    megatron_split: MegatronSplit = None,
     warn_epochs: WarnEpochs = 4.0,
     report: Annotated[str | None, typer.Option(
         "--report", metavar="FILE", help="Also write the blend as one offline HTML page "
@@ -113,7 +118,8 @@ def blend(
                        per_split_data_args_path=per_split_data_args_path,
                        data_split=data_split, train_samples=train_samples,
                        train_tokens=train_tokens, warn_epochs=warn_epochs,
-                       seq_length=seq_length, execution=opts.execution(None),
+                       seq_length=seq_length, megatron_split=megatron_split,
+                       execution=opts.execution(None),
                        **{k: v for k, v in scan.items() if v not in (None, False)},
                        **opts.bucketing())
     show(result, opts.output_format, opts.output, print_blend, blend_markdown, blend_csv,

@@ -42,6 +42,8 @@ def summary(b: Any) -> str:
     asked = (f"{b.train_tokens:,} training tokens = {b.train_samples:,} samples"
              if b.train_tokens is not None else f"{b.train_samples:,} training samples")
     split = f" ({b.spec.split})" if b.spec.split else ""
+    if b.megatron_split:
+        split += f", the {b.data_split} rows of --split {b.megatron_split}"
     what = "samples" if b.seq_length is None else \
         f"GPTDataset windows of {b.seq_length:,} tokens"
     return (f"--{b.spec.form}{split}: {len(b.sources)} source(s); {asked} -> a blend of "

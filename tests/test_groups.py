@@ -323,6 +323,13 @@ def test_report_and_plot_show_the_groups(tmp_path, capsys):
     for o in json.loads(out)["orders"]:
         assert (f'<td data-field="name">{o["name"]}</td><td data-field="longest_run">'
                 f'{o["groups"]["longest_run"]:,}</td>') in runs
+    # each proposal's one-source runs: suggest --group-by's numbers
+    rc, out, err = run_cli(["suggest", path, "-k", "6", "--group-by", "source", "-f", "json"],
+                           capsys)
+    assert rc == 0, err
+    found = html.split('<table id="suggestions">')[1].split("</table>")[0]
+    for q in json.loads(out)["proposals"]:
+        assert f'<td data-field="group_run">{q["groups"]["longest_run"]:,}</td>' in found
     rc, _, err = run_cli(["profile", path, "--group-by", "source", "--plot", png], capsys)
     assert rc == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", err
 

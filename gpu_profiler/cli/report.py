@@ -91,6 +91,11 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
     else:
         suggestion = attach(replace(proposed, split=split), advise(
             hist, params, k, drop_last=drop_last, suggestion=proposed))
+        if result.mixture is not None:
+            from gpu_profiler.analysis.schedule import sources_of
+
+            suggestion = sources_of(suggestion, hist,
+                                    (result.mixture.by, result.group_histograms))
     mix = result.mixture
     schedule = simulate_schedule(hist, ("random", "stride"), params, drop_last=drop_last,
                                  seed=seed, groups=None if mix is None else

@@ -145,6 +145,11 @@ def proposals(s: Any) -> str:
             *((("cost", "cost"),) if not s.params.cost.is_default else ()))
     rows = [[q.method, ",".join(map(str, q.bounds)), *(getattr(q, k) for k, _ in cols[2:])]
             for q in s.proposals]
+    if s.group_by is not None:  # each proposal's stride order by source (suggest --group-by)
+        cols = (*cols, ("mostly_batch_pct", "one-source batches %"),
+                ("group_run", "one-source run"), ("least_run", "least possible"))
+        rows = [[*r, q.groups.mostly_batch_pct, q.groups.longest_run, q.groups.least_run]
+                for r, q in zip(rows, s.proposals, strict=True)]
     return table(f"bounds for {s.buckets} buckets, scored under the fixed policy", cols, rows,
                  "suggestions")
 

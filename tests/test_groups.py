@@ -457,3 +457,19 @@ def test_group_names_are_text_in_every_view(tmp_path, capsys):
     assert rc == 0 and png.read_bytes()[:4] == b"\x89PNG", err
     rc, _, err = run_cli(["report", a, "--group-by", "source", "-o", page], capsys)
     assert rc == 0 and "a$b_c^" in page.read_text(), err
+
+
+def test_an_empty_grouped_corpus_reports_without_warnings(tmp_path, capsys):
+    """No group to name: the page is written, and matplotlib has nothing to complain of."""
+    import warnings
+
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"length": pa.array([], pa.int64()),
+                             "source": pa.array([], pa.string())}), path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc, _, err = run_cli(["report", path, "--group-by", "source", "-o",
+                              tmp_path / "r.html"], capsys)
+    assert rc == 0 and err == "", err
+    assert [str(w.message) for w in caught] == []

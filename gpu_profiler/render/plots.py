@@ -320,7 +320,8 @@ def mixture_figure(result: Any) -> Any:
     ax[0, 0].set_xticks(x, ["samples", "tokens", "batches (est.)"])
     ax[0, 0].set_ylabel("share of the whole (%)")
     ax[0, 0].set_title("each group's share", fontsize=9)
-    ax[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if shares:  # (an empty source has no group to name)
+        ax[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     buckets = mix.buckets
     xb = np.arange(len(buckets))
     bottom = np.zeros(len(buckets))

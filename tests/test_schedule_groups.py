@@ -179,11 +179,17 @@ def test_suggest_scores_each_proposal_as_schedule_does(tmp_path, capsys):
         [q["groups"]["least_run"] for q in d["proposals"]]
 
 
-@pytest.mark.parametrize("world", [1, 3])
-def test_plan_groups_are_the_planned_steps_own(tmp_path, capsys, world):
+@pytest.mark.parametrize("world, cells", [(1, None), (3, None), (2, 100)])
+def test_plan_groups_are_the_planned_steps_own(tmp_path, capsys, world, cells, monkeypatch):
     """plan --group-by: each step's samples (read back from the plan file) by their rows'
-    groups, with nulls and a dictionary column, give the summary's runs and windows."""
+    groups, with nulls and a dictionary column, give the summary's runs and windows (also
+    counted a window of steps at a time: ``cells``)."""
     import jsonschema
+
+    from gpu_profiler.analysis import schedule
+
+    if cells:
+        monkeypatch.setattr(schedule, "PLAN_CELLS", cells)
 
     rng = np.random.default_rng(world)
     n = 30_000

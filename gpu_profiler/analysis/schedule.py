@@ -128,32 +128,48 @@ class GroupMix:
 def group_mix(order: np.ndarray, names: list[str], samples: np.ndarray, mostly: np.ndarray,
               log_window: int) -> GroupMix:
     """`GroupMix` of ``order`` (bucket per batch): ``samples[b, g]`` is group g's samples
-    per batch of bucket b, ``mostly[b]`` the group making bucket b (-1: none)."""
-    tagged = mostly[order]
+    per batch of bucket b, ``mostly[b]`` the group making bucket b (-1: none). Memory:
+    the windows by groups, never the batches by groups."""
+    k = samples.shape[0]
+    windows = order.size // log_window  # as `window_means`: else one window of all
+    if windows:
+        which = np.repeat(np.arange(windows), log_window) * k + order[:windows * log_window]
+        per_window = np.bincount(which, minlength=windows * k).reshape(windows, k)
+    else:
+        per_window = np.bincount(order, minlength=k)[None, :]
+    epoch = np.bincount(order, minlength=k) @ samples
+    return _mix(mostly[order], per_window @ samples, epoch, names)
+
+
+def _mix(tagged: np.ndarray, rows: np.ndarray, epoch: np.ndarray, names: list[str]
+         ) -> GroupMix:
+    """`GroupMix` of a sequence (batches or steps) whose items are made mostly of the
+    groups ``tagged`` (-1: none), whose windows hold ``rows`` (windows x groups) samples,
+    and the whole ``epoch`` (per group)."""
     longest, group = 0, -1
     if tagged.size:
-        cut = np.flatnonzero(np.diff(tagged)) + 1
-        starts = np.concatenate([[0], cut])
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(tagged)) + 1])
         lengths = np.diff(np.concatenate([starts, [tagged.size]]))
         lengths[tagged[starts] < 0] = 0
-        k = int(lengths.argmax())
-        if lengths[k]:
-            longest, group = int(lengths[k]), int(tagged[starts[k]])
-    per = samples[order]  # batches x groups
-    windows = order.size // log_window  # as `window_means`: else one window of all
-    rows = (per[:windows * log_window].reshape(windows, log_window, len(names)).sum(axis=1)
-            if windows else per.sum(axis=0, keepdims=True))
+        at = int(lengths.argmax())
+        if lengths[at]:
+            longest, group = int(lengths[at]), int(tagged[starts[at]])
     totals = rows.sum(axis=1, keepdims=True)
-    share = np.divide(rows * 100, totals, out=np.zeros_like(rows), where=totals > 0)
-    epoch = per.sum(axis=0)
-    epoch_pct = epoch * 100 / epoch.sum() if epoch.sum() else np.zeros(len(names))
+    share = np.divide(rows * 100.0, totals, out=np.zeros(rows.shape), where=totals > 0)
+    whole = epoch.sum()
+    epoch_pct = epoch * 100.0 / whole if whole else np.zeros(len(names))
     stats = {n: {"share": float(epoch_pct[g]), "min": float(share[:, g].min()),
                  "max": float(share[:, g].max()), "spread": float(share[:, g].std())}
              for g, n in enumerate(names)}
     made = np.bincount(tagged[tagged >= 0], minlength=len(names))
-    least = max((-(-int(m) // (order.size - int(m) + 1)) for m in made if m), default=0)
+    n = tagged.size
+    least = max((-(-int(m) // (n - int(m) + 1)) for m in made if m), default=0)
     return GroupMix(longest, names[group] if group >= 0 else None, least,
-                    float(made.sum() * 100 / order.size) if order.size else 0.0, stats)
+                    float(made.sum() * 100 / n) if n else 0.0, stats)
+
+
+#: Steps x groups counted at once by `plan_mix` (bounds its memory whatever the plan).
+PLAN_CELLS = 1 << 22
 
 
 def plan_mix(index: np.ndarray, offsets: np.ndarray, world_size: int, codes: np.ndarray,
@@ -162,15 +178,29 @@ def plan_mix(index: np.ndarray, offsets: np.ndarray, world_size: int, codes: np.
     indices; `gpu_profiler.sampler.EpochPlan.indices`) whose samples' groups are
     ``codes`` (into ``names``): a step (``world_size`` batches, one a rank) stands for its
     own samples, and a step is made mostly of one group by the rule of a bucket
-    (`gpu_profiler.analysis.mixture.dominant`, against the plan's samples)."""
-    k = len(names)
+    (`gpu_profiler.analysis.mixture.dominant`, against the plan's samples). Counted a
+    run of whole windows of steps at a time (about `PLAN_CELLS` steps x groups)."""
+    k = max(len(names), 1)
     steps = (offsets.size - 1) // world_size if offsets.size else 0
-    step = np.repeat(np.arange(offsets.size - 1), np.diff(offsets)) // world_size
-    counts = np.bincount(step * k + codes[index], minlength=steps * k)[:steps * k] \
-        .reshape(steps, k).astype(np.float64)
-    total = counts.sum()
-    corpus = counts.sum(axis=0) * 100 / total if total else np.zeros(k)
-    return group_mix(np.arange(steps), names, counts, dominant(counts, corpus), log_window)
+    end = int(offsets[steps * world_size]) if steps else 0
+    epoch = np.bincount(codes[index[:end]], minlength=len(names)).astype(np.float64)
+    corpus = epoch * 100 / epoch.sum() if epoch.sum() else np.zeros(len(names))
+    sizes = np.diff(offsets[:steps * world_size + 1])
+    step_of = np.repeat(np.arange(steps * world_size) // world_size, sizes)
+    chunk = max(log_window, PLAN_CELLS // k // log_window * log_window)
+    tagged, rows = [], []
+    for s0 in range(0, steps, chunk):
+        s1 = min(steps, s0 + chunk)
+        lo, hi = int(offsets[s0 * world_size]), int(offsets[s1 * world_size])
+        counts = np.bincount((step_of[lo:hi] - s0) * k + codes[index[lo:hi]],
+                             minlength=(s1 - s0) * k).reshape(s1 - s0, k)[:, :len(names)]
+        tagged.append(dominant(counts.astype(np.float64), corpus))
+        whole = (s1 - s0) // log_window
+        rows.append(counts[:whole * log_window].reshape(whole, log_window, len(names))
+                    .sum(axis=1))
+    per_window = np.concatenate(rows) if steps >= log_window else epoch[None, :]
+    return _mix(np.concatenate(tagged) if tagged else np.zeros(0, np.int64), per_window,
+                epoch, names)
 
 
 @dataclass(frozen=True)

@@ -397,14 +397,17 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
     if megatron_split is not None:
         result = replace(result, megatron_split=megatron_split, data_split=data_split)
     trained = profile(result.histogram, **bucket)  # the bucket table, with its advice
-    return replace(result, table=trained.table)
+    table = trained.table if seq_length is None else \
+        replace(trained.table, warnings=(), advice=None)  # documents: no batching to advise
+    return replace(result, table=table)
 
 
 def _split_histogram(prefix: str, ratios: str, which: str, execution: Execution | None,
                      options: dict[str, Any]) -> LengthHistogram:
     """The histogram of the rows of ``prefix`` that Megatron-LM's ``--split`` ``ratios``
     gives its split ``which`` (`gpu_profiler.analysis.blend.split_rows`), its lengths read
-    in row order."""
+    in row order (`gpu_profiler.lengths`, where a null is -1: a length of -1 counts as
+    null)."""
     import numpy as np
 
     from gpu_profiler.analysis.blend import split_rows

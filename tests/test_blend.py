@@ -479,6 +479,7 @@ def test_gpt_windows_cli_json_text_and_csv(two, capsys):
     d = _json(args, capsys)
     jsonschema.validate(d, load("blend"), cls=jsonschema.Draft202012Validator)
     assert d["seq_length"] == 512 and all(s["windows"] is not None for s in d["sources"])
+    assert d["table"]["warnings"] == [] and d["table"]["advice"] is None
     assert sum(s["token_share"] for s in d["sources"]) == pytest.approx(1.0)
     rc, out, err = run_cli(["blend", *args, "--width", "200"], capsys)
     assert rc == 0 and "windows" in out and "GPTDataset windows of 512 tokens" in out, err
@@ -566,3 +567,17 @@ def test_megatron_split_takes_each_sources_rows(tmp_path, capsys):
     rc, _, err = run_cli(["blend", "0.5", saved, "0.5", paths[1], "--megatron-split", "99,1"],
                          capsys)
     assert rc == 2 and "no row order" in err, err
+
+
+def test_gpt_windows_edge_sizes(tmp_path):
+    """One unweighted source too small for a window still gives every window asked for
+    (weight 1, no NaN); no window anywhere and no size given is one line; a size past
+    what Megatron-LM could index is refused before any drawing."""
+    tiny = parquet_source(tmp_path, "tiny", [30, 40])
+    got = gp.blend([tiny], seq_length=4096, train_samples=10, backend="numpy")
+    assert got.sources[0].normalized_weight == 1.0 and got.size == 10
+    assert json.dumps(got.to_dict(), allow_nan=False)
+    with pytest.raises(ProfilerError, match="no source holds a window of 4,096 tokens"):
+        gp.blend([tiny], seq_length=4096, backend="numpy")
+    with pytest.raises(ProfilerError, match="a blend is checked for"):
+        gp.blend(["0.5", tiny, "0.5", tiny], train_samples=10**17, backend="numpy")

@@ -72,6 +72,8 @@ def test_each_group_equals_its_rows(tmp_path, capsys, k):
                 assert g[side]["percentiles"]["p50"] == int(np.sort(mine)[(mine.size - 1) // 2])
         if name in a and name in b:
             assert g["ks"] == pytest.approx(ks(a[name], b[name]), abs=1e-12)
+        else:  # compared with nothing: no distance, not 0 ("equal")
+            assert g["ks"] is g["tv"] is g["w1"] is None
     assert sum(g["a"]["total_samples"] for g in d["groups"].values()) == \
         d["a"]["total_samples"]
     assert "source only in A: 'only-a'" in d["warnings"]

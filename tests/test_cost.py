@@ -286,8 +286,6 @@ HOSTILE = {
     "json bad": "[[512, 0.01],",
     "json deep": "[" * 100_000,
     "json unit": '{"unit": 7, "points": [[512, 0.01]]}',
-    "markup unit": "length,[/x]\n512,0.01\n1024,0.02\n",  # names columns and captions
-    "json markup unit": '{"unit": "[bold]s", "points": [[512, 0.01]]}',
     "json bool": "[[true, 0.01]]",
     "binary": b"\xff\xfe\x00\x01junk",
     "huge file": "length,s\n" + "".join(f"{i},{i}\n" for i in range(1, 200_000)),
@@ -419,3 +417,19 @@ def test_the_report_shows_the_cost(saved, tmp_path, capsys):
         assert f'data-field="{field}"' in page
     rc, _, err = run_cli(["report", saved, "-o", out], capsys)
     assert rc == 0 and 'data-field="est_cost"' not in out.read_text()
+
+
+@pytest.mark.parametrize("unit", ["time [ms]", "[/x]", "[bold]s|b"])
+def test_a_units_brackets_are_text(unit, tmp_path, capsys):
+    """A unit names columns and captions: rich markup in it is printed as written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path, data = tmp_path / "curve.csv", tmp_path / "d.parquet"
+    path.write_text(f"length,{unit}\n512,0.01\n8192,0.3\n")
+    pq.write_table(pa.table({"length": lengths(3000)}), data)
+    for cmd in (["profile", data, "--policy", "fixed"],
+                ["plan", data, "-o", tmp_path / "p.npz"]):
+        rc, out, err = run_cli([*cmd, "--cost-curve", path, "--cost-budget", "1",
+                                "--width", "200"], capsys)
+        assert rc == 0 and unit in out, (cmd[0], err)

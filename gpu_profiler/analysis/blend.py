@@ -398,8 +398,7 @@ def blend(spec: BlendSpec, hists: Sequence[LengthHistogram], train_samples: int 
         train_samples = samples_for_tokens(spec, hists, train_tokens)
     elif train_samples is None:
         train_samples = sum(h.valid for h in hists)
-    if train_samples <= 0:
-        raise ProfilerError(f"--train-samples must be positive, got {train_samples}")
+    _bounded(train_samples)
     given = None if spec.weights is None else normalize(spec.weights)
     weights, size, requested, built = _sizes(given, [h.valid for h in hists], train_samples)
     drawn = (np.array([size], np.int64) if len(hists) == 1
@@ -444,6 +443,21 @@ def blend(spec: BlendSpec, hists: Sequence[LengthHistogram], train_samples: int 
                  tuple(warnings), warn_epochs)
 
 
+#: The most samples a blend is asked for: Megatron-LM's blending indices take 10 bytes a
+#: sample (160 GiB here), and drawing them takes time in proportion.
+MAX_TRAIN_SAMPLES = 1 << 34
+
+
+def _bounded(train_samples: int) -> None:
+    """A training size this analysis (and Megatron-LM) can draw, else a `ProfilerError`."""
+    if train_samples <= 0:
+        raise ProfilerError(f"--train-samples must be positive, got {train_samples}")
+    if train_samples > MAX_TRAIN_SAMPLES:
+        raise ProfilerError(f"{train_samples:,} training samples: more than the "
+                            f"{MAX_TRAIN_SAMPLES:,} a blend is checked for (Megatron-LM's "
+                            "blending indices alone would take 10 bytes each)")
+
+
 def _sizes(given: np.ndarray | None, lengths: list[int], train_samples: int
            ) -> tuple[np.ndarray, int, list[int] | None, list[int] | None]:
     """Megatron's blend of datasets of ``lengths`` samples an epoch: its weights, its size,
@@ -452,9 +466,9 @@ def _sizes(given: np.ndarray | None, lengths: list[int], train_samples: int
         raise ProfilerError(f"{len(lengths)} datasets: Megatron-LM's BlendedDataset takes "
                             "fewer than 32767")
     if given is None:
-        weights = normalize(lengths)
-        return weights, (train_samples if len(lengths) == 1
-                         else min(train_samples, sum(lengths))), None, None
+        if len(lengths) == 1:  # one prefix is no blend: it gives every sample asked for
+            return np.ones(1), train_samples, None, None
+        return normalize(lengths), min(train_samples, sum(lengths)), None, None
     requested = target_sizes(given, train_samples)
     built = target_sizes(given, train_samples, SURPLUS)
     return normalize(given), (train_samples if len(lengths) == 1 else sum(requested)), \
@@ -475,9 +489,10 @@ def _windowed(spec: BlendSpec, hists: Sequence[LengthHistogram], seq_length: int
         train_samples = samples_for_tokens(spec, hists, train_tokens, seq_length)
     elif train_samples is None:
         train_samples = sum(per_epoch)
-    if train_samples <= 0:
-        raise ProfilerError(f"--train-samples must be positive, got {train_samples} (no "
-                            f"source holds a window of {seq_length:,} tokens)")
+        if not train_samples:
+            raise ProfilerError(f"no source holds a window of {seq_length:,} tokens: give "
+                                "--train-samples, --train-iters or --train-tokens")
+    _bounded(train_samples)
     given = None if spec.weights is None else normalize(spec.weights)
     if given is None and len(hists) > 1 and 0 in per_epoch:
         empty = spec.prefixes[per_epoch.index(0)]

@@ -135,8 +135,12 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         d = self.distances
+        # a group on one side only is compared with nothing: no distance (not 0, "equal")
+        one_sided = bool(self.shares) and not (self.a.table.total_samples
+                                               and self.b.table.total_samples)
         out: dict[str, Any] = {"schema": SCHEMA, "a": self.a.to_dict(), "b": self.b.to_dict(),
-                               "ks": d.ks, "tv": d.tv, "w1": d.w1, "exact": d.exact}
+                               **{k: None if one_sided else getattr(d, k)
+                                  for k in ("ks", "tv", "w1")}, "exact": d.exact}
         for key in SHIFTS:
             out[f"{key}_shift"] = self.shift(key)
         out["buckets"] = [b.to_dict() for b in self.buckets]

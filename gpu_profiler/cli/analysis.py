@@ -110,10 +110,11 @@ def plan_options(command: Callable[..., None]) -> Callable[..., None]:
 
 GroupBy = Annotated[str | None, typer.Option(
     "--group-by", metavar="COLUMN|@file|@dir",
-    help="Also profile each group of one split: each value of a string, dictionary or "
+    help="Also analyse each group of one split: each value of a string, dictionary or "
          "integer COLUMN (a source, language, dataset), each file (@file) or top-level "
-         "subdirectory (@dir); with each group's share of samples, tokens and batches and "
-         "each bucket's composition.", show_default=False)]
+         "subdirectory (@dir). profile: each group's share of samples, tokens and batches "
+         "and each bucket's composition; compare: each group of B against A's; schedule, "
+         "suggest: the runs of batches each order makes of one group.", show_default=False)]
 
 Plot = Annotated[str | None, typer.Option(
     "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "

@@ -97,12 +97,14 @@ def policy_note(pol: PolicyResult) -> str:
 
 def policies_view(pols: Sequence[PolicyResult], params: Any) -> Any:
     """One row per policy: batches, optimizer steps, tokens, padding."""
+    from rich.markup import escape  # a cost unit is text (a curve file's header)
+
     split = pols[0].split if pols else None
     view = rich_table(f"batching policies{_of(split)} "
                       f"({params.grad_accum * params.world_size} batches per optimizer step: "
                       f"grad_accum {params.grad_accum} x world_size {params.world_size})",
                       ("policy", "batches", "steps", "tokens", "padded tokens", "padding %")
-                      + (f"cost ({params.cost.unit})",) * _priced(pols),
+                      + (f"cost ({escape(params.cost.unit)})",) * _priced(pols),
                       caption="padded tokens: rows x longest row, summed over batches "
                               "(fixed: expected over random within-bucket batches)"
                               + ("; cost: rows x row cost at the longest, summed over batches "

@@ -59,10 +59,9 @@ def table_title(b: Any) -> str:
 
 
 def _warnings(b: Any) -> list[str]:
-    """The blend's warnings, and its bucket table's (of samples: not of a windowed blend's
-    documents, which are not batched by length)."""
-    table = b.table.warnings if b.table is not None and b.seq_length is None else ()
-    return [*b.warnings, *table]
+    """The blend's warnings, and its bucket table's (a windowed blend's has none: its
+    documents are not batched by length)."""
+    return [*b.warnings, *(b.table.warnings if b.table is not None else ())]
 
 
 def print_blend(b: Any, console: Any) -> None:

@@ -60,7 +60,7 @@ def print_plan(s: Any, console: Any) -> None:
     view.show_header = False
     view.columns[1].justify = "left"
     for k, v in _lines(s):
-        view.add_row(k, escape(v))
+        view.add_row(escape(k), escape(v))
     console.print(view)
     per = rich_table("batches per bucket", ("bucket", "batches"))
     p = s.params
@@ -71,7 +71,8 @@ def print_plan(s: Any, console: Any) -> None:
 
 
 def plan_markdown(s: Any) -> str:
-    return "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in _lines(s))]) + "\n"
+    cells = ([c.replace("|", "\\|") for c in line] for line in _lines(s))
+    return "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in cells)]) + "\n"
 
 
 def plan_csv(s: Any) -> str:

@@ -442,16 +442,19 @@ def test_group_names_are_text_in_every_view(tmp_path, capsys):
                                  "source": np.array(names, object)[pick][rows]}),
                        tmp_path / f"{side}.parquet")
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    for args in (["profile", a], ["schedule", a], ["compare", a, b]):
+    for args in (["profile", a], ["schedule", a], ["compare", a, b],
+                 ["plan", a, "-o", tmp_path / "p.npz"]):
         rc, out, err = run_cli([*args, "--group-by", "source", "--width", "200"], capsys)
         assert rc == 0, err
         for name in names:  # every name shown as written (the table and the warnings)
             assert name in out, (args[0], name)
     rc, out, err = run_cli(["compare", a, b, "--group-by", "source"], capsys)
     assert rc == 0 and "warning: source only in A: '[/x]'" in out, err
-    for cmd in (["compare", a, b], ["schedule", a]):  # a Markdown cell escapes its bars
+    for cmd in (["compare", a, b], ["schedule", a],  # a Markdown cell escapes its bars
+                ["plan", a, "-o", tmp_path / "q.npz"]):
         rc, out, err = run_cli([*cmd, "--group-by", "source", "-f", "markdown"], capsys)
-        assert rc == 0 and "| a$b_c^ |" in out and "| p\\|q |" in out, err
+        assert rc == 0 and "a$b_c^ |" in out and "p\\|q |" in out, err
+        assert "|q |" not in out.replace("p\\|q |", ""), out  # no bar left unescaped
     png, page = tmp_path / "m.png", tmp_path / "r.html"
     rc, _, err = run_cli(["profile", a, "--group-by", "source", "--plot", png], capsys)
     assert rc == 0 and png.read_bytes()[:4] == b"\x89PNG", err

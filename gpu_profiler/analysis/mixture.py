@@ -68,23 +68,26 @@ class Mixture:
                 "warnings": list(self.warnings)}
 
 
-def mostly_one(m: BucketMix, corpus: dict[str, float]) -> bool:
-    """Whether one group makes bucket ``m``: over `MOST_PCT` of its samples and
-    `OVER_POINTS` above that group's percent of the corpus's (``corpus``)."""
-    return (m.top is not None and m.top_pct > MOST_PCT
-            and m.top_pct - corpus[m.top] >= OVER_POINTS)
-
-
 def dominant(counts: np.ndarray, corpus_pct: np.ndarray) -> np.ndarray:
-    """Per row of ``counts`` (samples by group: a step's, a batch's), the group making it
-    by `mostly_one`'s rule (``corpus_pct``: each group's percent of the corpus), else -1."""
+    """Per row of ``counts`` (samples by group: a bucket's, a step's), the group making it
+    mostly: over `MOST_PCT` of its samples and `OVER_POINTS` above that group's percent of
+    the corpus (``corpus_pct``); else -1. The one rule of the profile's warning,
+    ``schedule``, ``suggest`` and ``plan``."""
     if not counts.size:
         return np.full(len(counts), -1, np.int64)
     totals = counts.sum(axis=1)
     top = counts.argmax(axis=1)
-    pct = np.divide(counts[np.arange(len(counts)), top] * 100.0, totals,
-                    out=np.zeros(len(counts)), where=totals > 0)
+    pct = np.divide(counts[np.arange(len(counts)), top], totals,
+                    out=np.zeros(len(counts)), where=totals > 0) * 100
     return np.where((pct > MOST_PCT) & (pct - corpus_pct[top] >= OVER_POINTS), top, -1)
+
+
+def bucket_counts(groups: dict[str, BucketTable], buckets: int) -> np.ndarray:
+    """Each of the ``buckets`` buckets' samples by group (buckets x groups, in ``groups``'
+    order): tables under the same parameters."""
+    tables = list(groups.values())
+    return np.array([[t.buckets[b].samples for t in tables] for b in range(buckets)],
+                    np.float64).reshape(buckets, len(tables))
 
 
 def mixture(by: str, groups: dict[str, BucketTable], total: BucketTable) -> Mixture:
@@ -110,7 +113,8 @@ def mixture(by: str, groups: dict[str, BucketTable], total: BucketTable) -> Mixt
                                parts[top] if top is not None else 0.0))
     corpus = {s.name: s.sample_pct for s in shares}
     noun = NOUNS.get(by, by)
-    mostly = [m for m in mixes if m.top is not None and mostly_one(m, corpus)]
+    tags = dominant(bucket_counts(groups, len(mixes)), np.array(list(corpus.values())))
+    mostly = [m for m, tag in zip(mixes, tags, strict=True) if tag >= 0]
     said = {m.index: corpus[m.top] for m in mostly if m.top is not None}
     warnings = () if not mostly else (
         f"buckets made mostly of one {noun} (its share of the bucket, of the corpus; the "

@@ -37,7 +37,7 @@ from gpu_profiler.analysis.interleave import (
     min_run,
     tail_size,
 )
-from gpu_profiler.analysis.mixture import NOUNS, dominant, mixture, mostly_one
+from gpu_profiler.analysis.mixture import NOUNS, bucket_counts, dominant
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
@@ -108,7 +108,7 @@ class GroupMix:
 
     Attributes:
         longest_run, longest_run_group: the longest run of consecutive batches from buckets
-            made mostly of one group (`gpu_profiler.analysis.mixture.mostly_one`), and that
+            made mostly of one group (`gpu_profiler.analysis.mixture.dominant`), and that
             group: the domain switching a loss curve shows.
         least_run: the least longest such run any order of these batches can have
             (``max ceil(m / (N - m + 1))`` over the groups, m of the N batches theirs).
@@ -184,7 +184,7 @@ def plan_mix(index: np.ndarray, offsets: np.ndarray, world_size: int, codes: np.
     steps = (offsets.size - 1) // world_size if offsets.size else 0
     end = int(offsets[steps * world_size]) if steps else 0
     epoch = np.bincount(codes[index[:end]], minlength=len(names)).astype(np.float64)
-    corpus = epoch * 100 / epoch.sum() if epoch.sum() else np.zeros(len(names))
+    corpus = epoch / epoch.sum() * 100 if epoch.sum() else np.zeros(len(names))
     sizes = np.diff(offsets[:steps * world_size + 1])
     step_of = np.repeat(np.arange(steps * world_size) // world_size, sizes)
     chunk = max(log_window, PLAN_CELLS // k // log_window * log_window)
@@ -450,13 +450,13 @@ def _grouped(groups: tuple[str, dict[str, LengthHistogram]], hist: LengthHistogr
     by, hists = groups
     names = sorted(hists)
     tables = {n: bucket_table(hists[n], p) for n in names}
-    mix = mixture(by, tables, bucket_table(hist, p))
-    corpus = {s.name: s.sample_pct for s in mix.shares}
-    mostly = np.array([names.index(m.top) if m.top is not None and mostly_one(m, corpus)
-                       else -1 for m in mix.buckets], np.int64)
-    per_batch = np.array([[tables[n].buckets[b.index].samples / b.batches if b.batches else 0.0
-                           for n in names] for b in pol.buckets]).reshape(len(pol.buckets),
-                                                                          len(names))
+    counts = bucket_counts(tables, len(pol.buckets))
+    whole = bucket_table(hist, p).total_samples
+    corpus = np.array([t.total_samples / whole * 100 if whole else 0.0
+                       for t in tables.values()])
+    mostly = dominant(counts, corpus)
+    batches_of = np.array([b.batches for b in pol.buckets], np.float64)[:, None]
+    per_batch = np.divide(counts, batches_of, out=np.zeros(counts.shape), where=batches_of > 0)
     batches = [int(b.batches) for b in pol.buckets]
     out = [replace(s, groups=group_mix(batch_order(batches, s.name, seed=seed,
                                                    max_run=max_run),

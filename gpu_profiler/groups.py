@@ -97,16 +97,11 @@ def sample_codes(source: Source, by: str) -> tuple[np.ndarray, list[str], str | 
         names: dict[str, int] = {}
         out = []
         for batch in coalesced(part.batches([by], codes=(by,))):
-            column = batch.column(0)
-            encoded = column if pa.types.is_dictionary(column.type) else \
-                pc.dictionary_encode(column)
-            local = [names.setdefault(_name(v, labels), len(names))
-                     for v in encoded.dictionary.to_pylist()]
-            codes, valid = integers(encoded.indices)
-            if valid is not None and not valid.all():
-                local.append(names.setdefault(NULL, len(names)))
-                codes[~valid] = len(local) - 1
-            out.append(np.asarray(local, np.int32)[codes])
+            codes, local = _encoded(batch.column(0), labels)
+            used = np.bincount(codes, minlength=len(local)) > 0  # (null) only if there is one
+            to_part = np.asarray([names.setdefault(n, len(names)) if u else -1
+                                  for n, u in zip(local, used, strict=True)], np.int32)
+            out.append(to_part[codes])
         got = np.concatenate(out) if out else np.zeros(0, np.int32)
         return (got, list(names)), got.size
 
@@ -214,13 +209,7 @@ def _split(batch: pa.RecordBatch, spec: LengthSpec, backend: Backend,
         return
     chunk = array_to_chunk(batch.column(0), spec)
     data = np.diff(chunk.data.astype(np.int64)) if chunk.offsets else chunk.data
-    groups = batch.column(1)
-    encoded = groups if pa.types.is_dictionary(groups.type) else pc.dictionary_encode(groups)
-    names = [_name(v, labels) for v in encoded.dictionary.to_pylist()]
-    codes, valid = integers(encoded.indices)
-    if valid is not None:
-        codes[~valid] = len(names)
-    names.append(NULL)
+    codes, names = _encoded(batch.column(1), labels)
     counts = np.bincount(codes, minlength=len(names))
     present = np.flatnonzero(counts)
     if present.size == 1:
@@ -239,6 +228,17 @@ def _split(batch: pa.RecordBatch, spec: LengthSpec, backend: Backend,
         rows = order[edges[code]:edges[code + 1]]
         part = Chunk(data[rows], None if chunk.valid is None else chunk.valid[rows])
         yield names[code], backend.histogram([part], None)
+
+
+def _encoded(column: pa.Array, labels: list[str] | None) -> tuple[np.ndarray, list[str]]:
+    """A batch's group column as codes into its names (its values, or their ClassLabel
+    ``labels``), the last name `NULL`, the code of a null."""
+    encoded = column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
+    names = [_name(v, labels) for v in encoded.dictionary.to_pylist()] + [NULL]
+    codes, valid = integers(encoded.indices)
+    if valid is not None:
+        codes[~valid] = len(names) - 1
+    return codes, names
 
 
 def _name(value: Any, labels: list[str] | None) -> str:

@@ -389,38 +389,60 @@ def blend(spec: BlendSpec, hists: Sequence[LengthHistogram], train_samples: int 
         if seq_length and h.tokens < 2:
             raise ProfilerError(f"{p}: {h.tokens} tokens: no window of GPTDataset (a window "
                                 "needs two tokens, the last its next token)")
-    if seq_length:
-        return _windowed(spec, hists, int(seq_length), train_samples, train_tokens,
-                         warn_epochs)
     if train_samples is not None and train_tokens is not None:
         raise ProfilerError("give --train-samples or --train-tokens, not both")
+    per_epoch = [windows(h, seq_length) for h in hists] if seq_length else \
+        [h.valid for h in hists]
     if train_tokens is not None:
-        train_samples = samples_for_tokens(spec, hists, train_tokens)
+        train_samples = samples_for_tokens(spec, hists, train_tokens, seq_length)
     elif train_samples is None:
-        train_samples = sum(h.valid for h in hists)
+        train_samples = sum(per_epoch)
+        if not train_samples:  # (windows only: every source has samples)
+            raise ProfilerError(f"no source holds a window of {seq_length:,} tokens: give "
+                                "--train-samples, --train-iters or --train-tokens")
     _bounded(train_samples)
     given = None if spec.weights is None else normalize(spec.weights)
-    weights, size, requested, built = _sizes(given, [h.valid for h in hists], train_samples)
+    if seq_length and given is None and len(hists) > 1 and 0 in per_epoch:
+        empty = spec.prefixes[per_epoch.index(0)]
+        raise ProfilerError(f"{empty}: fewer than {seq_length + 1:,} tokens, no window in an "
+                            "epoch: without weights Megatron-LM builds it empty")
+    weights, size, requested, built = _sizes(given, per_epoch, train_samples)
     drawn = (np.array([size], np.int64) if len(hists) == 1
              else blending_counts(weights, size))
     if any(h.above_count for h in hists):  # one cap, so that the parts add up
         cap = min(h.cap for h in hists)
         hists = [h.with_cap(cap) for h in hists]
-    parts = [repeated(h, int(d)) for h, d in zip(hists, drawn, strict=True)]
-    trained = merge(parts)
+    drawn_of = [(i, p, h, int(d), None if requested is None else requested[i],
+                 None if built is None else built[i], float(weights[i]))
+                for i, (p, h, d) in enumerate(zip(spec.prefixes, hists, drawn, strict=True))]
+    if seq_length:
+        sources, parts, warnings = _windows_drawn(spec, drawn_of, per_epoch, size,
+                                                  seq_length, warn_epochs)
+    else:
+        sources, parts, warnings = _samples_drawn(spec, drawn_of, size, warn_epochs)
+    return Blend(spec, train_samples, train_tokens, int(size), tuple(sources), merge(parts),
+                 tuple(warnings), warn_epochs, seq_length=seq_length)
+
+
+#: One source of a drawn blend: (index, path, histogram, drawn, requested, built, weight).
+_Drawn = tuple[int, str, LengthHistogram, int, int | None, int | None, float]
+
+
+def _samples_drawn(spec: BlendSpec, drawn_of: list[_Drawn], size: int, warn_epochs: float
+                   ) -> tuple[list[BlendSource], list[LengthHistogram], list[str]]:
+    """Each source of a blend of the histograms' samples, the histogram of its samples
+    drawn, and the warnings."""
+    parts = [repeated(h, d) for _, _, h, d, _, _, _ in drawn_of]
     tokens = [p.tokens for p in parts]
     all_tokens = sum(tokens)
     sources = []
     warnings = []
-    for i, (p, h) in enumerate(zip(spec.prefixes, hists, strict=True)):
-        d = int(drawn[i])
+    for i, p, h, d, requested, built, nw in drawn_of:
         share = tokens[i] / all_tokens if all_tokens else 0.0
-        nw = float(weights[i])
         ratio = share / nw if nw > 0 else None
         src = BlendSource(
             i, p, None if spec.weights is None else spec.weights[i], nw, h.valid, h.tokens,
-            h.mean, None if requested is None else requested[i],
-            None if built is None else built[i], d, d / h.valid, d / size if size else 0.0,
+            h.mean, requested, built, d, d / h.valid, d / size if size else 0.0,
             tokens[i], share, ratio)
         sources.append(src)
         if ratio is not None and d and (ratio >= SHARE_FACTOR or ratio <= 1 / SHARE_FACTOR):
@@ -435,12 +457,11 @@ def blend(spec: BlendSpec, hists: Sequence[LengthHistogram], train_samples: int 
         if src.epochs > warn_epochs:
             warnings.append(f"source {i} ({p}) is repeated {src.epochs:.2f} epochs, more "
                             f"than {warn_epochs:g}")
-        if built is not None and d > built[i]:
-            warnings.append(f"source {i} ({p}) is drawn {d:,} times, more than the {built[i]:,} "
+        if built is not None and d > built:
+            warnings.append(f"source {i} ({p}) is drawn {d:,} times, more than the {built:,} "
                             "Megatron-LM builds: it raises IndexError (raise "
                             "mid_level_dataset_surplus)")
-    return Blend(spec, train_samples, train_tokens, int(size), tuple(sources), trained,
-                 tuple(warnings), warn_epochs)
+    return sources, parts, warnings
 
 
 #: The most samples a blend is asked for: Megatron-LM's blending indices take 10 bytes a
@@ -475,48 +496,22 @@ def _sizes(given: np.ndarray | None, lengths: list[int], train_samples: int
         requested, built
 
 
-def _windowed(spec: BlendSpec, hists: Sequence[LengthHistogram], seq_length: int,
-              train_samples: int | None, train_tokens: int | None, warn_epochs: float
-              ) -> Blend:
-    """`blend` of GPTDataset windows of ``seq_length`` tokens (the module docstring). The
-    histogram as trained is of the documents the windows hold: each source's repeated for
-    the fraction of its tokens drawn (whole epochs exact, the last partial one
-    expected)."""
-    if train_samples is not None and train_tokens is not None:
-        raise ProfilerError("give --train-samples or --train-tokens, not both")
-    per_epoch = [windows(h, seq_length) for h in hists]
-    if train_tokens is not None:
-        train_samples = samples_for_tokens(spec, hists, train_tokens, seq_length)
-    elif train_samples is None:
-        train_samples = sum(per_epoch)
-        if not train_samples:
-            raise ProfilerError(f"no source holds a window of {seq_length:,} tokens: give "
-                                "--train-samples, --train-iters or --train-tokens")
-    _bounded(train_samples)
-    given = None if spec.weights is None else normalize(spec.weights)
-    if given is None and len(hists) > 1 and 0 in per_epoch:
-        empty = spec.prefixes[per_epoch.index(0)]
-        raise ProfilerError(f"{empty}: fewer than {seq_length + 1:,} tokens, no window in an "
-                            "epoch: without weights Megatron-LM builds it empty")
-    weights, size, requested, built = _sizes(given, per_epoch, train_samples)
-    drawn = (np.array([size], np.int64) if len(hists) == 1
-             else blending_counts(weights, size))
-    if any(h.above_count for h in hists):  # one cap, so that the parts add up
-        cap = min(h.cap for h in hists)
-        hists = [h.with_cap(cap) for h in hists]
-    # the documents of the tokens drawn: drawn x seq_length of each source's tokens
-    parts = [repeated(h, (int(d) * seq_length * h.valid) // h.tokens)
-             for h, d in zip(hists, drawn, strict=True)]
+def _windows_drawn(spec: BlendSpec, drawn_of: list[_Drawn], per_epoch: list[int], size: int,
+                   seq_length: int, warn_epochs: float
+                   ) -> tuple[list[BlendSource], list[LengthHistogram], list[str]]:
+    """Each source of a blend of GPTDataset windows of ``seq_length`` tokens (the module
+    docstring), the documents its windows hold (its histogram repeated for the fraction
+    of its tokens drawn: whole epochs exact, the last partial one expected), and the
+    warnings."""
+    parts = [repeated(h, (d * seq_length * h.valid) // h.tokens)
+             for _, _, h, d, _, _, _ in drawn_of]
     sources, warnings = [], []
-    for i, (p, h) in enumerate(zip(spec.prefixes, hists, strict=True)):
-        d = int(drawn[i])
+    for i, p, h, d, requested, built, nw in drawn_of:
         src = BlendSource(
-            i, p, None if spec.weights is None else spec.weights[i], float(weights[i]),
-            h.valid, h.tokens, h.mean, None if requested is None else requested[i],
-            None if built is None else built[i], d, d * seq_length / h.tokens,
+            i, p, None if spec.weights is None else spec.weights[i], nw,
+            h.valid, h.tokens, h.mean, requested, built, d, d * seq_length / h.tokens,
             d / size if size else 0.0, d * seq_length, d / size if size else 0.0,
-            (d / size) / float(weights[i]) if size and weights[i] > 0 else None,
-            per_epoch[i])
+            (d / size) / nw if size and nw > 0 else None, per_epoch[i])
         sources.append(src)
         if h.null_count or h.invalid_count:
             warnings.append(f"source {i} ({p}) has {h.null_count:,} null and "
@@ -524,5 +519,4 @@ def _windowed(spec: BlendSpec, hists: Sequence[LengthHistogram], seq_length: int
         if src.epochs > warn_epochs:
             warnings.append(f"source {i} ({p}) is repeated {src.epochs:.2f} epochs (its "
                             f"tokens drawn over its tokens), more than {warn_epochs:g}")
-    return Blend(spec, train_samples, train_tokens, int(size), tuple(sources),
-                 merge(parts), tuple(warnings), warn_epochs, seq_length=seq_length)
+    return sources, parts, warnings

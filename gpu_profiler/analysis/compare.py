@@ -127,6 +127,12 @@ class Comparison:
     #: (``sample_pct_a``, ``sample_pct_b``, ``token_pct_a``, ``token_pct_b``)
     shares: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def both_sides(self) -> bool:
+        """Whether both sides have samples (a group's comparison may have one only: it is
+        then compared with nothing, and has no distance)."""
+        return bool(self.a.table.total_samples and self.b.table.total_samples)
+
     def shift(self, key: str) -> float | None:
         """``b - a`` of a number both sides report (a percentile by its name), or None when
         either side has no value."""
@@ -136,8 +142,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         d = self.distances
         # a group on one side only is compared with nothing: no distance (not 0, "equal")
-        one_sided = bool(self.shares) and not (self.a.table.total_samples
-                                               and self.b.table.total_samples)
+        one_sided = bool(self.shares) and not self.both_sides
         out: dict[str, Any] = {"schema": SCHEMA, "a": self.a.to_dict(), "b": self.b.to_dict(),
                                **{k: None if one_sided else getattr(d, k)
                                   for k in ("ks", "tv", "w1")}, "exact": d.exact}
@@ -150,9 +155,8 @@ class Comparison:
             out["group_by"] = self.group_by
             out["groups"] = {name: {k: v for k, v in g.to_dict().items() if k != "schema"}
                              for name, g in self.groups.items()}
-            both = [g for g in self.groups.values()
-                    if g.a.table.total_samples and g.b.table.total_samples]
-            out["max_group_ks"] = max((g.distances.ks for g in both), default=None)
+            out["max_group_ks"] = max((g.distances.ks for g in self.groups.values()
+                                       if g.both_sides), default=None)
             out["max_group_token_pct_shift"] = max(
                 (abs(g.shares["token_pct_b"] - g.shares["token_pct_a"])
                  for g in self.groups.values()), default=None)

@@ -154,5 +154,4 @@ def _group_cells(name: str, g: Any) -> list[str]:
     return [name, _num(a["total_samples"]), _num(b["total_samples"]), *pct,
             _num(a["percentiles"].get("p50")), _num(b["percentiles"].get("p50")),
             _num(a["percentiles"].get("p99")), _num(b["percentiles"].get("p99")),
-            "-" if not (a["total_samples"] and b["total_samples"])
-            else f"{g.distances.ks:.4f}"]
+            f"{g.distances.ks:.4f}" if g.both_sides else "-"]

@@ -170,10 +170,12 @@ def _mix(tagged: np.ndarray, rows: np.ndarray, epoch: np.ndarray, names: list[st
 
 #: Steps x groups counted at once by `plan_mix` (bounds its memory whatever the plan).
 PLAN_CELLS = 1 << 22
+#: Steps of a window in which `plan_mix` measures each group's share.
+PLAN_WINDOW = 50
 
 
 def plan_mix(index: np.ndarray, offsets: np.ndarray, world_size: int, codes: np.ndarray,
-             names: list[str], log_window: int = 50) -> GroupMix:
+             names: list[str], log_window: int = PLAN_WINDOW) -> GroupMix:
     """The exact `GroupMix` of a plan (``index``, ``offsets``: its batches of sample
     indices; `gpu_profiler.sampler.EpochPlan.indices`) whose samples' groups are
     ``codes`` (into ``names``): a step (``world_size`` batches, one a rank) stands for its

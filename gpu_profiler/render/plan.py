@@ -6,6 +6,7 @@ import csv
 import io
 from typing import Any
 
+from gpu_profiler.analysis.schedule import PLAN_WINDOW
 from gpu_profiler.cost import budget_of
 
 _FIELDS = ("samples", "batches", "steps", "longest_run", "min_run", "tokens",
@@ -43,7 +44,8 @@ def _group_lines(s: Any) -> list[tuple[str, str]]:
     return [(f"steps made mostly of one {s.group_by}", f"{g.mostly_batch_pct:.1f}%"),
             ("longest run of such steps", run),
             *((f"{s.group_by} {name}", f"{w['share']:.1f}% of the samples; "
-               f"{w['min']:.1f}-{w['max']:.1f}% of a window of 50 steps (std {w['spread']:.1f})")
+               f"{w['min']:.1f}-{w['max']:.1f}% of a window of {PLAN_WINDOW} steps "
+               f"(std {w['spread']:.1f})")
               for name, w in g.windows.items())]
 
 

@@ -82,6 +82,8 @@ def _batches(path: Path, pf: pq.ParquetFile, groups: range, columns: list[str]
         yield from pf.iter_batches(size, list(groups), columns, use_threads=False)
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None
+    finally:
+        pf.close(force=True)
 
 
 def _corrupt(path: Path, exc: BaseException, groups: list[int] | None = None) -> ProfilerError:
@@ -128,6 +130,7 @@ def _footer(part: ParquetPart) -> Footer:
     if footer is None:
         pf, version = _open(part.path)
         footer = part.__dict__["_footer"] = (pf.metadata, version)
+        pf.close(force=True)
     return footer
 
 
@@ -255,9 +258,19 @@ def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
     if ``inline`` or there is one batch to decode; ``footer``: the file's metadata and
     version, if already read; ``version``: the version the caller expects.
 
-    The file is opened on the first ``next()``; order follows completion, not row groups.
+    The file is opened on the first ``next()`` and closed once the chunks are read (before
+    the next part's reader opens its file); order follows completion, not row groups.
     """
     pf, version = _open(path, footer, version)
+    try:
+        yield from _read(pf, path, spec, trust_statistics, inline, version, groups)
+    finally:
+        pf.close(force=True)
+
+
+def _read(pf: pq.ParquetFile, path: Path, spec: LengthSpec, trust_statistics: bool,
+          inline: bool, version: Version, groups: range | None) -> Iterator[Chunk | Run]:
+    """`chunks` of the open file ``pf``."""
     md = pf.metadata
     try:
         row_counts(path, md)
@@ -301,16 +314,19 @@ def ordered_chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
     counts, not the order of the rows)."""
     pf, _ = _open(path)
     try:
-        counts = row_counts(path, pf.metadata)
-    except _ERRORS as exc:
-        raise _corrupt(path, exc) from None
-    for i, want in enumerate(counts):
         try:
-            table = pf.read_row_group(i, columns=[spec.name])
-            _check_rows(table.num_rows, want)
+            counts = row_counts(path, pf.metadata)
         except _ERRORS as exc:
-            raise _corrupt(path, exc, [i]) from None
-        yield from arrays_to_chunks(table.column(0).chunks, spec)
+            raise _corrupt(path, exc) from None
+        for i, want in enumerate(counts):
+            try:
+                table = pf.read_row_group(i, columns=[spec.name])
+                _check_rows(table.num_rows, want)
+            except _ERRORS as exc:
+                raise _corrupt(path, exc, [i]) from None
+            yield from arrays_to_chunks(table.column(0).chunks, spec)
+    finally:
+        pf.close(force=True)
 
 
 def row_counts(path: Path, md: pq.FileMetaData) -> list[int]:
@@ -422,14 +438,17 @@ def _worker(path: Path, footer: Footer, spec: LengthSpec, jobs: queue.SimpleQueu
     group = None
     try:
         pf, _ = _open(path, footer)
-        while not stop.is_set():
-            try:
-                group, rows = jobs.get_nowait()
-            except queue.Empty:
-                break
-            for chunk in _decoded(pf, spec, group, rows):
-                if not put_unless_stopped(out, chunk, stop):
-                    return
+        try:
+            while not stop.is_set():
+                try:
+                    group, rows = jobs.get_nowait()
+                except queue.Empty:
+                    break
+                for chunk in _decoded(pf, spec, group, rows):
+                    if not put_unless_stopped(out, chunk, stop):
+                        return
+        finally:
+            pf.close(force=True)
     except BaseException as exc:  # handed to the consumer, which raises it
         put_unless_stopped(out, (group, exc), stop)
         return

@@ -26,10 +26,12 @@ def _mix(z):
 
 
 @kernel(nogil=True)
-def interleave(m, cap, out, work):
+def interleave(m, cls, cap, kcap, budget, out, work):
     """Lay out ``m[b]`` batches of every bucket ``b`` into ``out`` (``sum(m)`` entries) with
-    no run of one bucket longer than ``cap``; returns ``(0,)``, or ``(-1,)`` if ``cap`` is
-    infeasible (``work``: ``2 * len(m)`` int64 of scratch).
+    no run of one bucket longer than ``cap`` and no run of one class longer than ``kcap``
+    (``cls[b]``: bucket ``b``'s class in ``0 .. len(m) - 1``, or -1 for none); returns
+    ``(0,)``, or ``(-1,)`` when there is no such order or ``budget`` backtracks did not find
+    one (``work``: ``3 * len(m) + 2 * sum(m)`` int64 of scratch).
 
     The epoch is built from its end backwards. Each step takes, among the buckets that may
     come next without making the rest infeasible, the one furthest behind its share
@@ -38,45 +40,85 @@ def interleave(m, cap, out, work):
     The rest (``r`` batches per bucket, ``R`` in all, the last bucket on a run of ``run``)
     is feasible iff every bucket fits the gaps the others leave: ``r[x] <= cap * (R - r[x]
     + 1)``, less ``run`` for the bucket on the run. Only the largest other ``r`` can fail
-    that, so a candidate is checked in O(1) and a step costs O(len(m)).
+    that, so a candidate is checked in O(1) and a step costs O(len(m)); without classes no
+    step is ever stuck. Classes are held to the same rule with ``kcap``, which is necessary
+    but not sufficient for both caps at once: a step with no candidate goes back to the
+    step before and takes its next candidate (a depth-first search, exact within budget).
     """
-    k = m.size
-    left, taken = work[:k], work[k:2 * k]
+    k, n = m.size, out.size
+    left, taken, cleft = work[:k], work[k:2 * k], work[2 * k:3 * k]
+    runs, cruns = work[3 * k:3 * k + n], work[3 * k + n:3 * k + 2 * n]
     for b in range(k):
         left[b] = m[b]
         taken[b] = 0
-    n = out.size
-    rest, last, run = n, -1, 0
-    for t in range(n):
-        top, v1, v2 = -1, 0, 0
+        cleft[b] = 0
+    for b in range(k):
+        if cls[b] >= 0:
+            cleft[cls[b]] += m[b]
+    t, rest, last, run, crun, prev, backtracks = 0, n, -1, 0, 0, -1, 0
+    while t < n:
+        top, v1, v2, ctop, c1, c2 = -1, 0, 0, -1, 0, 0
         for x in range(k):
             if left[x] > v1:
                 top, v1, v2 = x, left[x], v1
             elif left[x] > v2:
                 v2 = left[x]
-        best = -1
+            if cleft[x] > c1:
+                ctop, c1, c2 = x, cleft[x], c1
+            elif cleft[x] > c2:
+                c2 = cleft[x]
+        lc = cls[last] if last >= 0 else -1
+        best, r1 = -1, rest - 1
         for b in range(k):
             if left[b] == 0:
                 continue
+            if prev >= 0 and (taken[b] * m[prev] < taken[prev] * m[b] or (
+                    taken[b] * m[prev] == taken[prev] * m[b] and b <= prev)):
+                continue  # tried already at this step (candidates go in order)
             nrun = run + 1 if b == last else 1
-            if nrun > cap:
-                continue
-            rb, r1 = left[b] - 1, rest - 1
-            if rb > 0 and rb > cap * (r1 - rb + 1) - nrun:
+            rb = left[b] - 1
+            if nrun > cap or (rb > 0 and rb > cap * (r1 - rb + 1) - nrun):
                 continue
             other = v2 if b == top else v1
             if other > 0 and other > cap * (r1 - other + 1):
                 continue
+            c = cls[b]
+            if c >= 0:
+                ncrun = crun + 1 if c == lc else 1
+                rc = cleft[c] - 1
+                if ncrun > kcap or (rc > 0 and rc > kcap * (r1 - rc + 1) - ncrun):
+                    continue
+            cother = c2 if c == ctop and c >= 0 else c1
+            if cother > 0 and cother > kcap * (r1 - cother + 1):
+                continue
             if best < 0 or taken[b] * m[best] < taken[best] * m[b]:
                 best = b
-        if best < 0:
-            return (-1,)
+        if best < 0:  # stuck: undo the step before, and try its next candidate
+            backtracks += 1
+            if t == 0 or backtracks > budget:
+                return (-1,)
+            t -= 1
+            prev = out[t]
+            left[prev] += 1
+            taken[prev] -= 1
+            rest += 1
+            if cls[prev] >= 0:
+                cleft[cls[prev]] += 1
+            last = out[t - 1] if t else -1
+            run = runs[t - 1] if t else 0
+            crun = cruns[t - 1] if t else 0
+            continue
         out[t] = best
         taken[best] += 1
         left[best] -= 1
         rest -= 1
         run = run + 1 if best == last else 1
-        last = best
+        c = cls[best]
+        if c >= 0:
+            cleft[c] -= 1
+        crun = 0 if c < 0 else crun + 1 if c == lc else 1
+        last, runs[t], cruns[t], prev = best, run, crun, -1
+        t += 1
     for i in range(n // 2):
         out[i], out[n - 1 - i] = out[n - 1 - i], out[i]
     return (0,)

@@ -1,5 +1,6 @@
 """The interleaving planner: least runs, even spread, every bucket ending together, against
-the lower bound and an exhaustive search."""
+the lower bound and an exhaustive search; with sources (classes of buckets), their runs
+against an exhaustive search too."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_profiler import ProfilerError
-from gpu_profiler.analysis.interleave import early_buckets, interleave, min_run
+from gpu_profiler.analysis.interleave import class_run, early_buckets, interleave, min_run
 
 
 def longest_run(order: np.ndarray) -> int:
@@ -125,3 +126,84 @@ def test_degenerate_vectors():
     assert interleave([5]).tolist() == [0] * 5 and min_run([5]) == 5
     with pytest.raises(ProfilerError, match="non-negative integers"):
         interleave([3, -1])
+
+
+@cache
+def least_class_run(counts: tuple[int, ...], classes: tuple[int, ...], cap: int) -> int:
+    """Exhaustive search: the shortest longest run of one class's batches (-1: no class)
+    over every order whose same-bucket runs are at most ``cap``."""
+    @cache
+    def go(left: tuple[int, ...], last: int, run: int, crun: int) -> int:
+        if not any(left):
+            return 0
+        best = 1 << 30
+        for b, r in enumerate(left):
+            if not r or (b == last and run == cap):
+                continue
+            c = classes[b]
+            nc = 0 if c < 0 else crun + 1 if last >= 0 and classes[last] == c else 1
+            nxt = left[:b] + (r - 1,) + left[b + 1:]
+            best = min(best, max(nc, go(nxt, b, run + 1 if b == last else 1, nc)))
+        return best
+
+    return go(counts, -1, 0, 0)
+
+
+def runs_of(order: np.ndarray, classes: list[int]) -> int:
+    """The longest run of one class in ``order``, counted here independently."""
+    best = run = 0
+    prev = None
+    for b in order.tolist():
+        c = classes[b]
+        run = 0 if c < 0 else run + 1 if c == prev else 1
+        prev, best = c, max(best, run)
+    return best
+
+
+@settings(max_examples=400, deadline=None)
+@given(counts=st.lists(st.integers(0, 6), min_size=2, max_size=5),
+       labels=st.lists(st.sampled_from([-1, 0, 1, 7]), min_size=5, max_size=5),
+       slack=st.sampled_from([0, 0, 1]))
+def test_sources_run_no_longer_than_in_any_order(counts, labels, slack):
+    """Small epochs: the longest run of one source's batches is the least any order with
+    the same cap on same-bucket runs can have (exhaustive search)."""
+    if not 0 < sum(counts) <= 16:
+        return
+    classes = labels[:len(counts)]
+    least = lower_bound(counts)
+    cap = least + slack if slack else None
+    order = interleave(counts, cap, classes)
+    assert np.bincount(order, minlength=len(counts)).tolist() == counts
+    assert longest_run(order) <= (cap or least)
+    best = least_class_run(tuple(counts), tuple(classes), cap or least)
+    assert runs_of(order, classes) == class_run(order, np.array(classes)) == best
+    assert np.array_equal(order, interleave(counts, cap, classes))  # deterministic
+
+
+@settings(max_examples=150, deadline=None)
+@given(counts=st.one_of(dominant, anything, tiny),
+       labels=st.lists(st.integers(-1, 3), min_size=41, max_size=41))
+def test_sources_never_run_longer_than_without_them(counts, labels):
+    """Any epoch: the same cap on same-bucket runs, every batch once, and runs of one
+    source no longer than the order that ignores the sources."""
+    classes = labels[:len(counts)]
+    order = interleave(counts, None, classes)
+    assert np.bincount(order, minlength=len(counts)).tolist() == counts
+    assert longest_run(order) == lower_bound(counts)
+    assert runs_of(order, classes) <= runs_of(interleave(counts), classes)
+
+
+def test_sources_interleaved_on_a_three_source_mix():
+    """Code makes the two short buckets' batches, web the two longest, the middle ones are
+    mixed: ignoring sources the stride runs 3 batches of one in a row, with them 1 (the
+    least), and the buckets keep their least run and their common end."""
+    counts = [120, 260, 90, 180, 150, 200]
+    classes = [1, 1, -1, -1, 0, 0]
+    plain, mixed = interleave(counts), interleave(counts, None, classes)
+    n, code = sum(counts), 380
+    assert runs_of(mixed, classes) == math.ceil(code / (n - code + 1)) == 1
+    assert runs_of(plain, classes) == 3
+    assert longest_run(mixed) == longest_run(plain) == lower_bound(counts)
+    assert early_buckets(mixed, len(counts)) == []
+    with pytest.raises(ProfilerError, match="one per bucket"):
+        interleave(counts, None, classes[:-1])

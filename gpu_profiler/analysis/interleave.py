@@ -28,6 +28,9 @@ import numpy as np
 
 from gpu_profiler.errors import ProfilerError
 
+#: Steps the planner may take back looking for an order under a cap of source runs (plus 4
+#: a batch): exact on small epochs, bounded time on long ones.
+BACKTRACKS = 100_000
 #: Every bucket's last batch falls in this final share of the epoch (where the counts let it).
 TAIL_PCT = 2.0
 
@@ -67,22 +70,65 @@ def check_max_run(batches: Sequence[int] | np.ndarray, max_run: int | None) -> i
     return least
 
 
-def interleave(batches: Sequence[int] | np.ndarray, max_run: int | None = None) -> np.ndarray:
+def interleave(batches: Sequence[int] | np.ndarray, max_run: int | None = None,
+               classes: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
     """The bucket index of every batch of the epoch (int32), runs at most ``max_run``
     (default and least: :func:`min_run`); deterministic. An infeasible ``max_run`` is a
-    `ProfilerError` naming the minimum."""
-    from gpu_profiler import native
+    `ProfilerError` naming the minimum.
 
+    ``classes`` (per bucket: the source that makes it mostly, any integer, or -1 for
+    none) interleaves the sources too: under the same cap on same-bucket runs, an order
+    whose longest run of one class's batches is as short as the planner finds (bisected
+    between the classes' own lower bound and the order without classes; the least
+    possible on small epochs, checked by exhaustive search)."""
     counts = _counts(batches)
     least = check_max_run(counts, max_run)
     cap = int(max_run or least)
+    n = int(counts.sum())
+    cls = np.full(counts.size, -1, np.int64) if classes is None else \
+        np.array(classes, dtype=np.int64)
+    if cls.shape != counts.shape:
+        raise ProfilerError(f"classes: one per bucket ({counts.size}), got {cls.size}")
+    _, cls[cls >= 0] = np.unique(cls[cls >= 0], return_inverse=True)  # 0 .. k-1
+    best = _lay_out(counts, cls, cap, n)  # no cap on classes: there always is one
+    if best is None:  # the feasibility rule of one cap is exact: reaching this is a bug
+        raise RuntimeError(f"interleave found no order with runs <= {cap}")
+    made = np.bincount(cls[cls >= 0], weights=counts[cls >= 0]).astype(np.int64)
+    lo = max((-(-int(m) // (n - int(m) + 1)) for m in made if m), default=0)
+    hi = class_run(best, cls)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        order = _lay_out(counts, cls, cap, mid)
+        if order is None:
+            lo = mid + 1
+        else:
+            best, hi = order, class_run(order, cls)
+    return best
+
+
+def _lay_out(counts: np.ndarray, cls: np.ndarray, cap: int, kcap: int) -> np.ndarray | None:
+    """The planner's order (`gpu_profiler.kernels.plan.interleave`), or None where it
+    finds none with class runs at most ``kcap`` within `BACKTRACKS`."""
+    from gpu_profiler import native
+
     out = np.zeros(int(counts.sum()), dtype=np.int32)
     if out.size:
-        status, = native.kernel("interleave")(counts, cap, out,
-                                               np.zeros(2 * counts.size, np.int64))
-        if status:  # the feasibility rule is exact: reaching this is a bug
-            raise RuntimeError(f"interleave found no order with runs <= {cap}")
+        work = np.zeros(3 * counts.size + 2 * out.size, np.int64)
+        status, = native.kernel("interleave")(counts, cls, cap, max(kcap, 1),
+                                               BACKTRACKS + 4 * out.size, out, work)
+        if status:
+            return None
     return out
+
+
+def class_run(order: np.ndarray, classes: np.ndarray) -> int:
+    """The longest run of batches of one class (``classes[bucket]``, -1: none) in ``order``."""
+    tagged = np.asarray(classes)[order] if order.size else np.zeros(0, np.int64)
+    if not (tagged >= 0).any():
+        return 0
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(tagged)) + 1])
+    lengths = np.diff(np.concatenate([starts, [tagged.size]]))
+    return int(lengths[tagged[starts] >= 0].max())
 
 
 def longest_run(order: np.ndarray) -> tuple[int, int | None]:

@@ -110,8 +110,10 @@ class EpochPlan:
 
 def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixed",
                seed: int = 0, epoch: int = 0, drop_last: bool = False,
-               max_run: int | None = None, align_ranks: bool = True) -> EpochPlan:
-    """The plan of one epoch (see the module docstring); ``params.world_size`` ranks."""
+               max_run: int | None = None, align_ranks: bool = True,
+               sources: np.ndarray | None = None) -> EpochPlan:
+    """The plan of one epoch (see the module docstring); ``params.world_size`` ranks;
+    ``sources``: every sample's source (int codes), which the order interleaves too."""
     from gpu_profiler import native
 
     if policy not in POLICIES:
@@ -126,7 +128,7 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
         packed = pack_epoch(x, p, key, drop_last)
         return _lay_out(packed.layout, packed.start, packed.end, packed.per_bucket,
                         p.world_size, drop_last, max_run, align_ranks, packed.dropped,
-                        packed.row_offsets)
+                        packed.row_offsets, sources)
     # Groups of samples shuffled together: a bucket (fixed) or one clipped length (sorted).
     lo, hi = min(p.bounds[0], cap + 1), min(p.bounds[-1], cap + 1)
     group = np.full(cap + 2, -1, np.int64)
@@ -157,7 +159,7 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
     start = np.concatenate(starts)[order] if starts else np.zeros(0, np.int64)
     end = np.concatenate(ends)[order] if ends else np.zeros(0, np.int64)
     return _lay_out(layout, start, end, per_bucket, p.world_size, drop_last, max_run,
-                    align_ranks, dropped, None)
+                    align_ranks, dropped, None, sources)
 
 
 def _cuts(values: np.ndarray, cnt: np.ndarray, n: int, p: BucketParams, policy: str,
@@ -192,22 +194,24 @@ def _cuts(values: np.ndarray, cnt: np.ndarray, n: int, p: BucketParams, policy: 
 
 def _lay_out(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket: np.ndarray,
              world: int, drop_last: bool, max_run: int | None, align: bool,
-             dropped: int, rows: np.ndarray | None) -> EpochPlan:
+             dropped: int, rows: np.ndarray | None, sources: np.ndarray | None) -> EpochPlan:
     """Order the batches (grouped by bucket, ``per_bucket`` each) with the planner and
     make every step hold one batch per rank (``rows``: where packed rows start in the
-    layout, the places a packed batch is split at when it can be)."""
+    layout, the places a packed batch is split at when it can be; ``sources``: each
+    sample's source, the buckets made mostly of one source are interleaved as such)."""
     from gpu_profiler import native
 
     k = per_bucket.size
     first = np.concatenate(([0], np.cumsum(per_bucket)[:-1])).astype(np.int64)
     unit = world if align and world > 1 else 1
-    groups = per_bucket // unit
-    seq = interleave(groups, max_run)  # the bucket of each group of `unit` batches
-    chosen = np.empty(seq.size * unit + int((per_bucket - groups * unit).sum()), np.int64)
+    classes = None if sources is None else _classes(layout, start, end, per_bucket, sources)
+    units = per_bucket // unit
+    seq = interleave(units, max_run, classes)  # the bucket of each group of `unit` batches
+    chosen = np.empty(seq.size * unit + int((per_bucket - units * unit).sum()), np.int64)
     native.kernel("expand")(seq, first, unit, chosen, np.zeros(k, np.int64))
     # Leftovers (fewer than `unit` batches of a bucket) make mixed steps at the end.
     chosen[seq.size * unit:] = np.concatenate(
-        [np.arange(first[b] + groups[b] * unit, first[b] + per_bucket[b]) for b in range(k)])
+        [np.arange(first[b] + units[b] * unit, first[b] + per_bucket[b]) for b in range(k)])
     bucket_of = np.repeat(np.arange(k, dtype=np.int32), per_bucket)
     s, e, bk = start[chosen], end[chosen], bucket_of[chosen]
     split = 0
@@ -218,7 +222,38 @@ def _lay_out(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket:
             s, e, bk = s[:-short], e[:-short], bk[:-short]
         else:
             s, e, bk, split = _fill_last_step(s, e, bk, world, rows)
-    return EpochPlan(layout, s, e, bk, world, dropped, split, min_run(groups), rows)
+    return EpochPlan(layout, s, e, bk, world, dropped, split, min_run(units), rows)
+
+
+#: Samples whose sources `_classes` counts at once (bounds its memory whatever the epoch).
+CLASS_CHUNK = 1 << 22
+
+
+def _classes(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket: np.ndarray,
+             sources: np.ndarray) -> np.ndarray:
+    """Per bucket, the source making its batches' samples mostly (by the rule of
+    `gpu_profiler.analysis.mixture.dominant`), -1 for none; counted a run of batches of
+    about `CLASS_CHUNK` samples at a time."""
+    from gpu_profiler.analysis.mixture import dominant
+
+    k, g = per_bucket.size, int(sources.max(initial=0)) + 1
+    bucket = np.repeat(np.arange(k, dtype=np.int64), per_bucket)
+    sizes = end - start
+    ends = np.cumsum(sizes)
+    counts = np.zeros(k * g, np.int64)
+    j0 = 0
+    while j0 < sizes.size:
+        done = int(ends[j0 - 1]) if j0 else 0
+        j1 = max(j0 + 1, int(np.searchsorted(ends, done + CLASS_CHUNK, "right")))
+        sz = sizes[j0:j1]
+        first = np.concatenate(([0], np.cumsum(sz)[:-1]))
+        pos = np.repeat(start[j0:j1] - first, sz) + np.arange(int(sz.sum()))
+        counts += np.bincount(np.repeat(bucket[j0:j1], sz) * g + sources[layout[pos]],
+                              minlength=k * g)
+        j0 = j1
+    table = counts.reshape(k, g).astype(np.float64)
+    whole = table.sum()
+    return dominant(table, table.sum(axis=0) / whole * 100 if whole else np.zeros(g))
 
 
 def _fill_last_step(s: np.ndarray, e: np.ndarray, bk: np.ndarray, world: int,
@@ -265,13 +300,8 @@ def _as_lengths(lengths: Any) -> np.ndarray:
         from gpu_profiler.lengths import lengths as read
 
         x = read(x)
-    module = type(x).__module__.split(".")[0]
-    if module == "torch":
-        x = x.detach().cpu().numpy()
-    elif module == "cupy":
-        x = x.get()
     try:
-        x = np.asarray(x)
+        x = np.asarray(_on_host(x))
     except (TypeError, ValueError) as exc:
         raise ProfilerError(f"lengths must be a 1-D integer array: {exc}") from None
     if x.ndim != 1 or not (np.issubdtype(x.dtype, np.integer) or x.size == 0):
@@ -280,6 +310,64 @@ def _as_lengths(lengths: Any) -> np.ndarray:
         raise ProfilerError("lengths above 2**63 - 1 are not lengths")
     return np.ascontiguousarray(x, np.int32 if x.dtype in (np.int8, np.int16, np.int32,
                                                            np.uint8, np.uint16) else np.int64)
+
+
+def _on_host(x: Any) -> Any:
+    """A torch tensor (on any device) or a cupy array as numpy; anything else as it is."""
+    module = type(x).__module__.split(".")[0]
+    if module == "torch":
+        return x.detach().cpu().numpy()
+    return x.get() if module == "cupy" else x
+
+
+def _digest(x: np.ndarray) -> str:
+    """Names an array's values and dtype (what a resumed plan must be made from)."""
+    h = hashlib.blake2b(x.data, digest_size=16)
+    h.update(str(x.dtype).encode())
+    return h.hexdigest()
+
+
+def _group_codes(groups: Any, lengths: Any, source: dict[str, Any], n: int
+                 ) -> tuple[np.ndarray | None, list[str]]:
+    """Each of the ``n`` samples' source as int32 codes into names (`BucketBatchSampler`'s
+    ``groups``): a column read from the same rows as the lengths (a source, ``source`` its
+    fields), or labels in memory."""
+    if groups is None:
+        return None, []
+    import pyarrow as pa
+
+    from gpu_profiler.groups import encoded, sample_codes
+
+    if isinstance(groups, str):
+        if _in_memory(lengths):
+            raise ProfilerError(f"groups={groups!r} names a column to read, but the lengths "
+                                "were given in memory: pass each sample's group instead")
+        from gpu_profiler.request import Source
+
+        codes, names, _ = sample_codes(lengths if isinstance(lengths, Source) else
+                                       Source(lengths, **source), groups)
+    else:
+        g = _on_host(groups)
+        try:
+            if isinstance(g, pa.ChunkedArray):
+                g = (g.unify_dictionaries() if pa.types.is_dictionary(g.type) else g
+                     ).combine_chunks()
+            elif not isinstance(g, pa.Array):
+                g = pa.array(g if isinstance(g, (list, tuple)) else np.asarray(g))
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise ProfilerError(f"groups must be one label (a string or an integer) per "
+                                f"sample: {exc}") from None
+        if not (pa.types.is_string(g.type) or pa.types.is_large_string(g.type)
+                or pa.types.is_integer(g.type) or pa.types.is_dictionary(g.type)):
+            raise ProfilerError(f"groups must be one label (a string or an integer) per "
+                                f"sample, got {g.type}")
+        codes, names = encoded(g, None)
+        if not (codes == len(names) - 1).any():
+            names = names[:-1]  # the name of a null, and there is none
+    if codes.size != n:
+        raise ProfilerError(f"groups: {codes.size:,} labels for {n:,} samples (one per "
+                            "sample, in the order of the lengths)")
+    return np.ascontiguousarray(codes, np.int32), names
 
 
 def _in_memory(lengths: Any) -> bool:
@@ -335,6 +423,12 @@ class BucketBatchSampler:
             ``n x rows_per_sample`` rows. Default: 2 for ``shape`` a DPO `Shape` (a source
             read with ``shape=gp.shape_of(dpo=...)``: its lengths are each pair's prompt
             with its longer answer), else 1.
+        groups: each sample's source (a column name to read beside the lengths from a
+            source, or one label per sample: strings or integers, numpy, pyarrow, torch):
+            the order then interleaves the sources too. A bucket made mostly of one source
+            (`gpu_profiler.analysis.mixture.dominant`) runs its batches as that source's,
+            and the planner keeps the longest run of one source's batches as short as it
+            can under the same cap of same-bucket runs (`gpu_profiler.analysis.interleave`).
 
     Iterating yields one list of sample indices (ints) per micro-batch.
     """
@@ -348,7 +442,8 @@ class BucketBatchSampler:
                  align_ranks: bool = True, drop_outside: bool = False,
                  attention_weight: float = 0.0, cost_curve: Any = None,
                  cost_budget: float | None = None, cost_unit: str | None = None,
-                 rows_per_sample: int | None = None, **source: Any) -> None:
+                 rows_per_sample: int | None = None, groups: Any = None,
+                 **source: Any) -> None:
         shape = source.get("shape")
         if rows_per_sample is None:
             rows_per_sample = getattr(shape, "rows_per_sample", 1)
@@ -375,6 +470,8 @@ class BucketBatchSampler:
             from gpu_profiler.lengths import lengths as read
 
             self.lengths = _as_lengths(read(lengths, **source))
+        #: Each sample's source (int32 codes into `group_names`), or None.
+        self.groups, self.group_names = _group_codes(groups, lengths, source, self.lengths.size)
         self.policy, self.order, self.seed, self.rank = policy, order, seed, rank
         self.drop_last, self.max_run, self.align_ranks = drop_last, max_run, align_ranks
         self.drop_outside = drop_outside
@@ -442,14 +539,16 @@ class BucketBatchSampler:
             *before, (w, steps) = earlier
             index, offsets = self._build(w, tuple(before)).indices()
             index = np.sort(index[offsets[steps * w]:])  # its batches' samples not trained
-            plan = self._plan_of(self.lengths[index], params)
+            plan = self._plan_of(self.lengths[index], params,
+                                 None if self.groups is None else self.groups[index])
             return replace(plan, layout=index[plan.layout])
-        return self._plan_of(self.lengths, params)
+        return self._plan_of(self.lengths, params, self.groups)
 
-    def _plan_of(self, x: np.ndarray, params: BucketParams) -> EpochPlan:
+    def _plan_of(self, x: np.ndarray, params: BucketParams, sources: np.ndarray | None
+                 ) -> EpochPlan:
         plan = plan_epoch(x, params, policy=self.policy, seed=self.seed, epoch=self.epoch,
                           drop_last=self.drop_last, max_run=self.max_run,
-                          align_ranks=self.align_ranks)
+                          align_ranks=self.align_ranks, sources=sources)
         if self.order == "random":
             plan = _shuffled_steps(plan, _key(self.seed, self.epoch))
         return plan
@@ -508,9 +607,7 @@ class BucketBatchSampler:
     def _identity(self) -> dict[str, Any]:
         """What the plan depends on, but for the world size (a resume may change it)."""
         if self._digest is None:
-            h = hashlib.blake2b(self.lengths.data, digest_size=16)
-            h.update(str(self.lengths.dtype).encode())
-            self._digest = h.hexdigest()
+            self._digest = _digest(self.lengths)
         p = self.params
         return {"samples": int(self.lengths.size), "lengths": self._digest,
                 "bounds": list(p.bounds), "max_seq_len": p.max_seq_len,
@@ -518,7 +615,8 @@ class BucketBatchSampler:
                 "policy": self.policy, "order": self.order, "seed": self.seed,
                 "drop_last": self.drop_last, "max_run": self.max_run,
                 "align_ranks": self.align_ranks, "drop_outside": self.drop_outside,
-                **({} if p.cost.is_default else {"cost": p.cost.to_dict()})}
+                **({} if p.cost.is_default else {"cost": p.cost.to_dict()}),
+                **({} if self.groups is None else {"groups": _digest(self.groups)})}
 
     def fingerprint(self) -> str:
         """Names the lengths and every parameter the plan depends on but the world size."""
@@ -565,15 +663,14 @@ class BucketBatchSampler:
         if not isinstance(made, dict):
             raise ProfilerError("bad sampler state: no plan parameters")
         ours = self._identity()
-        # the cost model is a key only when one is given: a state made under one is refused
-        # by a sampler without it, and the other way round
-        differ = [k for k in ours if made.get(k) != ours[k]] + \
-            (["cost"] if "cost" in made and "cost" not in ours else [])
+        # the cost model and the groups are keys only when given: a state made with one is
+        # refused by a sampler without it, and the other way round
+        differ = [k for k in {**made, **ours} if made.get(k) != ours.get(k)]
         if differ:
             said = ", ".join(
-                f"{k}={made.get(k)!r} (this sampler: {ours.get(k)!r})" if k != "lengths" else
                 "other lengths (another corpus, or another order or version of it)"
-                for k in differ)
+                if k == "lengths" else "other groups (each sample's source)" if k == "groups"
+                else f"{k}={made.get(k)!r} (this sampler: {ours.get(k)!r})" for k in differ)
             raise ProfilerError(f"this sampler state was made with {said}; refusing to "
                                 "resume")
         epoch: Any = state.get("epoch")
@@ -708,15 +805,26 @@ def planned_sampler(source: Any, epoch: int = 0, **options: Any
                     ) -> tuple[BucketBatchSampler, str | None]:
     """The sampler ``gpu-profiler plan`` plans with, at ``epoch``, and the split it plans:
     over the lengths of ``source``'s analysed split (a `Source` or its data: its
-    ``split``, else train, else the only one), ``options`` those of `BucketBatchSampler`."""
+    ``split``, else train, else the only one), ``options`` those of `BucketBatchSampler`
+    (``group_by``: a column of that split naming each sample's source, its ``groups``)."""
     from gpu_profiler.lengths import analysed_lengths
     from gpu_profiler.request import Source
 
-    shape = options.get("shape")
-    x, split = analysed_lengths(source if isinstance(source, Source) else Source(source),
-                                shape)
+    shape, by = options.get("shape"), options.pop("group_by", None)
+    src = source if isinstance(source, Source) else Source(source)
+    x, split = analysed_lengths(src, shape)
     if options.get("rows_per_sample") is None:  # the lengths go in, not the shape
         options["rows_per_sample"] = getattr(shape, "rows_per_sample", 1)
+    if by is not None:  # the same rows of the same split, in the same order
+        import pyarrow as pa
+
+        from gpu_profiler.groups import sample_codes
+
+        codes, names, _ = sample_codes(src, by)
+        if codes.size != x.size:
+            raise ProfilerError(f"--group-by {by}: {codes.size:,} rows, but {x.size:,} "
+                                "lengths")
+        options["groups"] = pa.DictionaryArray.from_arrays(pa.array(codes), names)
     sampler = BucketBatchSampler(x, **{k: v for k, v in options.items() if k != "shape"})
     sampler.set_epoch(epoch)
     return sampler, split

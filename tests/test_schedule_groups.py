@@ -54,7 +54,7 @@ def reference(d, lengths, source, window: int, order_name: str):
         mostly.append(g if pct[g] > 50 and pct[g] - corpus[g] >= 20 else -1)
     per = np.array([counts[b] / batches[b] if batches[b] else 0 * counts[b]
                     for b in range(len(batches))])
-    order = batch_order(batches, order_name, seed=0)
+    order = batch_order(batches, order_name, seed=0, classes=np.array(mostly))
     best, who, run, last = 0, None, 0, None
     for b in order:
         g = mostly[b]

@@ -272,7 +272,7 @@ class ScheduleResult:
 
 # ---------------------------------------------------------------- the order generator
 def batch_order(batches: Sequence[int], order: str, *, seed: int = 0,
-                max_run: int | None = None) -> np.ndarray:
+                max_run: int | None = None, classes: np.ndarray | None = None) -> np.ndarray:
     """The bucket index of every batch of the epoch, in ``order``.
 
     Args:
@@ -280,6 +280,8 @@ def batch_order(batches: Sequence[int], order: str, *, seed: int = 0,
         order: one of :data:`ORDERS`.
         seed: seeds the random orders (the same seed gives the same order).
         max_run: ``stride`` only: the cap on same-bucket runs (default: the least possible).
+        classes: ``stride`` only: per bucket, the group making it mostly (-1: none), whose
+            runs the planner keeps short too (`gpu_profiler.analysis.interleave`).
     """
     counts = np.asarray(batches, dtype=np.int64)
     if counts.ndim != 1 or (counts < 0).any():
@@ -293,7 +295,7 @@ def batch_order(batches: Sequence[int], order: str, *, seed: int = 0,
     if order == "uniform-bucket":
         return _uniform_bucket(counts, np.random.default_rng(seed), dtype)
     if order == "stride":
-        return interleave(counts, max_run).astype(dtype)
+        return interleave(counts, max_run, classes).astype(dtype)
     raise ProfilerError(f"unknown order {order!r}; choose from {', '.join(ORDERS)}")
 
 
@@ -386,10 +388,12 @@ def default_trials(batches: int) -> int:
 
 def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float], *,
                    trials: int | None = None, log_window: int = 50, seed: int = 0,
-                   max_run: int | None = None) -> OrderStats:
+                   max_run: int | None = None, classes: np.ndarray | None = None
+                   ) -> OrderStats:
     """Simulate one order; random orders are also run with seeds ``seed .. seed+trials-1``
     for the expected longest run and ``P(longest run >= k)`` (``trials`` defaults to
-    :func:`default_trials`); ``max_run`` caps the ``stride`` order's runs."""
+    :func:`default_trials`); ``max_run`` and ``classes`` shape the ``stride`` order
+    (`batch_order`)."""
     if name not in ORDERS:
         raise ProfilerError(f"unknown order {name!r}; choose from {', '.join(ORDERS)}")
     if trials is None:
@@ -399,8 +403,8 @@ def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float],
     if log_window < 1:
         raise ProfilerError(f"--log-window must be a positive integer, got {log_window}")
     means = np.asarray(mean_len, dtype=np.float64)
-    stats = order_stats(name, batch_order(batches, name, seed=seed, max_run=max_run), means,
-                        log_window)
+    stats = order_stats(name, batch_order(batches, name, seed=seed, max_run=max_run,
+                                          classes=classes), means, log_window)
     if name not in RANDOM_ORDERS:
         return stats
     longest = np.array([stats.longest_run] + [
@@ -419,7 +423,9 @@ def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("ran
     """Simulate ``orders`` on the per-bucket batch counts of ``policy`` (``fixed`` or
     ``sorted``: the policies with integer batches per bucket); ``max_run`` caps the
     ``stride`` order's runs (default: the least possible). With ``groups`` (``(by, each
-    group's histogram)``, summing to ``hist``), each order's `GroupMix` too."""
+    group's histogram)``, summing to ``hist``), each order's `GroupMix` too, and the
+    stride order interleaves the groups as well (as ``plan --group-by`` and the sampler's
+    ``groups`` do)."""
     p = params or BucketParams()
     names = parse_orders(orders)
     if policy not in ("fixed", "sorted"):
@@ -429,13 +435,15 @@ def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("ran
     batches = [int(b.batches) for b in pol.buckets]
     mean_len = [b.tokens / b.samples if b.samples else 0.0 for b in pol.buckets]
     least = check_max_run(batches, max_run)
+    made = None if groups is None else _made_of(groups, hist, p, pol)
+    classes = None if made is None else made[2]
     stats = [simulate_order(n, batches, mean_len, trials=trials, log_window=log_window,
-                            seed=seed, max_run=max_run) for n in names]
+                            seed=seed, max_run=max_run, classes=classes) for n in names]
     msgs = _warnings(pol, stats)
     if "stride" in names:
         msgs += _early_note(stats[names.index("stride")], max_run, least)
-    if groups is not None:
-        stats, more = _grouped(groups, hist, p, pol, stats, log_window, seed, max_run)
+    if groups is not None and made is not None:
+        stats, more = _grouped(groups[0], made, pol, stats, log_window, seed, max_run)
         msgs += more
     return ScheduleResult(p, policy, drop_last, log_window, seed, tuple(batches),
                           tuple(b.batch_pct for b in pol.buckets), tuple(mean_len),
@@ -443,36 +451,51 @@ def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("ran
                           group_by=None if groups is None else groups[0])
 
 
-def _grouped(groups: tuple[str, dict[str, LengthHistogram]], hist: LengthHistogram,
-             p: BucketParams, pol: PolicyResult, stats: list[OrderStats], log_window: int,
-             seed: int, max_run: int | None) -> tuple[list[OrderStats], list[str]]:
-    """Each order's `GroupMix` (the order drawn with ``seed``, as its other numbers), and
-    a warning when the stride order still runs more than `MAX_RUN` batches of buckets one
-    group makes back to back."""
-    by, hists = groups
+def _made_of(groups: tuple[str, dict[str, LengthHistogram]], hist: LengthHistogram,
+             p: BucketParams, pol: PolicyResult) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The groups' names, each group's samples per batch of each bucket (buckets x groups),
+    and the group making each bucket mostly (`gpu_profiler.analysis.mixture.dominant`; -1:
+    none)."""
+    hists = groups[1]
     names = sorted(hists)
     tables = {n: bucket_table(hists[n], p) for n in names}
     counts = bucket_counts(tables, len(pol.buckets))
     whole = bucket_table(hist, p).total_samples
     corpus = np.array([t.total_samples / whole * 100 if whole else 0.0
                        for t in tables.values()])
-    mostly = dominant(counts, corpus)
     batches_of = np.array([b.batches for b in pol.buckets], np.float64)[:, None]
     per_batch = np.divide(counts, batches_of, out=np.zeros(counts.shape), where=batches_of > 0)
+    return names, per_batch, dominant(counts, corpus)
+
+
+def _grouped(by: str, made: tuple[list[str], np.ndarray, np.ndarray], pol: PolicyResult,
+             stats: list[OrderStats], log_window: int, seed: int, max_run: int | None
+             ) -> tuple[list[OrderStats], list[str]]:
+    """Each order's `GroupMix` (the order drawn with ``seed``, as its other numbers), and
+    a warning when the stride order, which interleaves the groups too, still runs more
+    than `MAX_RUN` batches of buckets one group makes back to back."""
+    names, per_batch, mostly = made
     batches = [int(b.batches) for b in pol.buckets]
     out = [replace(s, groups=group_mix(batch_order(batches, s.name, seed=seed,
-                                                   max_run=max_run),
+                                                   max_run=max_run, classes=mostly),
                                        names, per_batch, mostly, log_window))
            for s in stats]
     head = next((s for s in out if s.name == "stride"), out[0])
     gm = head.groups
     assert gm is not None
     noun = NOUNS.get(by, by)
-    msgs = [] if gm.longest_run <= max(MAX_RUN, gm.least_run) else [
-        f"order {head.name}: {gm.longest_run} batches in a row from buckets made "
-        f"mostly of {noun} {gm.longest_run_group!r} (an order of these batches "
-        f"can keep such runs to {gm.least_run}): the loss can band by {noun} even with "
-        f"lengths interleaved (profile --group-by {by} shows each bucket's mix)"]
+    if head.name == "stride":  # it interleaves the groups already: the bounds make the runs
+        warn = gm.longest_run > MAX_RUN
+        why = (f"even with the {noun}s interleaved (the least any order can: "
+               f"{gm.least_run}; suggest --group-by shows bounds that mix them)")
+    else:
+        warn = gm.longest_run > max(MAX_RUN, gm.least_run)
+        why = (f"where an order can keep such runs to {gm.least_run} (the stride order "
+               f"interleaves the {noun}s too)")
+    msgs = [f"order {head.name}: {gm.longest_run} batches in a row from buckets made mostly "
+            f"of {noun} {gm.longest_run_group!r} {why}: the loss can band by {noun} even "
+            f"with lengths interleaved (profile --group-by {by} shows each bucket's mix)"
+            ] if warn else []
     return out, msgs
 
 

@@ -46,7 +46,12 @@ DropOutside = Annotated[bool, typer.Option(
     "--drop-outside", metavar="", help="Plan without the samples no bucket holds (null, "
     "negative, or outside the bounds once clipped); by default they are an error "
     "that says how many.")]
-
+PlanGroupBy = Annotated[str | None, typer.Option(
+    "--group-by", metavar="COLUMN", help="Interleave the sources too: COLUMN (a string, "
+    "dictionary or integer column) names each sample's source; buckets made mostly of one "
+    "source are interleaved as that source, keeping its runs of steps as short as the "
+    "same-bucket cap allows. plan also reports each source's share of every 50 steps and "
+    "the most steps in a row made mostly of one.", show_default=False)]
 
 Sft = Annotated[str | None, typer.Option(
     "--sft", metavar="PROMPT,COMPLETION",
@@ -82,6 +87,7 @@ class PlanOptions:
     dpo: Dpo = None
     sft_labels: SftLabels = None
     sft_mask: SftMask = None
+    group_by: PlanGroupBy = None
 
     def shape(self) -> Any:
         """The `gpu_profiler.shapes.Shape` of ``--sft``, ``--dpo``, ``--sft-labels`` or
@@ -100,7 +106,8 @@ class PlanOptions:
                     align_ranks=not self.mixed_steps, drop_outside=self.drop_outside,
                     attention_weight=p.cost.attention_weight,
                     cost_curve=p.cost.curve or None, cost_budget=p.cost.budget,
-                    cost_unit=p.cost.unit if p.cost.curve else None, shape=self.shape())
+                    cost_unit=p.cost.unit if p.cost.curve else None, shape=self.shape(),
+                    group_by=self.group_by)
 
 
 def plan_options(command: Callable[..., None]) -> Callable[..., None]:

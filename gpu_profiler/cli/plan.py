@@ -20,11 +20,6 @@ def plan(
         "--emit-order", metavar="FILE",
         help="Also write the bucket of every batch to FILE (one per line, or "
         "numpy .npy).", show_default=False)] = None,
-    group_by: Annotated[str | None, typer.Option(
-        "--group-by", metavar="COLUMN", help="Also say how the plan's steps mix the values "
-        "of COLUMN (a string, dictionary or integer column naming each sample's source): "
-        "each one's share of every 50 steps, and the most steps in a row made mostly of "
-        "one.", show_default=False)] = None,
     *,
     opts: o.ScanOptions,
     sampling: a.PlanOptions,
@@ -49,18 +44,13 @@ def plan(
                                      world_size=opts.world_size, **sampling.sampler(opts))
     indexed = sampler.plan().indices()  # every sample index in batch order, gathered once
     summary = summarize(sampler, split, indexed, opts.grad_accum)
-    if group_by is not None:
+    if sampler.groups is not None:
         from dataclasses import replace
 
         from gpu_profiler.analysis.schedule import plan_mix
-        from gpu_profiler.groups import sample_codes
 
-        codes, names, _ = sample_codes(opts.source(paths), group_by)
-        if codes.size != sampler.lengths.size:  # both read the rows of one split, in order
-            raise ProfilerError(f"--group-by {group_by}: {codes.size:,} rows, but "
-                                f"{sampler.lengths.size:,} lengths")
-        summary = replace(summary, group_by=group_by, groups=plan_mix(
-            *indexed, opts.world_size, codes, names))
+        summary = replace(summary, group_by=sampling.group_by, groups=plan_mix(
+            *indexed, opts.world_size, sampler.groups, sampler.group_names))
     save_plan(opts.output, *indexed, sampler.plan().bucket, summary.to_dict(),
               batch_tokens(sampler, indexed))
     if emit_order:

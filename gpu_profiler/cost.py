@@ -10,6 +10,13 @@ cost is ``rows x row_cost(longest)``, the cost of one row padded to ``longest``:
   dense attention on a padded batch computes), so a batch costs ``rows x (L + A L^2)``. A
   is the cost of one query-key pair relative to one token's linear (MLP + projections)
   cost: about ``1 / (6 d_model)`` for FLOPs of a standard transformer layer;
+- ``varlen``, with ``A``: variable-length attention (FlashAttention's varlen kernels, a
+  padding mask unpadded for attention): the linear layers still run on the padded rows, but
+  each sample attends over its own length, so a batch costs ``rows x L + A x sum(len^2)``
+  over its samples. A fixed batch size is still sized for the worst case (every sample at
+  the bucket's longest); the ``sorted`` policy fills each batch while ``rows x L + A x
+  sum(len^2)`` stays within the budget (`varlen_take`), and every reported cost is
+  ``padded tokens + A x sum(len^2)``;
 - ``curve``: ``row_cost(L)`` read off a measured table (length -> cost of one row at
   that padded length, seconds or bytes), linear between its points, the end segments
   extended beyond them (never below 0; one point: proportional to ``L``).
@@ -63,6 +70,8 @@ class CostModel:
         budget: the most a batch may cost, in ``unit`` (None: the token budget).
         unit: what a cost counts ("tokens" without a curve).
         rows_per_sample: rows a sample makes (2: a DPO pair), each padded to the longest.
+        varlen: the attention term is ``A x sum(len^2)`` over a batch's samples, not ``A x
+            rows x L^2`` (needs ``attention_weight``).
     """
 
     attention_weight: float = 0.0
@@ -70,6 +79,7 @@ class CostModel:
     budget: float | None = None
     unit: str = "tokens"
     rows_per_sample: int = 1
+    varlen: bool = False
 
     def __post_init__(self) -> None:
         a = self.attention_weight
@@ -96,6 +106,9 @@ class CostModel:
             raise ProfilerError(f"a cost unit is a short name, got {self.unit!r}")
         if not curve:
             object.__setattr__(self, "unit", "tokens")
+        if not isinstance(self.varlen, bool) or (self.varlen and not self.attention_weight):
+            raise ProfilerError("varlen attention prices A x sum(len^2): it needs an "
+                                "attention weight A > 0 (--attention-weight)")
         n = self.rows_per_sample
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ROWS_PER_SAMPLE:
             raise ProfilerError(f"rows per sample must be an integer in 1..{MAX_ROWS_PER_SAMPLE}"
@@ -109,13 +122,15 @@ class CostModel:
 
     @property
     def kind(self) -> str:
-        """``tokens``, ``attention`` or ``curve``."""
-        return "curve" if self.curve else "attention" if self.attention_weight else "tokens"
+        """``tokens``, ``attention``, ``varlen-attention`` or ``curve``."""
+        return "curve" if self.curve else "varlen-attention" if self.varlen else \
+            "attention" if self.attention_weight else "tokens"
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "attention_weight": self.attention_weight,
                 "curve": [[length, cost] for length, cost in self.curve] or None,
-                "budget": self.budget, "unit": self.unit, "rows_per_sample": self.rows_per_sample}
+                "budget": self.budget, "unit": self.unit, "rows_per_sample": self.rows_per_sample,
+                "varlen": self.varlen}
 
 
 def _point(pt: Any, i: int) -> tuple[int, float]:
@@ -197,6 +212,32 @@ def batch_cost(rows: Any, longest: Any, model: CostModel) -> Any:
 
     return np.asarray(rows) * row_cost(longest, model) if np.ndim(rows) or np.ndim(longest) \
         else rows * row_cost(longest, model)
+
+
+def varlen_cost(padded: float, sumsq: float, model: CostModel) -> float:
+    """What batches of ``padded`` padded tokens whose samples' squared lengths sum to
+    ``sumsq`` cost under a varlen model: ``rows_per_sample x (padded + A x sumsq)`` (the
+    attention term does not depend on how the samples are batched)."""
+    return model.rows_per_sample * (float(padded) + model.attention_weight * float(sumsq))
+
+
+def varlen_take(rows: int, sumsq: float, length: int, most: int, p: BucketParams) -> int:
+    """How many of ``most`` samples of ``length`` (at least the batch's longest) an open
+    varlen batch of ``rows`` samples whose squared lengths sum to ``sumsq`` may still take:
+    the most ``k`` with ``(rows + k) x length + A x (sumsq + k length^2)`` within the
+    budget (per row a sample makes) and ``rows + k <= max_batch_size``. The same float
+    operations as `gpu_profiler.kernels.plan.sorted_cuts`, so both batch alike."""
+    a, limit, lf = p.cost.attention_weight, float(budget_of(p)) / p.cost.rows_per_sample, \
+        float(length)
+    top = min(most, p.max_batch_size - rows)
+    if top <= 0:
+        return 0
+    k = min(top, max(0, int((limit - rows * lf - a * sumsq) / (lf + a * lf * lf))))
+    while k > 0 and (rows + k) * lf + a * (sumsq + k * lf * lf) > limit:
+        k -= 1
+    while k < top and (rows + k + 1) * lf + a * (sumsq + (k + 1) * lf * lf) <= limit:
+        k += 1
+    return k
 
 
 def budget_of(p: BucketParams) -> float | int:
@@ -332,7 +373,7 @@ def _number(text: str) -> bool:
 
 def cost_model(attention_weight: float | None = None, curve: Any = None,
                budget: float | None = None, unit: str | None = None,
-               rows_per_sample: int = 1) -> CostModel:
+               rows_per_sample: int = 1, varlen: bool = False) -> CostModel:
     """A `CostModel` from the options as given (``curve``: a path, or ``(length, cost)``
     pairs)."""
     points: Sequence[Any] = ()
@@ -342,4 +383,5 @@ def cost_model(attention_weight: float | None = None, curve: Any = None,
     elif curve is not None:
         points = tuple(curve)
     return CostModel(attention_weight=attention_weight or 0.0, curve=tuple(points),
-                     budget=budget, unit=unit or "cost", rows_per_sample=rows_per_sample)
+                     budget=budget, unit=unit or "cost", rows_per_sample=rows_per_sample,
+                     varlen=varlen)

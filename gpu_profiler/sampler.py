@@ -42,7 +42,15 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.interleave import early_buckets, interleave, longest_run, min_run
-from gpu_profiler.cost import batch_rows, batch_rows_array, budget_words, cost_model, row_cost
+from gpu_profiler.cost import (
+    batch_rows,
+    batch_rows_array,
+    budget_of,
+    budget_words,
+    cost_model,
+    row_cost,
+    varlen_cost,
+)
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.piles import shuffled_groups
@@ -172,9 +180,13 @@ def _cuts(values: np.ndarray, cnt: np.ndarray, n: int, p: BucketParams, policy: 
         return np.zeros((0, 2), np.int64), 0
     if policy == "sorted":
         out = np.zeros((n + 1, 2), np.int64)  # at most one batch per sample
+        c = p.cost
+        varlen = np.array([c.attention_weight if c.varlen else 0.0,
+                           float(budget_of(p)) / c.rows_per_sample], np.float64)
         nb, lost = native.kernel("sorted_cuts")(cnt.astype(np.int64),
                                                 batch_rows_array(values, p), int(drop_last),
-                                                out)
+                                                values.astype(np.int64), varlen,
+                                                p.max_batch_size, out)
         return out[:nb], lost
     size = batch_rows(int(values[-1]), p)
     if not size:  # a sample over the budget: the bucket's batch size would be 0
@@ -414,10 +426,12 @@ class BucketBatchSampler:
         drop_outside: train without the samples no bucket holds (null or negative
             lengths, lengths outside ``[bounds[0], bounds[-1])`` once clipped to
             ``max_seq_len``); by default they are an error that says how many and why.
-        attention_weight, cost_curve, cost_budget, cost_unit: the cost model a batch is sized by
+        attention_weight, cost_curve, cost_budget, cost_unit, varlen_attention: the cost
+            model a batch is sized by
             (`gpu_profiler.cost`; ``cost_curve`` a file or ``(length, cost)`` pairs): a
             batch of ``rows`` rows, longest ``L``, costs at most the budget, ``rows x (L + A
-            L^2)`` or ``rows x curve(L)``. By default, ``rows x L <= token_budget``.
+            L^2)``, ``rows x L + A x sum(len^2)`` (``varlen_attention``: fills ``sorted``
+            batches by it) or ``rows x curve(L)``. By default, ``rows x L <= token_budget``.
         rows_per_sample: rows each sample makes, each padded to the batch's longest (2: a
             DPO pair, its prompt with each answer): a batch of ``n`` samples is priced as
             ``n x rows_per_sample`` rows. Default: 2 for ``shape`` a DPO `Shape` (a source
@@ -442,7 +456,8 @@ class BucketBatchSampler:
                  align_ranks: bool = True, drop_outside: bool = False,
                  attention_weight: float = 0.0, cost_curve: Any = None,
                  cost_budget: float | None = None, cost_unit: str | None = None,
-                 rows_per_sample: int | None = None, groups: Any = None,
+                 rows_per_sample: int | None = None, varlen_attention: bool = False,
+                 groups: Any = None,
                  **source: Any) -> None:
         shape = source.get("shape")
         if rows_per_sample is None:
@@ -450,7 +465,8 @@ class BucketBatchSampler:
         self.params = BucketParams(parse_bounds(bounds), max_seq_len, token_budget,
                                    max_batch_size, world_size=world_size,
                                    cost=cost_model(attention_weight, cost_curve, cost_budget,
-                                                   cost_unit, rows_per_sample))
+                                                   cost_unit, rows_per_sample,
+                                                   varlen_attention))
         if policy not in POLICIES:
             raise ProfilerError(f"policy must be fixed, sorted or packed, got {policy!r}")
         if order not in ("stride", "random"):
@@ -864,6 +880,9 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None,
         padded = int(plan.rows().sum()) * p.max_seq_len
         if cost is not None:
             cost = int(plan.rows().sum()) * float(row_cost(p.max_seq_len, p.cost))
+    if p.cost.varlen:  # the padded linear part, and each sample's own attention
+        squares = clipped.astype(np.float64)
+        cost = varlen_cost(padded, float(squares @ squares), p.cost)
     per = np.bincount(plan.bucket, minlength=len(p.bounds) - 1)
     return PlanSummary(p, sampler.policy, sampler.order, sampler.seed, sampler.epoch, split,
                        int(index.size), plan.batches, plan.steps, tuple(int(b) for b in per),

@@ -179,24 +179,55 @@ def shuffle_segments(a, bounds, key):
             a[i], a[pick] = a[pick], a[i]
 
 
+@kernel
+def varlen_take(rows, sumsq, length, most, a, limit, mbs):
+    """How many of ``most`` samples of ``length`` a batch of ``rows`` samples whose squared
+    lengths sum to ``sumsq`` may still take under varlen attention: the most ``k`` with
+    ``(rows + k) x length + a x (sumsq + k length^2) <= limit`` and ``rows + k <= mbs``
+    (`gpu_profiler.cost.varlen_take` is the same, float operation for float operation)."""
+    top = min(most, mbs - rows)
+    if top <= 0:
+        return 0
+    lf = np.float64(length)
+    kf = (limit - rows * lf - a * sumsq) / (lf + a * lf * lf)
+    k = top if kf >= top else (0 if kf <= 0 else int(kf))
+    while k > 0 and (rows + k) * lf + a * (sumsq + k * lf * lf) > limit:
+        k -= 1
+    while k < top and (rows + k + 1) * lf + a * (sumsq + (k + 1) * lf * lf) <= limit:
+        k += 1
+    return k
+
+
 @kernel(nogil=True)
-def sorted_cuts(counts, fit, drop_last, out):
-    """The ``sorted`` policy's batches over one bucket's present lengths (ascending), with
-    ``counts``, as ``out[j] = (start, end)`` sample positions from the bucket's start:
-    filled in order while the rows stay within ``fit[j]``, the rows a batch whose longest
-    is length ``j`` may hold (`gpu_profiler.cost.batch_rows`: the budget and
+def sorted_cuts(counts, fit, drop_last, values, varlen, mbs, out):
+    """The ``sorted`` policy's batches over one bucket's present lengths ``values``
+    (ascending), with ``counts``, as ``out[j] = (start, end)`` sample positions from the
+    bucket's start: filled in order while the rows stay within ``fit[j]``, the rows a batch
+    whose longest is length ``j`` may hold (`gpu_profiler.cost.batch_rows`: the budget and
     ``max_batch_size`` together; it never grows with the length); a length with ``fit`` 0
     (over the budget) gets one batch per sample. With ``drop_last`` the last batch of
     fitting samples is dropped when it could still take one of its longest length.
+    ``varlen = (A, limit)`` with ``A > 0``: varlen attention, a batch is filled while
+    ``rows x longest + A x sum(len^2) <= limit`` (and ``rows <= mbs``), `varlen_take`.
     Returns ``(batches, dropped samples)``: the policy's numbers
     (`gpu_profiler.analysis.policies`), plus one batch per over-budget sample, which the
     policy leaves out as unbatchable."""
-    nb, pos, rows, full, dropped = 0, 0, 0, 0, 0
+    a, limit = varlen[0], varlen[1]
+    nb, pos, rows, full, dropped, longest = 0, 0, 0, 0, 0, 0
+    sumsq = 0.0
     for j in range(counts.size + 1):
         c = counts[j] if j < counts.size else 0
-        f = fit[j] if j < counts.size else 0
+        v = values[j] if j < counts.size else 0
+        if j == counts.size:
+            f = 0
+        elif a > 0:
+            f = varlen_take(0, 0.0, v, mbs, a, limit, mbs)
+        else:
+            f = fit[j]
         if rows and (j == counts.size or f == 0):  # the open batch is the last that fits
-            if drop_last and rows < full:
+            more = varlen_take(rows, sumsq, longest, 1, a, limit, mbs) if a > 0 else \
+                (1 if rows < full else 0)
+            if drop_last and more:
                 dropped = rows
             else:
                 out[nb, 0], out[nb, 1] = pos - rows, pos
@@ -211,8 +242,13 @@ def sorted_cuts(counts, fit, drop_last, out):
                 pos += 1
             continue
         if rows:
-            take = min(c, f - rows) if f > rows else 0
+            if a > 0:
+                take = varlen_take(rows, sumsq, v, c, a, limit, mbs)
+            else:
+                take = min(c, f - rows) if f > rows else 0
             rows, pos, full, c = rows + take, pos + take, f, c - take
+            sumsq += take * np.float64(v) * np.float64(v)
+            longest = v
             if c:
                 out[nb, 0], out[nb, 1] = pos - rows, pos
                 nb += 1
@@ -223,7 +259,8 @@ def sorted_cuts(counts, fit, drop_last, out):
             pos += f
             c -= f
         if c:
-            rows, pos, full = c, pos + c, f
+            rows, pos, full, longest = c, pos + c, f, v
+            sumsq = c * np.float64(v) * np.float64(v)
     return (nb, dropped)
 
 

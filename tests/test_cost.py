@@ -433,3 +433,114 @@ def test_a_units_brackets_are_text(unit, tmp_path, capsys):
         rc, out, err = run_cli([*cmd, "--cost-curve", path, "--cost-budget", "1",
                                 "--width", "200"], capsys)
         assert rc == 0 and unit in out, (cmd[0], err)
+
+
+# ---------------------------------------------------------------- varlen attention
+def brute_varlen(x, p, a, budget):
+    """The sorted policy under varlen attention by hand, in exact rationals: each bucket's
+    samples ascending, one at a time into the open batch while rows x longest + A x
+    sum(len^2) <= budget and rows <= max_batch_size."""
+    clipped = np.sort(np.minimum(x, p.max_seq_len))
+    A = Fraction(a)
+
+    def fits(batch):
+        return len(batch) <= p.max_batch_size and \
+            len(batch) * max(batch) + A * sum(v * v for v in batch) <= budget
+
+    out = []
+    for lo, hi in zip(p.bounds[:-1], p.bounds[1:], strict=True):
+        batches, open_, unbatchable = [], [], 0
+        for v in clipped[(clipped >= lo) & (clipped < hi)].tolist():
+            if not fits([v]):
+                unbatchable += 1
+            elif open_ and fits(open_ + [v]):
+                open_.append(v)
+            else:
+                if open_:
+                    batches.append(open_)
+                open_ = [v]
+        if open_:
+            batches.append(open_)
+        out.append((batches, unbatchable))
+    return out
+
+
+@pytest.mark.parametrize("a, budget", [(1 / 1024, 49152), (1 / 64, 300_000), (0.3, 10**7)])
+def test_varlen_sorted_batches_are_the_brute_force_greedy_and_cost_their_formula(a, budget):
+    """Each batch holds samples while rows x longest + A x sum(len^2) fits; padded
+    attention would fit fewer, so batches grow; the cost is that sum over batches; the
+    sampler cuts the same batches the policy counts."""
+    x = lengths(4000, seed=5)
+    p = BucketParams(max_seq_len=4096, bounds=(0, 500, 1500, 4097),
+                     cost=CostModel(attention_weight=a, budget=budget, varlen=True))
+    padded = evaluate_policy(hist_of(x), "sorted", replace(p, cost=replace(p.cost, varlen=False)))
+    pol = evaluate_policy(hist_of(x), "sorted", p)
+    want_cost = 0
+    for b, (batches, unbatchable) in zip(pol.buckets, brute_varlen(x, p, a, budget),
+                                         strict=True):
+        sizes = [len(bt) for bt in batches]
+        assert (b.batches, b.unbatchable_samples) == (len(batches), unbatchable)
+        assert (b.min_batch_size, b.max_batch_size) == (min(sizes, default=0),
+                                                        max(sizes, default=0))
+        assert b.padded_tokens == sum(len(bt) * max(bt) for bt in batches)
+        cost = sum(len(bt) * max(bt) + Fraction(a) * sum(v * v for v in bt) for bt in batches)
+        assert b.cost == pytest.approx(float(cost), rel=1e-12)
+        want_cost += cost
+    assert pol.total_batches < padded.total_batches
+    assert pol.cost == pytest.approx(float(want_cost), rel=1e-12)
+    s = BucketBatchSampler(x, bounds=p.bounds, max_seq_len=4096, policy="sorted",
+                           attention_weight=a, cost_budget=budget, varlen_attention=True)
+    assert len(s) == pol.total_batches
+    for batch in s:
+        v = np.minimum(x[batch], 4096)
+        assert len(batch) * int(v.max()) + Fraction(a) * int((v * v).sum()) <= budget
+
+
+@pytest.mark.parametrize("policy", ["estimate", "fixed", "packed"])
+def test_varlen_changes_the_cost_not_the_fixed_batch_sizes(policy):
+    """fixed (and packed) batches are sized for the worst case, as padded attention
+    sizes them; their cost is the padded tokens plus A x every kept sample's length^2."""
+    x = lengths(3000, seed=9)
+    a, budget = 1 / 512, 400_000
+    p = BucketParams(max_seq_len=4096, bounds=(0, 700, 2000, 4097),
+                     cost=CostModel(attention_weight=a, budget=budget, varlen=True))
+    q = replace(p, cost=replace(p.cost, varlen=False))
+    h = hist_of(x)
+    var, pad = evaluate_policy(h, policy, p), evaluate_policy(h, policy, q)
+    assert var.total_batches == pad.total_batches and var.padded_tokens == pad.padded_tokens
+    clipped = np.minimum(x, 4096).astype(object)
+    want = var.padded_tokens + Fraction(a) * sum(v * v for v in clipped)
+    assert var.cost == pytest.approx(float(want), rel=1e-9)
+    assert var.cost < pad.cost
+    if policy == "estimate":
+        t = bucket_table(h, p)
+        assert sum(r.est_cost for r in t.buckets) == pytest.approx(float(want), rel=1e-9)
+
+
+def test_varlen_in_the_cli_plan_and_state(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    x = lengths(3000, seed=2)
+    pq.write_table(pa.table({"length": x}), tmp_path / "x.parquet")
+    args = ["--attention-weight", "0.001", "--cost-budget", "200000", "--varlen-attention"]
+    rc, out, err = run_cli(["profile", tmp_path / "x.parquet", *args, "--policy", "sorted",
+                            "-f", "json"], capsys)
+    assert rc == 0, err
+    d = json.loads(out)
+    jsonschema.validate(d, load("profile"), cls=jsonschema.Draft202012Validator)
+    assert d["params"]["cost"]["kind"] == "varlen-attention" and d["params"]["cost"]["varlen"]
+    rc, out, err = run_cli(["plan", tmp_path / "x.parquet", *args, "--policy", "sorted",
+                            "-o", tmp_path / "p.npz", "-f", "json"], capsys)
+    assert rc == 0, err
+    plan = json.loads(out)
+    sorted_policy = next(q for q in d["policies"] if q["name"] == "sorted")
+    assert plan["batches"] == sorted_policy["total_batches"]
+    assert plan["cost"] == pytest.approx(sorted_policy["cost"], rel=1e-9)
+    rc, _, err = run_cli(["profile", tmp_path / "x.parquet", "--varlen-attention"], capsys)
+    assert rc == 2 and "needs an attention weight" in err, err
+    s = BucketBatchSampler(x, attention_weight=0.001, cost_budget=200000,
+                           varlen_attention=True)
+    with pytest.raises(ProfilerError, match="cost"):
+        BucketBatchSampler(x, attention_weight=0.001, cost_budget=200000).load_state_dict(
+            s.state_dict())

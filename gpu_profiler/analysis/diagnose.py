@@ -60,7 +60,7 @@ OFFSETS = (0, 1, -1, 2, -2)
 SAMPLER_OPTIONS = ("bounds", "max_seq_len", "token_budget", "max_batch_size", "policy",
                    "order", "seed", "drop_last", "max_run", "align_ranks", "drop_outside",
                    "attention_weight", "cost_curve", "cost_budget", "cost_unit", "shape",
-                   "rows_per_sample", "group_by")
+                   "rows_per_sample", "group_by", "varlen_attention")
 #: Backfitting rounds of trend and bucket effects.
 _ROUNDS = 3
 

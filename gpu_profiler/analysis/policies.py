@@ -32,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.buckets import clipped_counts
-from gpu_profiler.cost import batch_rows, batch_rows_array, budget_option, budget_words, row_cost
+from gpu_profiler.cost import (
+    batch_rows,
+    batch_rows_array,
+    budget_option,
+    budget_words,
+    row_cost,
+    varlen_cost,
+    varlen_take,
+)
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
@@ -284,10 +292,17 @@ def _estimate_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParam
     n, tokens = int(cnt.sum()), int(cnt @ values)
     max_len = int(values[-1]) if n else 0
     size = batch_size_for(max_len, p)
+    cost = varlen_cost(n * max_len, _sumsq(values, cnt), p.cost) if p.cost.varlen else \
+        n * float(row_cost(max_len, p.cost))
     return dict(samples=n, batches=n / max(size, 1), batch_size=size, min_batch_size=size,
                 max_batch_size=size, tokens=tokens, padded_tokens=n * max_len,
-                dropped_samples=0, unbatchable_samples=n if n and not size else 0,
-                cost=n * float(row_cost(max_len, p.cost)))
+                dropped_samples=0, unbatchable_samples=n if n and not size else 0, cost=cost)
+
+
+def _sumsq(values: np.ndarray, cnt: np.ndarray) -> float:
+    """The samples' squared lengths summed (the varlen attention term, `varlen_cost`)."""
+    v = values.astype(np.float64)
+    return float(cnt @ (v * v))
 
 
 def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
@@ -314,6 +329,8 @@ def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
         sizes.append(rest)
     dropped = rest if drop_last else 0
     kept = n - dropped
+    if p.cost.varlen:  # the expected squared lengths of the samples kept
+        cost = varlen_cost(padded, _sumsq(values, cnt) * kept / n, p.cost)
     return dict(samples=kept, batches=full + (1 if rest and not drop_last else 0),
                 batch_size=size, min_batch_size=min(sizes, default=0),
                 max_batch_size=max(sizes, default=0),
@@ -328,6 +345,8 @@ def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
     cost = 0.0
     min_rows, max_rows = None, 0
     rows = open_tokens = longest = 0  # the open (not yet closed) batch
+    sumsq = kept_sumsq = 0.0  # the open batch's squared lengths, and the kept samples'
+    varlen = p.cost.varlen
 
     price = dict(zip(values.tolist(), np.asarray(row_cost(values, p.cost), np.float64).tolist(),
                      strict=True))  # the row cost of each present length, priced at once
@@ -340,33 +359,43 @@ def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
         min_rows = r if min_rows is None else min(min_rows, r)
         max_rows = max(max_rows, r)
 
-    caps = batch_rows_array(values, p).tolist()  # `batch_size_for` of every length at once
+    mbs = p.max_batch_size
+    # `batch_size_for` of every length at once; varlen: a fresh batch of one length
+    caps = [varlen_take(0, 0.0, v, mbs, p) for v in values.tolist()] if varlen else \
+        batch_rows_array(values, p).tolist()
     for v, c, cap in zip(values.tolist(), cnt.tolist(), caps, strict=True):
         if cap == 0:  # ascending: this and every longer length exceed the budget
             unbatchable = int(cnt[values >= v].sum())
             break
         if rows:
-            take = min(c, max(cap - rows, 0))
+            take = varlen_take(rows, sumsq, v, c, p) if varlen else min(c, max(cap - rows, 0))
             if take:
                 rows, open_tokens, longest, c = rows + take, open_tokens + take * v, v, c - take
+                sumsq += take * float(v) * float(v)
             if c:
                 close(rows, longest)
-                tokens, kept = tokens + open_tokens, kept + rows
+                tokens, kept, kept_sumsq = tokens + open_tokens, kept + rows, kept_sumsq + sumsq
                 rows = open_tokens = 0
         if c:
             full, rest = divmod(c, cap)
             if full:
                 close(cap, v, full)
                 tokens, kept = tokens + full * cap * v, kept + full * cap
+                kept_sumsq += full * cap * float(v) * float(v)
             if rest:
                 rows, open_tokens, longest = rest, rest * v, v
+                sumsq = rest * float(v) * float(v)
     dropped = 0
     if rows:
-        if drop_last and rows < batch_size_for(longest, p):
+        more = varlen_take(rows, sumsq, longest, 1, p) if varlen else \
+            rows < batch_size_for(longest, p)
+        if drop_last and more:
             dropped = rows
         else:
             close(rows, longest)
-            tokens, kept = tokens + open_tokens, kept + rows
+            tokens, kept, kept_sumsq = tokens + open_tokens, kept + rows, kept_sumsq + sumsq
+    if varlen:
+        cost = varlen_cost(padded, kept_sumsq, p.cost)
     return dict(samples=kept, batches=batches, batch_size=kept / batches if batches else 0.0,
                 min_batch_size=min_rows or 0, max_batch_size=max_rows, tokens=tokens,
                 padded_tokens=padded, dropped_samples=dropped, unbatchable_samples=unbatchable,
@@ -447,7 +476,9 @@ def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
         unbatchable_samples=0, rows=rows, rows_per_batch=per_batch,
         packing_efficiency=tokens / (rows * p.max_seq_len) if rows else 0.0,
         algorithm=algorithm, warnings=tuple(warnings),
-        cost=None if p.cost.is_default else kept_rows * float(row_cost(p.max_seq_len, p.cost)))
+        cost=None if p.cost.is_default else varlen_cost(
+            padded, _sumsq(values, cnt) * (kept_rows / rows if drop_last and rest else 1),
+            p.cost) if p.cost.varlen else kept_rows * float(row_cost(p.max_seq_len, p.cost)))
 
 
 def pack_rows(values: np.ndarray, counts: np.ndarray, capacity: int,

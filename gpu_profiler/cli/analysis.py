@@ -106,7 +106,8 @@ class PlanOptions:
                     align_ranks=not self.mixed_steps, drop_outside=self.drop_outside,
                     attention_weight=p.cost.attention_weight,
                     cost_curve=p.cost.curve or None, cost_budget=p.cost.budget,
-                    cost_unit=p.cost.unit if p.cost.curve else None, shape=self.shape(),
+                    cost_unit=p.cost.unit if p.cost.curve else None,
+                    varlen_attention=p.cost.varlen, shape=self.shape(),
                     group_by=self.group_by)
 
 

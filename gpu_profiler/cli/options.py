@@ -106,6 +106,11 @@ CostCurve = Annotated[str | None, typer.Option(
     help="Cost a batch as rows x curve(longest): a measured table, CSV 'length,<unit>' "
     "lines or JSON, of one row's cost (seconds, bytes) at a padded length, linear in "
     "between; needs --cost-budget.", show_default=False)]
+VarlenAttention = Annotated[bool, typer.Option(
+    "--varlen-attention", metavar="",
+    help="With --attention-weight A: the attention is variable-length (FlashAttention "
+    "varlen): a batch costs rows x longest + A x the sum of its samples' length^2. sorted "
+    "batches fill under that; fixed sizes stay the worst case.")]
 CostBudget = Annotated[float | None, typer.Option(
     "--cost-budget", metavar="X",
     help="The most a batch may cost, in the cost model's unit (default: --token-budget).",
@@ -184,6 +189,7 @@ class ScanOptions:
     attention_weight: AttentionWeight = 0.0
     cost_curve: CostCurve = None
     cost_budget: CostBudget = None
+    varlen_attention: VarlenAttention = False
     grad_accum: GradAccum = BucketParams.grad_accum
     world_size: WorldSize = BucketParams.world_size
     output_format: OutFormat = OutputFormat.table
@@ -213,11 +219,12 @@ class ScanOptions:
                 "cost": self.cost()}
 
     def cost(self) -> Any:
-        """The `CostModel` of ``--attention-weight``, ``--cost-curve`` and
-        ``--cost-budget`` (the curve file read and checked)."""
+        """The `CostModel` of ``--attention-weight``, ``--cost-curve``, ``--cost-budget``
+        and ``--varlen-attention`` (the curve file read and checked)."""
         from gpu_profiler.cost import cost_model
 
-        return cost_model(self.attention_weight, self.cost_curve, self.cost_budget)
+        return cost_model(self.attention_weight, self.cost_curve, self.cost_budget,
+                          varlen=self.varlen_attention)
 
     def params(self) -> Any:
         """The `BucketParams` (bounds parsed and checked)."""

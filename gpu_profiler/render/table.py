@@ -94,7 +94,8 @@ def _cost_caption(tables: list[tuple[str, BucketTable]]) -> str:
         return ""
     c = next(iter(costs))
     how = (f"rows x (longest + {c.attention_weight:g} x longest^2)" if c.kind == "attention"
-           else "rows x curve(longest)")
+           else f"rows x longest + {c.attention_weight:g} x sum(length^2)"
+           if c.kind == "varlen-attention" else "rows x curve(longest)")
     from rich.markup import escape  # a unit is text (a curve file's header), not markup
 
     return (f"\ncost: samples x row cost at the bucket's max, {how}, in {escape(c.unit)}; % cost: "

@@ -253,6 +253,16 @@ def budget_words(p: BucketParams) -> str:
     return f"cost budget ({budget_of(p):g} {p.cost.unit} a batch, {p.cost.kind} cost{rows})"
 
 
+def cost_words(model: CostModel, estimate: bool = False) -> str:
+    """How a view's cost column is counted, in words: a bucket's estimate (``samples``
+    at the bucket's max) or batches (``rows`` at each one's longest, summed)."""
+    rows, at, summed = ("samples", "the bucket's max", "") if estimate else \
+        ("rows", "the longest", ", summed over batches")
+    if model.varlen:
+        return f"{rows} x {at} + {model.attention_weight:g} x sum(length^2){summed}"
+    return f"{rows} x row cost at {at}{summed}"
+
+
 def budget_option(p: BucketParams) -> str:
     """The option that raises the budget."""
     return "--token-budget" if p.cost.budget is None else "--cost-budget"

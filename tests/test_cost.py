@@ -544,3 +544,21 @@ def test_varlen_in_the_cli_plan_and_state(tmp_path, capsys):
     with pytest.raises(ProfilerError, match="cost"):
         BucketBatchSampler(x, attention_weight=0.001, cost_budget=200000).load_state_dict(
             s.state_dict())
+
+
+def test_every_view_says_how_a_varlen_cost_is_counted(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"length": lengths(2000, seed=4)}), tmp_path / "x.parquet")
+    args = ["profile", tmp_path / "x.parquet", "--attention-weight", "0.001",
+            "--varlen-attention", "--policy", "sorted", "--width", "240"]
+    rc, out, err = run_cli([*args, "-f", "table"], capsys)
+    assert rc == 0, err
+    out = " ".join(out.split())  # captions wrap
+    assert "samples x the bucket's max + 0.001 x sum(length^2)" in out, out
+    assert "rows x the longest + 0.001 x sum(length^2), summed over batches" in out, out
+    rc, _, err = run_cli(["report", *args[1:5], "-o", tmp_path / "r.html"], capsys)
+    assert rc == 0, err
+    html = (tmp_path / "r.html").read_text()
+    assert html.count("0.001 x sum(length^2)") >= 2 and "varlen-attention cost model" in html

@@ -113,7 +113,8 @@ def _policies_html(saved):
     from gpu_profiler import profile
     from gpu_profiler.render.report import policies
 
-    return policies(profile(str(saved), policies="all").policies)
+    result = profile(str(saved), policies="all")
+    return policies(result.policies, result.table.params.cost)
 
 
 def _header(html: str, ident: str) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
 from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.analysis.policies import PolicyResult
+from gpu_profiler.cost import cost_words
 
 SHARES_NOTE = ("samples % / tokens % / batches %: a bucket's share of the gradient under "
                "per-sample, per-token, and per-batch loss averaging (per-batch: each "
@@ -107,7 +108,7 @@ def policies_view(pols: Sequence[PolicyResult], params: Any) -> Any:
                       + (f"cost ({escape(params.cost.unit)})",) * _priced(pols),
                       caption="padded tokens: rows x longest row, summed over batches "
                               "(fixed: expected over random within-bucket batches)"
-                              + ("; cost: rows x row cost at the longest, summed over batches "
+                              + (f"; cost: {cost_words(params.cost)} "
                                  "(docs/guide/cost.md)") * _priced(pols))
     for p in pols:
         view.add_row(p.name + (" (drop_last)" if p.drop_last else ""), _n(p.total_batches),

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
+from gpu_profiler.cost import cost_words
 from gpu_profiler.render.analysis import policy_note
 
 _CSS = """
@@ -89,12 +90,12 @@ def buckets(split: str, t: Any) -> str:
     rows = [[getattr(b, k) for k, _ in cols] for b in t.buckets]
     caption = f"buckets ({split})"
     if not t.params.cost.is_default:
-        caption += (f"; est. cost: samples x row cost at the bucket's max, in "
+        caption += (f"; est. cost: {cost_words(t.params.cost, estimate=True)}, in "
                     f"{t.params.cost.unit} ({t.params.cost.kind} cost model)")
     return table(caption, cols, rows, f"buckets-{split}")
 
 
-def policies(pols: Sequence[Any]) -> str:
+def policies(pols: Sequence[Any], cost: Any) -> str:
     """Every policy side by side, then each one's buckets. Whether a policy's tokens and
     padded tokens are counts or expectations over random batches (``fixed``: fractions)
     is a column of its own; ``sorted``'s batch size is a mean, shown with its range."""
@@ -107,7 +108,7 @@ def policies(pols: Sequence[Any]) -> str:
     out = [table("batching policies" + (f" of split {split}" if split else "")
                  + ": padded tokens are rows x longest row, summed over batches; expected: "
                  "over random within-bucket batches, exact: counted"
-                 + ("; cost: rows x row cost at the longest, summed over batches"
+                 + (f"; cost: {cost_words(cost)}"
                     if any(p.cost is not None for p in pols) else ""), cols,
                  [[*(getattr(p, k) for k, _ in cols[:-1]),
                    "expected" if p.expected else "exact"] for p in pols], "policies")]
@@ -269,7 +270,7 @@ def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any
              figure(*figures["profile"]),
              section,
              "<h2>Warnings</h2>", warnings(found),
-             "<h2>Batching policies</h2>", policies(pols),
+             "<h2>Batching policies</h2>", policies(pols, tables[-1][1].params.cost),
              "<h2>Bounds suggestions</h2>", proposals(suggestion),
              figure(*figures["suggest"]) if "suggest" in figures else "",
              "<h2>Batch order</h2>", orders(schedule), figure(*figures["schedule"]),

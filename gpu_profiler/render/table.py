@@ -93,12 +93,13 @@ def _cost_caption(tables: list[tuple[str, BucketTable]]) -> str:
     if not costs:
         return ""
     c = next(iter(costs))
-    how = (f"rows x (longest + {c.attention_weight:g} x longest^2)" if c.kind == "attention"
-           else f"rows x longest + {c.attention_weight:g} x sum(length^2)"
-           if c.kind == "varlen-attention" else "rows x curve(longest)")
     from rich.markup import escape  # a unit is text (a curve file's header), not markup
 
-    return (f"\ncost: samples x row cost at the bucket's max, {how}, in {escape(c.unit)}; % cost: "
+    from gpu_profiler.cost import cost_words
+
+    how = (f", rows x (longest + {c.attention_weight:g} x longest^2)" if c.kind == "attention"
+           else ", rows x curve(longest)" if c.kind == "curve" else "")
+    return (f"\ncost: {cost_words(c, estimate=True)}{how}, in {escape(c.unit)}; % cost: "
             "share of the epoch's")
 
 

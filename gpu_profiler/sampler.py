@@ -237,32 +237,17 @@ def _lay_out(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket:
     return EpochPlan(layout, s, e, bk, world, dropped, split, min_run(units), rows)
 
 
-#: Samples whose sources `_classes` counts at once (bounds its memory whatever the epoch).
-CLASS_CHUNK = 1 << 22
-
-
 def _classes(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket: np.ndarray,
              sources: np.ndarray) -> np.ndarray:
     """Per bucket, the source making its batches' samples mostly (by the rule of
-    `gpu_profiler.analysis.mixture.dominant`), -1 for none; counted a run of batches of
-    about `CLASS_CHUNK` samples at a time."""
+    `gpu_profiler.analysis.mixture.dominant`), -1 for none."""
+    from gpu_profiler import native
     from gpu_profiler.analysis.mixture import dominant
 
     k, g = per_bucket.size, int(sources.max(initial=0)) + 1
-    bucket = np.repeat(np.arange(k, dtype=np.int64), per_bucket)
-    sizes = end - start
-    ends = np.cumsum(sizes)
     counts = np.zeros(k * g, np.int64)
-    j0 = 0
-    while j0 < sizes.size:
-        done = int(ends[j0 - 1]) if j0 else 0
-        j1 = max(j0 + 1, int(np.searchsorted(ends, done + CLASS_CHUNK, "right")))
-        sz = sizes[j0:j1]
-        first = np.concatenate(([0], np.cumsum(sz)[:-1]))
-        pos = np.repeat(start[j0:j1] - first, sz) + np.arange(int(sz.sum()))
-        counts += np.bincount(np.repeat(bucket[j0:j1], sz) * g + sources[layout[pos]],
-                              minlength=k * g)
-        j0 = j1
+    native.kernel("source_counts")(layout.astype(np.int64, copy=False), start, end,
+                                   per_bucket, sources, g, counts)
     table = counts.reshape(k, g).astype(np.float64)
     whole = table.sum()
     return dominant(table, table.sum(axis=0) / whole * 100 if whole else np.zeros(g))

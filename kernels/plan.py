@@ -265,6 +265,19 @@ def sorted_cuts(counts, fit, drop_last, values, varlen, mbs, out):
 
 
 @kernel(nogil=True)
+def source_counts(layout, start, end, per_bucket, sources, groups, counts):
+    """``counts[b * groups + s] +=`` the samples of source ``s`` in bucket ``b``'s batches:
+    batch ``j`` holds ``layout[start[j]:end[j]]``, the batches grouped by bucket
+    (``per_bucket[b]`` each, in bucket order)."""
+    j = 0
+    for b in range(per_bucket.size):
+        for _ in range(per_bucket[b]):
+            for i in range(start[j], end[j]):
+                counts[b * groups + sources[layout[i]]] += 1
+            j += 1
+
+
+@kernel(nogil=True)
 def expand(seq, first, unit, out, taken):
     """Batch numbers of the planned groups: group ``t`` of bucket ``b = seq[t]`` (its
     ``j``-th) is batches ``first[b] + j * unit + u`` for ``u < unit``, written to

@@ -169,12 +169,18 @@ def test_epochs_reshuffle_and_repeat_by_seed():
 def test_native_and_jit_plans_are_identical():
     x = sft_lengths(4000, seed=4)
 
+    groups = np.where(x > 1500, "long", np.where(x < 300, "short", "mid"))
+    kinds = [dict(), dict(groups=groups),
+             dict(attention_weight=1 / 4096, cost_budget=60_000, varlen_attention=True)]
+
     def plans():
         out = []
         for policy in ("fixed", "sorted"):
-            plan = gp.BucketBatchSampler(x, policy=policy, world_size=3, seed=11).plan()
-            out.append((plan.layout.tobytes(), plan.start.tobytes(), plan.end.tobytes(),
-                        plan.bucket.tobytes()))
+            for kw in kinds:
+                plan = gp.BucketBatchSampler(x, policy=policy, world_size=3, seed=11,
+                                             **kw).plan()
+                out.append((plan.layout.tobytes(), plan.start.tobytes(), plan.end.tobytes(),
+                            plan.bucket.tobytes()))
         return out
 
     native_plans = plans()

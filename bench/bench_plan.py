@@ -54,8 +54,12 @@ SEED = 20261214
 CHUNK = 1 << 22  # lengths generated 4M at a time (32 MiB of float64 scratch)
 TARGET_S = 5.0
 TARGET_GIB = 2.0
-CASES = {"fixed, world_size 1": ("fixed", 1), "sorted, world_size 1": ("sorted", 1),
-         "fixed, world_size 8": ("fixed", 8)}
+#: Sources of the grouped case: the samples at or above `LONG` are the last one's (code),
+#: the others uniform over the rest; the planner interleaves the sources too.
+SOURCES, LONG = 50, 3296
+CASES = {"fixed, world_size 1": ("fixed", 1, 0), "sorted, world_size 1": ("sorted", 1, 0),
+         "fixed, world_size 8": ("fixed", 8, 0),
+         "fixed, world_size 8, 50 sources": ("fixed", 8, SOURCES)}
 BASELINE = "numpy baseline (searchsorted + stable argsort + permutation per bucket)"
 #: Files the measured code lives in: the md says whether they differ from the commit.
 CODE = ("gpu_profiler/sampler.py", "gpu_profiler/piles.py", "kernels/plan.py",
@@ -73,6 +77,18 @@ def sft_lengths(n: int) -> Any:
     for lo in range(0, n, CHUNK):
         m = min(CHUNK, n - lo)
         out[lo:lo + m] = np.clip(rng.lognormal(math.log(600), 1.124, m), 1, 131072)
+    return out
+
+
+def source_labels(x: Any, sources: int, np: Any) -> Any:
+    """int8 labels: `LONG` and longer the last source's, the rest uniform over the others
+    (seeded, in chunks)."""
+    out = np.empty(x.size, np.int8)
+    rng = np.random.default_rng(SEED + 1)
+    for lo in range(0, x.size, CHUNK):
+        hi = min(x.size, lo + CHUNK)
+        out[lo:hi] = np.where(x[lo:hi] >= LONG, sources - 1,
+                              rng.integers(0, sources - 1, hi - lo))
     return out
 
 
@@ -132,11 +148,14 @@ def child(spec: dict) -> dict:
                 calls.append((self.name, since(u)))
 
         native._Native.__call__ = timed  # type: ignore[method-assign]
+    groups = None
+    if spec.get("sources"):
+        groups = source_labels(x, spec["sources"], np)
     out["rss_before_mib"] = rss_mib()
     out["maxrss_before_mib"] = maxrss_mib()
     u = usage()
     s = gpu_profiler.BucketBatchSampler(x, policy=spec["policy"],
-                                        world_size=spec["world_size"])
+                                        world_size=spec["world_size"], groups=groups)
     plan = s.plan()
     out |= since(u)
     out["cpu_s"] = out["user_s"] + out["sys_s"]
@@ -307,10 +326,10 @@ def main() -> None:
     warm = run_child({"kind": "plan", "policy": "fixed", "world_size": 1, "samples": n})
     runs: dict[str, list[dict]] = {name: [] for name in (*CASES, BASELINE)}
     for i in range(max(args.repeat, args.baseline_repeat)):
-        for name, (policy, world) in CASES.items():
+        for name, (policy, world, sources) in CASES.items():
             if i < args.repeat:
                 r = run_child({"kind": "plan", "policy": policy, "world_size": world,
-                               "samples": n})
+                               "samples": n, "sources": sources})
                 runs[name].append(r)
                 say(f"round {i + 1} {name}: {r['wall_s']:.2f} s, peak {r['peak_mib']:.0f} MiB"
                     f" (before {r['rss_before_mib']:.0f} MiB)")
@@ -319,9 +338,9 @@ def main() -> None:
             runs[BASELINE].append(r)
             say(f"round {i + 1} baseline: {r['wall_s']:.2f} s, peak {r['peak_mib']:.0f} MiB")
     breakdown = {}
-    for name, (policy, world) in CASES.items():
+    for name, (policy, world, sources) in CASES.items():
         breakdown[name] = run_child({"kind": "breakdown", "policy": policy,
-                                     "world_size": world, "samples": n})
+                                     "world_size": world, "samples": n, "sources": sources})
         say(f"breakdown {name}: epochs 0, 1, 2 "
             + ", ".join(f"{e['wall_s']:.2f} s (peak {e['peak_mib']:.0f} MiB)"
                         for e in breakdown[name]["epochs"]))

@@ -97,7 +97,7 @@ def sample_codes(source: Source, by: str) -> tuple[np.ndarray, list[str], str | 
         names: dict[str, int] = {}
         out = []
         for batch in coalesced(part.batches([by], codes=(by,))):
-            codes, local = encoded(batch.column(0), labels)
+            codes, local = _encoded(batch.column(0), labels)
             used = np.bincount(codes, minlength=len(local)) > 0  # (null) only if there is one
             to_part = np.asarray([names.setdefault(n, len(names)) if u else -1
                                   for n, u in zip(local, used, strict=True)], np.int32)
@@ -209,7 +209,7 @@ def _split(batch: pa.RecordBatch, spec: LengthSpec, backend: Backend,
         return
     chunk = array_to_chunk(batch.column(0), spec)
     data = np.diff(chunk.data.astype(np.int64)) if chunk.offsets else chunk.data
-    codes, names = encoded(batch.column(1), labels)
+    codes, names = _encoded(batch.column(1), labels)
     counts = np.bincount(codes, minlength=len(names))
     present = np.flatnonzero(counts)
     if present.size == 1:
@@ -230,7 +230,7 @@ def _split(batch: pa.RecordBatch, spec: LengthSpec, backend: Backend,
         yield names[code], backend.histogram([part], None)
 
 
-def encoded(column: pa.Array, labels: list[str] | None) -> tuple[np.ndarray, list[str]]:
+def _encoded(column: pa.Array, labels: list[str] | None) -> tuple[np.ndarray, list[str]]:
     """A batch's group column as codes into its names (its values, or their ClassLabel
     ``labels``), the last name `NULL`, the code of a null."""
     encoded = column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)

@@ -52,6 +52,7 @@ from gpu_profiler.cost import (
     varlen_cost,
 )
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.labels import label_codes, on_host
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.piles import shuffled_groups
 
@@ -298,7 +299,7 @@ def _as_lengths(lengths: Any) -> np.ndarray:
 
         x = read(x)
     try:
-        x = np.asarray(_on_host(x))
+        x = np.asarray(on_host(x))
     except (TypeError, ValueError) as exc:
         raise ProfilerError(f"lengths must be a 1-D integer array: {exc}") from None
     if x.ndim != 1 or not (np.issubdtype(x.dtype, np.integer) or x.size == 0):
@@ -307,14 +308,6 @@ def _as_lengths(lengths: Any) -> np.ndarray:
         raise ProfilerError("lengths above 2**63 - 1 are not lengths")
     return np.ascontiguousarray(x, np.int32 if x.dtype in (np.int8, np.int16, np.int32,
                                                            np.uint8, np.uint16) else np.int64)
-
-
-def _on_host(x: Any) -> Any:
-    """A torch tensor (on any device) or a cupy array as numpy; anything else as it is."""
-    module = type(x).__module__.split(".")[0]
-    if module == "torch":
-        return x.detach().cpu().numpy()
-    return x.get() if module == "cupy" else x
 
 
 def _digest(x: np.ndarray) -> str:
@@ -328,43 +321,22 @@ def _group_codes(groups: Any, lengths: Any, source: dict[str, Any], n: int
                  ) -> tuple[np.ndarray | None, list[str]]:
     """Each of the ``n`` samples' source as int32 codes into names (`BucketBatchSampler`'s
     ``groups``): a column read from the same rows as the lengths (a source, ``source`` its
-    fields), or labels in memory."""
+    fields), or labels in memory (`gpu_profiler.labels`)."""
     if groups is None:
         return None, []
-    import pyarrow as pa
+    if not isinstance(groups, str):
+        return label_codes(groups, n)
+    if _in_memory(lengths):
+        raise ProfilerError(f"groups={groups!r} names a column to read, but the lengths "
+                            "were given in memory: pass each sample's group instead")
+    from gpu_profiler.groups import sample_codes
+    from gpu_profiler.request import Source
 
-    from gpu_profiler.groups import encoded, sample_codes
-
-    if isinstance(groups, str):
-        if _in_memory(lengths):
-            raise ProfilerError(f"groups={groups!r} names a column to read, but the lengths "
-                                "were given in memory: pass each sample's group instead")
-        from gpu_profiler.request import Source
-
-        codes, names, _ = sample_codes(lengths if isinstance(lengths, Source) else
-                                       Source(lengths, **source), groups)
-    else:
-        g = _on_host(groups)
-        try:
-            if isinstance(g, pa.ChunkedArray):
-                g = (g.unify_dictionaries() if pa.types.is_dictionary(g.type) else g
-                     ).combine_chunks()
-            elif not isinstance(g, pa.Array):
-                g = pa.array(g if isinstance(g, (list, tuple)) else np.asarray(g))
-        except (pa.ArrowException, TypeError, ValueError) as exc:
-            raise ProfilerError(f"groups must be one label (a string or an integer) per "
-                                f"sample: {exc}") from None
-        if not (pa.types.is_string(g.type) or pa.types.is_large_string(g.type)
-                or pa.types.is_integer(g.type) or pa.types.is_dictionary(g.type)):
-            raise ProfilerError(f"groups must be one label (a string or an integer) per "
-                                f"sample, got {g.type}")
-        codes, names = encoded(g, None)
-        if not (codes == len(names) - 1).any():
-            names = names[:-1]  # the name of a null, and there is none
+    codes, names, _ = sample_codes(lengths if isinstance(lengths, Source) else
+                                   Source(lengths, **source), groups)
     if codes.size != n:
-        raise ProfilerError(f"groups: {codes.size:,} labels for {n:,} samples (one per "
-                            "sample, in the order of the lengths)")
-    return np.ascontiguousarray(codes, np.int32), names
+        raise ProfilerError(f"groups={groups!r}: {codes.size:,} rows, but {n:,} lengths")
+    return codes, names
 
 
 def _in_memory(lengths: Any) -> bool:

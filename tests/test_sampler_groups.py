@@ -137,3 +137,32 @@ def test_a_resume_needs_the_same_sources_and_replans_them_at_another_world_size(
     rest = list(after)
     flat = np.concatenate([np.concatenate(trained)] + [np.array(b) for b in rest])
     assert np.array_equal(np.sort(flat), np.arange(x.size))  # each sample exactly once
+
+
+def test_labels_are_renumbered_in_value_order_whatever_their_kind():
+    from gpu_profiler.labels import TABLE_SPAN, label_codes
+
+    for values in ([5, -3, 5, 7], np.array([5, -3, 5, 7], np.int8),
+                   np.array([2**40 + 5, 2**40 - 3, 2**40 + 5, 2**40 + 7], np.int64),
+                   np.array([5, 0, 5, TABLE_SPAN * 3], np.uint64)):
+        codes, names = label_codes(values, 4)
+        assert codes.dtype == np.int32 and codes.tolist() == [1, 0, 1, 2], values
+        assert names == [str(v) for v in sorted(set(np.asarray(values).tolist()))]
+    codes, names = label_codes(pa.array(["b", None, "a", "b"]), 4)
+    assert [names[c] for c in codes] == ["b", "(null)", "a", "b"]
+    codes, names = label_codes(pa.array([3, None, 3, 9]), 4)
+    assert [names[c] for c in codes] == ["3", "(null)", "3", "9"]
+    assert label_codes(np.zeros(0, np.int64), 0)[0].size == 0
+    with pytest.raises(ProfilerError, match="more than 1,000"):
+        label_codes(np.arange(5000), 5000)
+    with pytest.raises(ProfilerError, match="one label"):
+        label_codes(pa.array([1.5, 2.5]), 2)
+
+
+def test_labels_at_the_ends_of_their_types():
+    from gpu_profiler.labels import label_codes
+
+    for values in (np.array([-128, 127, 0], np.int8), np.array([2**64 - 1, 2**64 - 5, 2**64 - 1],
+                   np.uint64), np.array([-2**63, 2**63 - 1, -2**63], np.int64)):
+        codes, names = label_codes(values, values.size)
+        assert [names[c] for c in codes] == [str(v) for v in values.tolist()]

@@ -1,0 +1,104 @@
+"""Each sample's group label (its source, language, dataset) given in memory, as int32 codes
+into the groups' names: what `gpu_profiler.BucketBatchSampler`'s ``groups`` interleaves.
+
+One int32 array of the samples' length is all it keeps: integer labels are shifted and
+renumbered in two passes (no sort, no hash), strings are dictionary-encoded by pyarrow and
+a dictionary column's codes are taken as they are. A null is a group of its own, named
+`gpu_profiler.groups.NULL`, last.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpu_profiler.errors import ProfilerError
+from gpu_profiler.histogram import MAX_GROUPS
+
+#: Integer labels spanning more values than this are renumbered by a sort, not a table.
+TABLE_SPAN = 1 << 24
+#: Labels shifted at once (bounds the temporary).
+CHUNK = 1 << 22
+
+
+def label_codes(labels: Any, n: int) -> tuple[np.ndarray, list[str]]:
+    """``n`` samples' labels (strings or integers: a sequence, numpy, pyarrow, torch or
+    cupy) as ``(codes, names)``, ``names[codes[i]]`` the group of sample ``i``; a one-line
+    `ProfilerError` for anything else, another count, or more than `MAX_GROUPS` groups."""
+    import pyarrow as pa
+
+    g = on_host(labels)
+    try:
+        if isinstance(g, pa.ChunkedArray):
+            g = (g.unify_dictionaries() if pa.types.is_dictionary(g.type) else g
+                 ).combine_chunks()
+        if isinstance(g, np.ndarray) and g.dtype.kind in "iu" and g.ndim == 1:
+            codes, names = _integers(g)
+        else:
+            if not isinstance(g, pa.Array):
+                g = pa.array(g if isinstance(g, (list, tuple)) else np.asarray(g))
+            codes, names = _arrow(g)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise ProfilerError(f"groups must be one label (a string or an integer) per sample: "
+                            f"{exc}") from None
+    if codes.size != n:
+        raise ProfilerError(f"groups: {codes.size:,} labels for {n:,} samples (one per "
+                            "sample, in the order of the lengths)")
+    if len(names) > MAX_GROUPS:
+        raise ProfilerError(f"groups: {len(names):,} groups, more than {MAX_GROUPS:,}: "
+                            "label each sample with its source, not an id")
+    return codes, names
+
+
+def on_host(x: Any) -> Any:
+    """A torch tensor (on any device) or a cupy array as numpy; anything else as it is."""
+    module = type(x).__module__.split(".")[0]
+    if module == "torch":
+        return x.detach().cpu().numpy()
+    return x.get() if module == "cupy" else x
+
+
+def _integers(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Integer labels renumbered ``0 ..`` in the order of their values."""
+    if not values.size:
+        return np.zeros(0, np.int32), []
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= TABLE_SPAN:
+        present, codes = np.unique(values, return_inverse=True)
+        return codes.astype(np.int32), [str(v) for v in present.tolist()]
+    wide = np.uint64 if values.dtype == np.uint64 else np.int64  # holds lo and the labels
+    codes = np.empty(values.size, np.int32)
+    for at in range(0, values.size, CHUNK):  # no temporary of the labels' whole size
+        np.subtract(values[at:at + CHUNK], wide(lo), out=codes[at:at + CHUNK], dtype=wide,
+                    casting="unsafe")
+    present = np.flatnonzero(np.bincount(codes, minlength=hi - lo + 1))
+    table = np.zeros(hi - lo + 1, np.int32)
+    table[present] = np.arange(present.size, dtype=np.int32)
+    np.take(table, codes, out=codes)
+    return codes, [str(lo + int(v)) for v in present]
+
+
+def _arrow(arr: Any) -> tuple[np.ndarray, list[str]]:
+    """A pyarrow string, integer or dictionary array's codes: its dictionary's indices."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from gpu_profiler.groups import NULL
+
+    t = arr.type
+    if pa.types.is_integer(t) and not arr.null_count:
+        return _integers(np.frombuffer(arr.buffers()[1], t.to_pandas_dtype(),
+                                       count=arr.offset + len(arr))[arr.offset:])
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+            or pa.types.is_dictionary(t)):
+        raise TypeError(f"got {t}")
+    encoded = arr if pa.types.is_dictionary(t) else pc.dictionary_encode(arr)
+    idx = encoded.indices
+    names = [str(v) for v in encoded.dictionary.to_pylist()]
+    codes = np.frombuffer(idx.buffers()[1], idx.type.to_pandas_dtype(),
+                          count=idx.offset + len(idx))[idx.offset:].astype(np.int32)
+    if idx.null_count:
+        codes[~idx.is_valid().to_numpy(zero_copy_only=False)] = len(names)
+        names.append(NULL)
+    return codes, names

@@ -106,7 +106,9 @@ class CostModel:
             raise ProfilerError(f"a cost unit is a short name, got {self.unit!r}")
         if not curve:
             object.__setattr__(self, "unit", "tokens")
-        if not isinstance(self.varlen, bool) or (self.varlen and not self.attention_weight):
+        if not isinstance(self.varlen, bool):
+            raise ProfilerError(f"varlen must be True or False, got {self.varlen!r}")
+        if self.varlen and not self.attention_weight:
             raise ProfilerError("varlen attention prices A x sum(len^2): it needs an "
                                 "attention weight A > 0 (--attention-weight)")
         n = self.rows_per_sample
@@ -130,7 +132,7 @@ class CostModel:
         return {"kind": self.kind, "attention_weight": self.attention_weight,
                 "curve": [[length, cost] for length, cost in self.curve] or None,
                 "budget": self.budget, "unit": self.unit, "rows_per_sample": self.rows_per_sample,
-                "varlen": self.varlen}
+                **({"varlen": True} if self.varlen else {})}
 
 
 def _point(pt: Any, i: int) -> tuple[int, float]:
@@ -214,6 +216,17 @@ def batch_cost(rows: Any, longest: Any, model: CostModel) -> Any:
         else rows * row_cost(longest, model)
 
 
+def padded_price(lengths: Any, model: CostModel) -> Any:
+    """What one row padded to ``lengths`` costs apart from any per-sample term: `row_cost`,
+    but ``rows_per_sample x L`` under varlen attention, whose ``A x len^2`` does not depend
+    on how samples are batched (what a search for bounds prices)."""
+    import numpy as np
+
+    if model.varlen:
+        return np.asarray(lengths, np.float64) * model.rows_per_sample
+    return row_cost(lengths, model)
+
+
 def varlen_cost(padded: float, sumsq: float, model: CostModel) -> float:
     """What batches of ``padded`` padded tokens whose samples' squared lengths sum to
     ``sumsq`` cost under a varlen model: ``rows_per_sample x (padded + A x sumsq)`` (the
@@ -232,6 +245,8 @@ def varlen_take(rows: int, sumsq: float, length: int, most: int, p: BucketParams
     top = min(most, p.max_batch_size - rows)
     if top <= 0:
         return 0
+    if lf == 0:  # a sample of length 0 costs nothing (the batch's longest is 0 too)
+        return top if a * sumsq <= limit else 0
     k = min(top, max(0, int((limit - rows * lf - a * sumsq) / (lf + a * lf * lf))))
     while k > 0 and (rows + k) * lf + a * (sumsq + k * lf * lf) > limit:
         k -= 1

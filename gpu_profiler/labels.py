@@ -87,11 +87,14 @@ def _arrow(arr: Any) -> tuple[np.ndarray, list[str]]:
     from gpu_profiler.groups import NULL
 
     t = arr.type
+    if pa.types.is_null(t):  # every label null: one group
+        return np.zeros(len(arr), np.int32), [NULL] if len(arr) else []
     if pa.types.is_integer(t) and not arr.null_count:
         return _integers(np.frombuffer(arr.buffers()[1], t.to_pandas_dtype(),
                                        count=arr.offset + len(arr))[arr.offset:])
-    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
-            or pa.types.is_dictionary(t)):
+    value = t.value_type if pa.types.is_dictionary(t) else t
+    if not (pa.types.is_string(value) or pa.types.is_large_string(value)
+            or pa.types.is_integer(value)):
         raise TypeError(f"got {t}")
     encoded = arr if pa.types.is_dictionary(t) else pc.dictionary_encode(arr)
     idx = encoded.indices

@@ -189,6 +189,8 @@ def varlen_take(rows, sumsq, length, most, a, limit, mbs):
     if top <= 0:
         return 0
     lf = np.float64(length)
+    if lf == 0:  # a sample of length 0 costs nothing (the batch's longest is 0 too)
+        return top if a * sumsq <= limit else 0
     kf = (limit - rows * lf - a * sumsq) / (lf + a * lf * lf)
     k = top if kf >= top else (0 if kf <= 0 else int(kf))
     while k > 0 and (rows + k) * lf + a * (sumsq + k * lf * lf) > limit:

@@ -236,15 +236,17 @@ def test_sampler_state_names_the_cost_model():
 
 
 # ---------------------------------------------------------------- suggest
-def test_suggest_minimizes_the_cost_exactly_on_few_lengths():
+@pytest.mark.parametrize("varlen", [False, True])
+def test_suggest_minimizes_the_cost_exactly_on_few_lengths(varlen):
     """With few distinct lengths the search is exact: its min-padding bounds cost what the
-    cheapest of every split into at most 3 buckets costs, found by brute force."""
+    cheapest of every split into at most 3 buckets costs, found by brute force (varlen:
+    the padded part plus A x every sample's length^2, which no split changes)."""
     rng = np.random.default_rng(4)
     values = np.array([100, 300, 700, 900, 1500, 2200, 3000, 4000, 6000, 8000])
     x = np.repeat(values, rng.integers(20, 400, values.size))
     h = hist_of(x)
     p = BucketParams(bounds=(0, 8193), cost=CostModel(attention_weight=1 / 512,
-                                                      budget=1_000_000))
+                                                      budget=1_000_000, varlen=varlen))
     best = math.inf
     for k in range(0, 3):
         for cut in itertools.combinations(values[1:].tolist(), k):
@@ -253,7 +255,8 @@ def test_suggest_minimizes_the_cost_exactly_on_few_lengths():
     got = suggest_bounds(h, 3, p)["min-padding"]
     assert got.cost == pytest.approx(best, rel=1e-12)
     tokens_best = suggest_bounds(h, 3, replace(p, cost=CostModel()))["min-padding"]
-    assert got.bounds != tokens_best.bounds  # the cost, not the padding, was minimized
+    if not varlen:  # padded attention: the cost, not the padding, was minimized
+        assert got.bounds != tokens_best.bounds
 
 
 # ---------------------------------------------------------------- hostile curves
@@ -562,3 +565,27 @@ def test_every_view_says_how_a_varlen_cost_is_counted(tmp_path, capsys):
     assert rc == 0, err
     html = (tmp_path / "r.html").read_text()
     assert html.count("0.001 x sum(length^2)") >= 2 and "varlen-attention cost model" in html
+
+
+def test_varlen_on_empty_buckets_zero_lengths_and_older_states(tmp_path, capsys):
+    """Buckets with no samples cost 0, a sample of length 0 costs nothing (sorted batches
+    take them up to max_batch_size), and a state without varlen names no varlen key (older
+    states with a cost model still resume)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"length": [100, 200, 300] * 100}), tmp_path / "short.parquet")
+    for cmd in (["profile"], ["profile", "--policy", "all"], ["suggest", "-k", "3"], ["schedule"]):
+        rc, _, err = run_cli([*cmd, tmp_path / "short.parquet", "--attention-weight", "0.001",
+                              "--varlen-attention"], capsys)
+        assert rc == 0, (cmd, err)
+    x = np.array([0, 5, 10, 3000] * 40 + [0] * 100)
+    kw = dict(attention_weight=0.001, cost_budget=200_000, max_batch_size=16)
+    s = BucketBatchSampler(x, policy="sorted", varlen_attention=True, **kw)
+    p = BucketParams(max_batch_size=16, cost=CostModel(attention_weight=0.001,
+                                                       budget=200_000, varlen=True))
+    assert len(s) == evaluate_policy(hist_of(x), "sorted", p).total_batches
+    assert sorted(i for b in s for i in b) == list(range(x.size))
+    assert "varlen" not in BucketBatchSampler(x, **kw).state_dict()["plan"]["cost"]
+    with pytest.raises(ProfilerError, match="True or False"):
+        CostModel(attention_weight=0.1, varlen=1)

@@ -166,3 +166,13 @@ def test_labels_at_the_ends_of_their_types():
                    np.uint64), np.array([-2**63, 2**63 - 1, -2**63], np.int64)):
         codes, names = label_codes(values, values.size)
         assert [names[c] for c in codes] == [str(v) for v in values.tolist()]
+
+
+def test_null_and_float_labels():
+    from gpu_profiler.labels import label_codes
+
+    codes, names = label_codes([None, None, None], 3)
+    assert codes.tolist() == [0, 0, 0] and names == ["(null)"]
+    for bad in (pa.array([0.5, 1.5]).dictionary_encode(), pa.array([b"x", b"y"])):
+        with pytest.raises(ProfilerError, match="one label"):
+            label_codes(bad, 2)

@@ -43,7 +43,14 @@ from gpu_profiler.analysis.policies import (
     log_falling,
     present_lengths,
 )
-from gpu_profiler.cost import batch_rows_array, budget_option, budget_words, row_cost
+from gpu_profiler.cost import (
+    batch_rows_array,
+    budget_option,
+    budget_words,
+    padded_price,
+    row_cost,
+    varlen_cost,
+)
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
@@ -336,6 +343,9 @@ def _why_fewer(q: Proposal, k: int, values: np.ndarray, cnt: np.ndarray, p: Buck
         if not np.isfinite(cost):
             return (f"its candidate grid holds {len(dp.cand)} edges, fewer than the {k - 1} "
                     f"that {k} buckets need")
+        if p.cost.varlen and dp.exact:  # the DP prices the padded part; add the samples'
+            v = values.astype(np.float64)
+            cost = varlen_cost(cost / p.cost.rows_per_sample, float(cnt @ (v * v)), p.cost)
         if not p.cost.is_default:
             return (f"no {k}-bucket split of its candidate grid costs less (the cheapest "
                     f"expects {cost:,.6g} {p.cost.unit}, these bounds {q.cost:,.6g})")
@@ -455,7 +465,7 @@ class _Dp:
         self.cum = np.cumsum(cnt)
         #: what a row padded to each length costs (`gpu_profiler.cost.row_cost`), and the
         #: steps between them: the expected batch maximum is priced on these
-        self.priced = np.asarray(row_cost(values, p.cost)).astype(np.float64)
+        self.priced = np.asarray(padded_price(values, p.cost)).astype(np.float64)
         self.gaps = np.diff(self.priced)
         self._cache: dict[tuple[int, int], tuple[float, int]] = {}  # `interval`'s
         self._seen: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] = (  # `cached`'s
@@ -626,7 +636,7 @@ class _Binned:
         self.cum = np.cumsum(cnt)
         # lengths priced (`gpu_profiler.cost.row_cost`; the default: themselves): the
         # expected maximum, and a one-row batch's mean, are of row costs
-        priced = np.asarray(row_cost(values, p.cost)).astype(np.float64)
+        priced = np.asarray(padded_price(values, p.cost)).astype(np.float64)
         self.tokens = np.cumsum(cnt * values) if p.cost.is_default else np.cumsum(cnt * priced)
         self.values = priced
         self.size = batch_rows_array(values, p)

@@ -28,9 +28,10 @@ import numpy as np
 
 from gpu_profiler.errors import ProfilerError
 
-#: Steps the planner may take back looking for an order under a cap of source runs (plus 4
-#: a batch): exact on small epochs, bounded time on long ones.
-BACKTRACKS = 100_000
+#: Steps the planner may take back looking for an order under a cap of source runs (plus
+#: one per 4 batches), and the caps it tries: exact on small epochs, and on long ones about
+#: `PROBES` passes over the epoch at most (a few seconds for a million batches of 64 buckets).
+BACKTRACKS, PROBES = 100_000, 8
 #: Every bucket's last batch falls in this final share of the epoch (where the counts let it).
 TAIL_PCT = 2.0
 
@@ -78,9 +79,11 @@ def interleave(batches: Sequence[int] | np.ndarray, max_run: int | None = None,
 
     ``classes`` (per bucket: the source that makes it mostly, any integer, or -1 for
     none) interleaves the sources too: under the same cap on same-bucket runs, an order
-    whose longest run of one class's batches is as short as the planner finds (bisected
-    between the classes' own lower bound and the order without classes; the least
-    possible on small epochs, checked by exhaustive search)."""
+    whose longest run of one class's batches is as short as the planner finds (bisected,
+    `PROBES` tries at most, between the classes' own lower bound and the order without
+    classes: never longer than that order; the least possible on small epochs, checked by
+    exhaustive search; on long epochs where one source holds nearly every batch, it can
+    stay well above the least)."""
     counts = _counts(batches)
     least = check_max_run(counts, max_run)
     cap = int(max_run or least)
@@ -96,7 +99,9 @@ def interleave(batches: Sequence[int] | np.ndarray, max_run: int | None = None,
     made = np.bincount(cls[cls >= 0], weights=counts[cls >= 0]).astype(np.int64)
     lo = max((-(-int(m) // (n - int(m) + 1)) for m in made if m), default=0)
     hi = class_run(best, cls)
-    while lo < hi:
+    for _ in range(PROBES):
+        if lo >= hi:
+            break
         mid = (lo + hi) // 2
         order = _lay_out(counts, cls, cap, mid)
         if order is None:
@@ -108,14 +113,14 @@ def interleave(batches: Sequence[int] | np.ndarray, max_run: int | None = None,
 
 def _lay_out(counts: np.ndarray, cls: np.ndarray, cap: int, kcap: int) -> np.ndarray | None:
     """The planner's order (`gpu_profiler.kernels.plan.interleave`), or None where it
-    finds none with class runs at most ``kcap`` within `BACKTRACKS`."""
+    finds none with class runs at most ``kcap`` within its backtracks (`BACKTRACKS`)."""
     from gpu_profiler import native
 
     out = np.zeros(int(counts.sum()), dtype=np.int32)
     if out.size:
         work = np.zeros(3 * counts.size + 2 * out.size, np.int64)
         status, = native.kernel("interleave")(counts, cls, cap, max(kcap, 1),
-                                               BACKTRACKS + 4 * out.size, out, work)
+                                               BACKTRACKS + out.size // 4, out, work)
         if status:
             return None
     return out

@@ -330,7 +330,7 @@ def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
     dropped = rest if drop_last else 0
     kept = n - dropped
     if p.cost.varlen:  # the expected squared lengths of the samples kept
-        cost = varlen_cost(padded, _sumsq(values, cnt) * kept / n, p.cost)
+        cost = varlen_cost(padded, _sumsq(values, cnt) * kept / n if n else 0.0, p.cost)
     return dict(samples=kept, batches=full + (1 if rest and not drop_last else 0),
                 batch_size=size, min_batch_size=min(sizes, default=0),
                 max_batch_size=max(sizes, default=0),

@@ -131,13 +131,14 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
     x = _as_lengths(lengths)
     p, cap = params, params.max_seq_len
     key = _key(seed, epoch)
+    classes = None if sources is None else _classes(x, p, sources)
     if policy == "packed":
         from gpu_profiler.packing import pack_epoch
 
         packed = pack_epoch(x, p, key, drop_last)
         return _lay_out(packed.layout, packed.start, packed.end, packed.per_bucket,
                         p.world_size, drop_last, max_run, align_ranks, packed.dropped,
-                        packed.row_offsets, sources)
+                        packed.row_offsets, classes)
     # Groups of samples shuffled together: a bucket (fixed) or one clipped length (sorted).
     lo, hi = min(p.bounds[0], cap + 1), min(p.bounds[-1], cap + 1)
     group = np.full(cap + 2, -1, np.int64)
@@ -168,7 +169,7 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
     start = np.concatenate(starts)[order] if starts else np.zeros(0, np.int64)
     end = np.concatenate(ends)[order] if ends else np.zeros(0, np.int64)
     return _lay_out(layout, start, end, per_bucket, p.world_size, drop_last, max_run,
-                    align_ranks, dropped, None, sources)
+                    align_ranks, dropped, None, classes)
 
 
 def _cuts(values: np.ndarray, cnt: np.ndarray, n: int, p: BucketParams, policy: str,
@@ -207,17 +208,16 @@ def _cuts(values: np.ndarray, cnt: np.ndarray, n: int, p: BucketParams, policy: 
 
 def _lay_out(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket: np.ndarray,
              world: int, drop_last: bool, max_run: int | None, align: bool,
-             dropped: int, rows: np.ndarray | None, sources: np.ndarray | None) -> EpochPlan:
+             dropped: int, rows: np.ndarray | None, classes: np.ndarray | None) -> EpochPlan:
     """Order the batches (grouped by bucket, ``per_bucket`` each) with the planner and
     make every step hold one batch per rank (``rows``: where packed rows start in the
-    layout, the places a packed batch is split at when it can be; ``sources``: each
-    sample's source, the buckets made mostly of one source are interleaved as such)."""
+    layout, the places a packed batch is split at when it can be; ``classes``: the source
+    making each bucket mostly, -1 none, interleaved as such)."""
     from gpu_profiler import native
 
     k = per_bucket.size
     first = np.concatenate(([0], np.cumsum(per_bucket)[:-1])).astype(np.int64)
     unit = world if align and world > 1 else 1
-    classes = None if sources is None else _classes(layout, start, end, per_bucket, sources)
     units = per_bucket // unit
     seq = interleave(units, max_run, classes)  # the bucket of each group of `unit` batches
     chosen = np.empty(seq.size * unit + int((per_bucket - units * unit).sum()), np.int64)
@@ -238,17 +238,21 @@ def _lay_out(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket:
     return EpochPlan(layout, s, e, bk, world, dropped, split, min_run(units), rows)
 
 
-def _classes(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket: np.ndarray,
-             sources: np.ndarray) -> np.ndarray:
-    """Per bucket, the source making its batches' samples mostly (by the rule of
-    `gpu_profiler.analysis.mixture.dominant`), -1 for none."""
+def _classes(x: np.ndarray, p: BucketParams, sources: np.ndarray) -> np.ndarray:
+    """Per bucket, the source making it mostly (by the rule of
+    `gpu_profiler.analysis.mixture.dominant`), -1 for none: a bucket's mix is that of the
+    samples whose clipped length falls in it, as ``profile --group-by`` and ``schedule``
+    count it. One pass in sample order (no gather through the shuffled layout)."""
     from gpu_profiler import native
     from gpu_profiler.analysis.mixture import dominant
 
-    k, g = per_bucket.size, int(sources.max(initial=0)) + 1
+    cap, k, g = p.max_seq_len, len(p.bounds) - 1, int(sources.max(initial=0)) + 1
+    edges = np.minimum(np.asarray(p.bounds), cap + 1)
+    bucket = np.searchsorted(edges, np.arange(cap + 1), side="right").astype(np.int64) - 1
+    bucket[(bucket < 0) | (bucket >= k)] = -1
     counts = np.zeros(k * g, np.int64)
-    native.kernel("source_counts")(layout.astype(np.int64, copy=False), start, end,
-                                   per_bucket, sources, g, counts)
+    native.kernel(f"source_counts_{'int32' if x.dtype == np.int32 else 'int64'}")(
+        x, cap, bucket, sources, g, counts)
     table = counts.reshape(k, g).astype(np.float64)
     whole = table.sum()
     return dominant(table, table.sum(axis=0) / whole * 100 if whole else np.zeros(g))

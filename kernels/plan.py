@@ -267,16 +267,17 @@ def sorted_cuts(counts, fit, drop_last, values, varlen, mbs, out):
 
 
 @kernel(nogil=True)
-def source_counts(layout, start, end, per_bucket, sources, groups, counts):
-    """``counts[b * groups + s] +=`` the samples of source ``s`` in bucket ``b``'s batches:
-    batch ``j`` holds ``layout[start[j]:end[j]]``, the batches grouped by bucket
-    (``per_bucket[b]`` each, in bucket order)."""
-    j = 0
-    for b in range(per_bucket.size):
-        for _ in range(per_bucket[b]):
-            for i in range(start[j], end[j]):
-                counts[b * groups + sources[layout[i]]] += 1
-            j += 1
+def source_counts(x, cap, bucket, sources, groups, counts):
+    """``counts[b * groups + s] +=`` the samples of source ``s`` whose clipped length
+    ``min(x[i], cap)`` is in bucket ``b = bucket[length]`` (-1: none; negative lengths
+    none): one pass in sample order."""
+    for i in range(x.size):
+        v = np.int64(x[i])
+        if v < 0:
+            continue
+        b = bucket[min(v, cap)]
+        if b >= 0:
+            counts[b * groups + sources[i]] += 1
 
 
 @kernel(nogil=True)

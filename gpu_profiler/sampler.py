@@ -13,7 +13,9 @@ seed and the epoch, so every rank (and every machine) computes the same one:
    policy leaves out (``unbatchable_samples``), gets a batch of its own.
 3. **Order.** Each bucket's batches are shuffled, then laid out by the interleaving planner
    (`gpu_profiler.analysis.interleave`): the longest same-bucket run is the least possible
-   (or ``max_run``), and every bucket is spread evenly over the epoch.
+   (or ``max_run``), and every bucket is spread evenly over the epoch. With ``groups`` (each
+   sample's source), a bucket whose samples are mostly one source is that source's, and
+   the planner also keeps the runs of one source's batches short.
 
 With ``world_size`` ranks an optimizer step takes one micro-batch per rank. By default
 (``align_ranks``) the ``world_size`` micro-batches of one step come from one bucket, so no

@@ -1,10 +1,10 @@
-"""Each sample's group label (its source, language, dataset) given in memory, as int32 codes
+"""Each sample's group label (its source, language, dataset) given in memory, as int16 codes
 into the groups' names: what `gpu_profiler.BucketBatchSampler`'s ``groups`` interleaves.
 
-One int32 array of the samples' length is all it keeps: integer labels are shifted and
-renumbered in two passes (no sort, no hash), strings are dictionary-encoded by pyarrow and
-a dictionary column's codes are taken as they are. A null is a group of its own, named
-`gpu_profiler.groups.NULL`, last.
+One int16 array of the samples' length is all it keeps (at most `MAX_GROUPS` groups):
+integer labels are renumbered by a table in two chunked passes (no sort, no hash), strings
+are dictionary-encoded by pyarrow and a dictionary column's codes are taken as they are.
+A null is a group of its own, named `gpu_profiler.groups.NULL`, last.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from gpu_profiler.histogram import MAX_GROUPS
 TABLE_SPAN = 1 << 24
 #: Labels shifted at once (bounds the temporary).
 CHUNK = 1 << 22
+#: A code: at most `MAX_GROUPS` groups, 2 bytes a sample.
+CODE = np.int16
 
 
 def label_codes(labels: Any, n: int) -> tuple[np.ndarray, list[str]]:
@@ -45,9 +47,7 @@ def label_codes(labels: Any, n: int) -> tuple[np.ndarray, list[str]]:
     if codes.size != n:
         raise ProfilerError(f"groups: {codes.size:,} labels for {n:,} samples (one per "
                             "sample, in the order of the lengths)")
-    if len(names) > MAX_GROUPS:
-        raise ProfilerError(f"groups: {len(names):,} groups, more than {MAX_GROUPS:,}: "
-                            "label each sample with its source, not an id")
+    _at_most(len(names))
     return codes, names
 
 
@@ -60,23 +60,33 @@ def on_host(x: Any) -> Any:
 
 
 def _integers(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Integer labels renumbered ``0 ..`` in the order of their values."""
+    """Integer labels renumbered ``0 ..`` in the order of their values: which values occur,
+    then each label's number, `CHUNK` labels at a time."""
     if not values.size:
-        return np.zeros(0, np.int32), []
+        return np.zeros(0, CODE), []
     lo, hi = int(values.min()), int(values.max())
     if hi - lo >= TABLE_SPAN:
         present, codes = np.unique(values, return_inverse=True)
-        return codes.astype(np.int32), [str(v) for v in present.tolist()]
+        _at_most(present.size)
+        return codes.astype(CODE), [str(v) for v in present.tolist()]
     wide = np.uint64 if values.dtype == np.uint64 else np.int64  # holds lo and the labels
-    codes = np.empty(values.size, np.int32)
-    for at in range(0, values.size, CHUNK):  # no temporary of the labels' whole size
-        np.subtract(values[at:at + CHUNK], wide(lo), out=codes[at:at + CHUNK], dtype=wide,
-                    casting="unsafe")
-    present = np.flatnonzero(np.bincount(codes, minlength=hi - lo + 1))
-    table = np.zeros(hi - lo + 1, np.int32)
-    table[present] = np.arange(present.size, dtype=np.int32)
-    np.take(table, codes, out=codes)
+    seen = np.zeros(hi - lo + 1, bool)
+    for at in range(0, values.size, CHUNK):
+        seen[np.subtract(values[at:at + CHUNK], wide(lo), dtype=wide)] = True
+    present = np.flatnonzero(seen)
+    _at_most(present.size)
+    table = np.zeros(hi - lo + 1, CODE)
+    table[present] = np.arange(present.size, dtype=CODE)
+    codes = np.empty(values.size, CODE)
+    for at in range(0, values.size, CHUNK):
+        codes[at:at + CHUNK] = table[np.subtract(values[at:at + CHUNK], wide(lo), dtype=wide)]
     return codes, [str(lo + int(v)) for v in present]
+
+
+def _at_most(groups: int) -> None:
+    if groups > MAX_GROUPS:
+        raise ProfilerError(f"groups: {groups:,} groups, more than {MAX_GROUPS:,}: label "
+                            "each sample with its source, not an id")
 
 
 def _arrow(arr: Any) -> tuple[np.ndarray, list[str]]:
@@ -88,7 +98,7 @@ def _arrow(arr: Any) -> tuple[np.ndarray, list[str]]:
 
     t = arr.type
     if pa.types.is_null(t):  # every label null: one group
-        return np.zeros(len(arr), np.int32), [NULL] if len(arr) else []
+        return np.zeros(len(arr), CODE), [NULL] if len(arr) else []
     if pa.types.is_integer(t) and not arr.null_count:
         return _integers(np.frombuffer(arr.buffers()[1], t.to_pandas_dtype(),
                                        count=arr.offset + len(arr))[arr.offset:])
@@ -98,9 +108,10 @@ def _arrow(arr: Any) -> tuple[np.ndarray, list[str]]:
         raise TypeError(f"got {t}")
     encoded = arr if pa.types.is_dictionary(t) else pc.dictionary_encode(arr)
     idx = encoded.indices
+    _at_most(len(encoded.dictionary))
     names = [str(v) for v in encoded.dictionary.to_pylist()]
     codes = np.frombuffer(idx.buffers()[1], idx.type.to_pandas_dtype(),
-                          count=idx.offset + len(idx))[idx.offset:].astype(np.int32)
+                          count=idx.offset + len(idx))[idx.offset:].astype(CODE)
     if idx.null_count:
         codes[~idx.is_valid().to_numpy(zero_copy_only=False)] = len(names)
         names.append(NULL)

@@ -121,7 +121,7 @@ EXPORTS: dict[str, Export] = {
     "shuffle_segments": Export("plan", "shuffle_segments", (_OUT_I8, _I8, I), 0),
     "expand": Export("plan", "expand", (Arr("int32"), _I8, I, _OUT_I8, _OUT_I8), 0),
     **{f"source_counts_{t}": Export("plan", "source_counts",
-                                    (Arr(t), I, _I8, Arr("int32"), I, _OUT_I8), 0)
+                                    (Arr(t), I, _I8, Arr("int16"), I, _OUT_I8), 0)
        for t in ("int32", "int64")},
     "sorted_cuts": Export("plan", "sorted_cuts",
                           (_I8, _I8, I, _I8, Arr("float64"), I, _OUT_I8_2D), 2),

@@ -54,7 +54,7 @@ from gpu_profiler.cost import (
     varlen_cost,
 )
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.labels import label_codes, on_host
+from gpu_profiler.labels import CODE, label_codes, on_host
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.piles import shuffled_groups
 
@@ -325,7 +325,7 @@ def _digest(x: np.ndarray) -> str:
 
 def _group_codes(groups: Any, lengths: Any, source: dict[str, Any], n: int
                  ) -> tuple[np.ndarray | None, list[str]]:
-    """Each of the ``n`` samples' source as int32 codes into names (`BucketBatchSampler`'s
+    """Each of the ``n`` samples' source as int16 codes into names (`BucketBatchSampler`'s
     ``groups``): a column read from the same rows as the lengths (a source, ``source`` its
     fields), or labels in memory (`gpu_profiler.labels`)."""
     if groups is None:
@@ -342,7 +342,7 @@ def _group_codes(groups: Any, lengths: Any, source: dict[str, Any], n: int
                                    Source(lengths, **source), groups)
     if codes.size != n:
         raise ProfilerError(f"groups={groups!r}: {codes.size:,} rows, but {n:,} lengths")
-    return codes, names
+    return codes.astype(CODE), names
 
 
 def _in_memory(lengths: Any) -> bool:
@@ -449,7 +449,7 @@ class BucketBatchSampler:
             from gpu_profiler.lengths import lengths as read
 
             self.lengths = _as_lengths(read(lengths, **source))
-        #: Each sample's source (int32 codes into `group_names`), or None.
+        #: Each sample's source (int16 codes into `group_names`), or None.
         self.groups, self.group_names = _group_codes(groups, lengths, source, self.lengths.size)
         self.policy, self.order, self.seed, self.rank = policy, order, seed, rank
         self.drop_last, self.max_run, self.align_ranks = drop_last, max_run, align_ranks

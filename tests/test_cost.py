@@ -108,24 +108,26 @@ def test_the_fixed_policys_cost_is_the_expectation_over_every_random_batch(extra
     assert pol.cost == pytest.approx(float(want), rel=1e-12)
 
 
-def brute_sorted(x, p, a, budget):
-    """The sorted policy by hand: each bucket's samples ascending, one at a time into the
-    open batch while (rows + 1) x row_cost(longest) <= budget and rows < max_batch_size."""
+def brute_sorted(x, p, a, budget, varlen=False):
+    """The sorted policy by hand, in exact rationals: each bucket's samples ascending, one
+    at a time into the open batch while it fits: rows <= max_batch_size and rows x
+    row_cost(longest) <= budget (varlen: rows x longest + A x sum(len^2) <= budget)."""
     clipped = np.sort(np.minimum(x, p.max_seq_len))
+    A = Fraction(a)
 
-    def fits(rows, longest):
-        return rows <= p.max_batch_size and \
-            rows * (longest + Fraction(a) * longest * longest) <= budget
+    def fits(batch):
+        rows, longest = len(batch), max(batch)
+        cost = rows * longest + A * (sum(v * v for v in batch) if varlen
+                                     else rows * longest * longest)
+        return rows <= p.max_batch_size and cost <= budget
 
     out = []
     for lo, hi in zip(p.bounds[:-1], p.bounds[1:], strict=True):
-        batches, open_ = [], []
-        unbatchable = 0
+        batches, open_, unbatchable = [], [], 0
         for v in clipped[(clipped >= lo) & (clipped < hi)].tolist():
-            if not fits(1, v):
+            if not fits([v]):
                 unbatchable += 1
-                continue
-            if open_ and fits(len(open_) + 1, v):
+            elif open_ and fits(open_ + [v]):
                 open_.append(v)
             else:
                 if open_:
@@ -439,35 +441,6 @@ def test_a_units_brackets_are_text(unit, tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- varlen attention
-def brute_varlen(x, p, a, budget):
-    """The sorted policy under varlen attention by hand, in exact rationals: each bucket's
-    samples ascending, one at a time into the open batch while rows x longest + A x
-    sum(len^2) <= budget and rows <= max_batch_size."""
-    clipped = np.sort(np.minimum(x, p.max_seq_len))
-    A = Fraction(a)
-
-    def fits(batch):
-        return len(batch) <= p.max_batch_size and \
-            len(batch) * max(batch) + A * sum(v * v for v in batch) <= budget
-
-    out = []
-    for lo, hi in zip(p.bounds[:-1], p.bounds[1:], strict=True):
-        batches, open_, unbatchable = [], [], 0
-        for v in clipped[(clipped >= lo) & (clipped < hi)].tolist():
-            if not fits([v]):
-                unbatchable += 1
-            elif open_ and fits(open_ + [v]):
-                open_.append(v)
-            else:
-                if open_:
-                    batches.append(open_)
-                open_ = [v]
-        if open_:
-            batches.append(open_)
-        out.append((batches, unbatchable))
-    return out
-
-
 @pytest.mark.parametrize("a, budget", [(1 / 1024, 49152), (1 / 64, 300_000), (0.3, 10**7)])
 def test_varlen_sorted_batches_are_the_brute_force_greedy_and_cost_their_formula(a, budget):
     """Each batch holds samples while rows x longest + A x sum(len^2) fits; padded
@@ -479,7 +452,7 @@ def test_varlen_sorted_batches_are_the_brute_force_greedy_and_cost_their_formula
     padded = evaluate_policy(hist_of(x), "sorted", replace(p, cost=replace(p.cost, varlen=False)))
     pol = evaluate_policy(hist_of(x), "sorted", p)
     want_cost = 0
-    for b, (batches, unbatchable) in zip(pol.buckets, brute_varlen(x, p, a, budget),
+    for b, (batches, unbatchable) in zip(pol.buckets, brute_sorted(x, p, a, budget, varlen=True),
                                          strict=True):
         sizes = [len(bt) for bt in batches]
         assert (b.batches, b.unbatchable_samples) == (len(batches), unbatchable)

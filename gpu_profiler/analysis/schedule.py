@@ -110,8 +110,9 @@ class GroupMix:
         longest_run, longest_run_group: the longest run of consecutive batches from buckets
             made mostly of one group (`gpu_profiler.analysis.mixture.dominant`), and that
             group: the domain switching a loss curve shows.
-        least_run: the least longest such run any order of these batches can have
-            (``max ceil(m / (N - m + 1))`` over the groups, m of the N batches theirs).
+        least_run: a lower bound on the longest such run of any order of these batches
+            (``max ceil(m / (N - m + 1))`` over the groups, m of the N batches theirs; the
+            cap on same-bucket runs can force more).
         mostly_batch_pct: the percent of the batches from buckets made mostly of one group.
         windows: per group, its percent of the epoch's samples (``share``) and the
             ``min``, ``max`` and standard deviation (``spread``) of its percent of the

@@ -209,7 +209,7 @@ def print_suggestion(s: Any, console: Any) -> None:
                       + ("" if s.group_by is None else
                          f". one-source: batches from buckets made mostly of one "
                          f"{escape(noun or '')}; run: the most in a row in the stride order "
-                         "(the least any order can)"))
+                         "(in parentheses: a lower bound for any order)"))
     for q in s.proposals:
         row = [q.method, _n(round(q.padded_tokens)), f"{q.padding_pct:.2f}",
                f"{q.total_batches:,}", f"{q.steps_per_epoch:,}",

@@ -40,7 +40,7 @@ def _group_lines(s: Any) -> list[tuple[str, str]]:
     if g is None:
         return []
     run = f"{g.longest_run:,} steps" + (f" ({g.longest_run_group})" if g.longest_run_group
-                                        else "") + f" (least possible: {g.least_run:,})"
+                                        else "") + f" (lower bound: {g.least_run:,})"
     return [(f"steps made mostly of one {s.group_by}", f"{g.mostly_batch_pct:.1f}%"),
             ("longest run of such steps", run),
             *((f"{s.group_by} {name}", f"{w['share']:.1f}% of the samples; "

@@ -148,7 +148,7 @@ def proposals(s: Any) -> str:
             for q in s.proposals]
     if s.group_by is not None:  # each proposal's stride order by source (suggest --group-by)
         cols = (*cols, ("mostly_batch_pct", "one-source batches %"),
-                ("group_run", "one-source run"), ("least_run", "least possible"))
+                ("group_run", "one-source run"), ("least_run", "lower bound"))
         rows = [[*r, q.groups.mostly_batch_pct, q.groups.longest_run, q.groups.least_run]
                 for r, q in zip(rows, s.proposals, strict=True)]
     return table(f"bounds for {s.buckets} buckets, scored under the fixed policy", cols, rows,

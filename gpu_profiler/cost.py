@@ -234,6 +234,15 @@ def varlen_cost(padded: float, sumsq: float, model: CostModel) -> float:
     return model.rows_per_sample * (float(padded) + model.attention_weight * float(sumsq))
 
 
+def squares(lengths: Any, counts: Any = None) -> float:
+    """The lengths squared and summed (each ``counts`` times, when given), in float64: the
+    ``sum(len^2)`` of the varlen attention term."""
+    import numpy as np
+
+    v = np.asarray(lengths, np.float64)
+    return float((v * v).sum() if counts is None else np.asarray(counts) @ (v * v))
+
+
 def varlen_take(rows: int, sumsq: float, length: int, most: int, p: BucketParams) -> int:
     """How many of ``most`` samples of ``length`` (at least the batch's longest) an open
     varlen batch of ``rows`` samples whose squared lengths sum to ``sumsq`` may still take:

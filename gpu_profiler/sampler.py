@@ -51,6 +51,7 @@ from gpu_profiler.cost import (
     budget_words,
     cost_model,
     row_cost,
+    squares,
     varlen_cost,
 )
 from gpu_profiler.errors import ProfilerError
@@ -143,11 +144,9 @@ def plan_epoch(lengths: np.ndarray, params: BucketParams, *, policy: str = "fixe
                         packed.row_offsets, classes)
     # Groups of samples shuffled together: a bucket (fixed) or one clipped length (sorted).
     lo, hi = min(p.bounds[0], cap + 1), min(p.bounds[-1], cap + 1)
-    group = np.full(cap + 2, -1, np.int64)
     edges = np.minimum(np.asarray(p.bounds), cap + 1)
-    if policy == "fixed":
-        group[lo:hi] = np.searchsorted(edges, np.arange(lo, hi), side="right") - 1
-    else:
+    group = _length_buckets(p)
+    if policy == "sorted":
         group[lo:hi] = np.arange(lo, hi)
     groups = int(group.max()) + 1
     layout, _, counts = shuffled_groups(x, cap, group, groups, key)
@@ -240,6 +239,17 @@ def _lay_out(layout: np.ndarray, start: np.ndarray, end: np.ndarray, per_bucket:
     return EpochPlan(layout, s, e, bk, world, dropped, split, min_run(units), rows)
 
 
+def _length_buckets(p: BucketParams) -> np.ndarray:
+    """The bucket of every clipped length ``0 .. max_seq_len`` (-1: none; one more entry,
+    -1, where the counting sort puts negative lengths)."""
+    cap = p.max_seq_len
+    lo, hi = min(p.bounds[0], cap + 1), min(p.bounds[-1], cap + 1)
+    bucket = np.full(cap + 2, -1, np.int64)
+    bucket[lo:hi] = np.searchsorted(np.minimum(np.asarray(p.bounds), cap + 1),
+                                    np.arange(lo, hi), side="right") - 1
+    return bucket
+
+
 def _classes(x: np.ndarray, p: BucketParams, sources: np.ndarray) -> np.ndarray:
     """Per bucket, the source making it mostly (by the rule of
     `gpu_profiler.analysis.mixture.dominant`), -1 for none: a bucket's mix is that of the
@@ -249,12 +259,9 @@ def _classes(x: np.ndarray, p: BucketParams, sources: np.ndarray) -> np.ndarray:
     from gpu_profiler.analysis.mixture import dominant
 
     cap, k, g = p.max_seq_len, len(p.bounds) - 1, int(sources.max(initial=0)) + 1
-    edges = np.minimum(np.asarray(p.bounds), cap + 1)
-    bucket = np.searchsorted(edges, np.arange(cap + 1), side="right").astype(np.int64) - 1
-    bucket[(bucket < 0) | (bucket >= k)] = -1
     counts = np.zeros(k * g, np.int64)
     native.kernel(f"source_counts_{'int32' if x.dtype == np.int32 else 'int64'}")(
-        x, cap, bucket, sources, g, counts)
+        x, cap, _length_buckets(p), sources, g, counts)
     table = counts.reshape(k, g).astype(np.float64)
     whole = table.sum()
     return dominant(table, table.sum(axis=0) / whole * 100 if whole else np.zeros(g))
@@ -463,7 +470,8 @@ class BucketBatchSampler:
         self._done = False  # an iteration handed out this epoch's last step
         self._ahead = 0  # batches a plain torch DataLoader's workers fetch ahead of training
         self._plan: tuple[tuple[int, tuple[tuple[int, int], ...]], EpochPlan] | None = None
-        self._digest: str | None = None
+        #: The digests of the lengths and the groups (None: no groups), once asked for.
+        self._digests: tuple[str, str | None] | None = None
         if not drop_outside:
             _refuse_outside(self.lengths, self.params)
         if max_run is not None:
@@ -585,17 +593,19 @@ class BucketBatchSampler:
     # ------------------------------------------------------------ resume
     def _identity(self) -> dict[str, Any]:
         """What the plan depends on, but for the world size (a resume may change it)."""
-        if self._digest is None:
-            self._digest = _digest(self.lengths)
+        if self._digests is None:
+            self._digests = (_digest(self.lengths),
+                             None if self.groups is None else _digest(self.groups))
+        lengths, groups = self._digests
         p = self.params
-        return {"samples": int(self.lengths.size), "lengths": self._digest,
+        return {"samples": int(self.lengths.size), "lengths": lengths,
                 "bounds": list(p.bounds), "max_seq_len": p.max_seq_len,
                 "token_budget": p.token_budget, "max_batch_size": p.max_batch_size,
                 "policy": self.policy, "order": self.order, "seed": self.seed,
                 "drop_last": self.drop_last, "max_run": self.max_run,
                 "align_ranks": self.align_ranks, "drop_outside": self.drop_outside,
                 **({} if p.cost.is_default else {"cost": p.cost.to_dict()}),
-                **({} if self.groups is None else {"groups": _digest(self.groups)})}
+                **({} if groups is None else {"groups": groups})}
 
     def fingerprint(self) -> str:
         """Names the lengths and every parameter the plan depends on but the world size."""
@@ -797,12 +807,7 @@ def planned_sampler(source: Any, epoch: int = 0, **options: Any
     if by is not None:  # the same rows of the same split, in the same order
         import pyarrow as pa
 
-        from gpu_profiler.groups import sample_codes
-
-        codes, names, _ = sample_codes(src, by)
-        if codes.size != x.size:
-            raise ProfilerError(f"--group-by {by}: {codes.size:,} rows, but {x.size:,} "
-                                "lengths")
+        codes, names = _group_codes(by, src, {}, x.size)
         options["groups"] = pa.DictionaryArray.from_arrays(pa.array(codes), names)
     sampler = BucketBatchSampler(x, **{k: v for k, v in options.items() if k != "shape"})
     sampler.set_epoch(epoch)
@@ -844,8 +849,7 @@ def summarize(sampler: BucketBatchSampler, split: str | None = None,
         if cost is not None:
             cost = int(plan.rows().sum()) * float(row_cost(p.max_seq_len, p.cost))
     if p.cost.varlen:  # the padded linear part, and each sample's own attention
-        squares = clipped.astype(np.float64)
-        cost = varlen_cost(padded, float(squares @ squares), p.cost)
+        cost = varlen_cost(padded, squares(clipped), p.cost)
     per = np.bincount(plan.bucket, minlength=len(p.bounds) - 1)
     return PlanSummary(p, sampler.policy, sampler.order, sampler.seed, sampler.epoch, split,
                        int(index.size), plan.batches, plan.steps, tuple(int(b) for b in per),

@@ -49,6 +49,7 @@ from gpu_profiler.cost import (
     budget_words,
     padded_price,
     row_cost,
+    squares,
     varlen_cost,
 )
 from gpu_profiler.errors import ProfilerError
@@ -344,8 +345,7 @@ def _why_fewer(q: Proposal, k: int, values: np.ndarray, cnt: np.ndarray, p: Buck
             return (f"its candidate grid holds {len(dp.cand)} edges, fewer than the {k - 1} "
                     f"that {k} buckets need")
         if p.cost.varlen and dp.exact:  # the DP prices the padded part; add the samples'
-            v = values.astype(np.float64)
-            cost = varlen_cost(cost / p.cost.rows_per_sample, float(cnt @ (v * v)), p.cost)
+            cost = varlen_cost(cost / p.cost.rows_per_sample, squares(values, cnt), p.cost)
         if not p.cost.is_default:
             return (f"no {k}-bucket split of its candidate grid costs less (the cheapest "
                     f"expects {cost:,.6g} {p.cost.unit}, these bounds {q.cost:,.6g})")

@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.cost import batch_rows, budget_option, budget_words, row_cost, varlen_cost
+from gpu_profiler.cost import (
+    batch_rows,
+    budget_option,
+    budget_words,
+    row_cost,
+    squares,
+    varlen_cost,
+)
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -131,7 +138,6 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
         samples = int(seg.sum())
         span = lengths[min(lo, counts.size):min(hi, counts.size)]
         tokens = int(seg @ span)
-        span = span.astype(np.float64)
         nz = np.flatnonzero(seg)
         max_len = lo + int(nz[-1]) if nz.size else 0
         size = batch_rows(max_len, p)
@@ -141,7 +147,7 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
                          est_batch_size=size, est_batches=samples / max(size, 1),
                          over_budget=size == 0,
                          est_cost=None if p.cost.is_default else varlen_cost(
-                             samples * max_len, float(seg @ (span * span)), p.cost)
+                             samples * max_len, squares(span, seg), p.cost)
                          if p.cost.varlen else samples * float(row_cost(max_len, p.cost))))
     total_batches = float(sum(r["est_batches"] for r in rows))
     total_cost = None if p.cost.is_default else float(sum(r["est_cost"] for r in rows))

@@ -45,11 +45,12 @@ def _counts(batches: Sequence[int] | np.ndarray) -> np.ndarray:
     return counts.astype(np.int64)
 
 
-def min_run(batches: Sequence[int] | np.ndarray) -> int:
+def min_run(batches: Sequence[int] | np.ndarray, total: int | None = None) -> int:
     """The shortest longest same-bucket run any order of these batches can have (0 when
-    there are none): ``max ceil(m / (N - m + 1))`` over the buckets."""
+    there are none): ``max ceil(m / (N - m + 1))`` over the buckets, ``N`` their sum, or
+    ``total`` when other batches (of no bucket counted here) share the epoch."""
     counts = _counts(batches)
-    n = int(counts.sum())
+    n = int(counts.sum()) if total is None else total
     return max((-(-int(m) // (n - int(m) + 1)) for m in counts if m), default=0)
 
 
@@ -96,8 +97,7 @@ def interleave(batches: Sequence[int] | np.ndarray, max_run: int | None = None,
     best = _lay_out(counts, cls, cap, n)  # no cap on classes: there always is one
     if best is None:  # the feasibility rule of one cap is exact: reaching this is a bug
         raise RuntimeError(f"interleave found no order with runs <= {cap}")
-    made = np.bincount(cls[cls >= 0], weights=counts[cls >= 0]).astype(np.int64)
-    lo = max((-(-int(m) // (n - int(m) + 1)) for m in made if m), default=0)
+    lo = min_run(np.bincount(cls[cls >= 0], weights=counts[cls >= 0]).astype(np.int64), n)
     hi = class_run(best, cls)
     for _ in range(PROBES):
         if lo >= hi:
@@ -128,12 +128,19 @@ def _lay_out(counts: np.ndarray, cls: np.ndarray, cap: int, kcap: int) -> np.nda
 
 def class_run(order: np.ndarray, classes: np.ndarray) -> int:
     """The longest run of batches of one class (``classes[bucket]``, -1: none) in ``order``."""
-    tagged = np.asarray(classes)[order] if order.size else np.zeros(0, np.int64)
-    if not (tagged >= 0).any():
-        return 0
+    return tagged_run(np.asarray(classes)[order] if order.size else np.zeros(0, np.int64))[0]
+
+
+def tagged_run(tagged: np.ndarray) -> tuple[int, int]:
+    """The longest run of one tag (>= 0; -1 is no tag) in ``tagged``, and that tag (the
+    first such run; ``(0, -1)`` when no item has one)."""
+    if not tagged.size:
+        return 0, -1
     starts = np.concatenate([[0], np.flatnonzero(np.diff(tagged)) + 1])
     lengths = np.diff(np.concatenate([starts, [tagged.size]]))
-    return int(lengths[tagged[starts] >= 0].max())
+    lengths[tagged[starts] < 0] = 0
+    at = int(lengths.argmax())
+    return (int(lengths[at]), int(tagged[starts[at]])) if lengths[at] else (0, -1)
 
 
 def longest_run(order: np.ndarray) -> tuple[int, int | None]:

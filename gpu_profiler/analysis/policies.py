@@ -38,6 +38,7 @@ from gpu_profiler.cost import (
     budget_option,
     budget_words,
     row_cost,
+    squares,
     varlen_cost,
     varlen_take,
 )
@@ -292,17 +293,11 @@ def _estimate_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParam
     n, tokens = int(cnt.sum()), int(cnt @ values)
     max_len = int(values[-1]) if n else 0
     size = batch_size_for(max_len, p)
-    cost = varlen_cost(n * max_len, _sumsq(values, cnt), p.cost) if p.cost.varlen else \
+    cost = varlen_cost(n * max_len, squares(values, cnt), p.cost) if p.cost.varlen else \
         n * float(row_cost(max_len, p.cost))
     return dict(samples=n, batches=n / max(size, 1), batch_size=size, min_batch_size=size,
                 max_batch_size=size, tokens=tokens, padded_tokens=n * max_len,
                 dropped_samples=0, unbatchable_samples=n if n and not size else 0, cost=cost)
-
-
-def _sumsq(values: np.ndarray, cnt: np.ndarray) -> float:
-    """The samples' squared lengths summed (the varlen attention term, `varlen_cost`)."""
-    v = values.astype(np.float64)
-    return float(cnt @ (v * v))
 
 
 def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
@@ -330,7 +325,7 @@ def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
     dropped = rest if drop_last else 0
     kept = n - dropped
     if p.cost.varlen:  # the expected squared lengths of the samples kept
-        cost = varlen_cost(padded, _sumsq(values, cnt) * kept / n if n else 0.0, p.cost)
+        cost = varlen_cost(padded, squares(values, cnt) * kept / n if n else 0.0, p.cost)
     return dict(samples=kept, batches=full + (1 if rest and not drop_last else 0),
                 batch_size=size, min_batch_size=min(sizes, default=0),
                 max_batch_size=max(sizes, default=0),
@@ -477,7 +472,7 @@ def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
         packing_efficiency=tokens / (rows * p.max_seq_len) if rows else 0.0,
         algorithm=algorithm, warnings=tuple(warnings),
         cost=None if p.cost.is_default else varlen_cost(
-            padded, _sumsq(values, cnt) * (kept_rows / rows if drop_last and rest else 1),
+            padded, squares(values, cnt) * (kept_rows / rows if drop_last and rest else 1),
             p.cost) if p.cost.varlen else kept_rows * float(row_cost(p.max_seq_len, p.cost)))
 
 

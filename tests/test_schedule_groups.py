@@ -40,7 +40,7 @@ def doc(capsys, *args) -> dict:
 def reference(d, lengths, source, window: int, order_name: str):
     """The order's groups, computed from the rows: (longest run of batches from buckets
     one group makes, its group, {group: (share, min, max, std)}, the least such run any
-    order has, the percent of batches from such buckets)."""
+    order has, the percent of batches from such buckets, the order itself)."""
     batches = [b["batches"] for b in d["buckets"]]
     names = sorted(set(source))
     b_of = np.searchsorted(BOUNDS, np.minimum(lengths, 8192), side="right") - 1
@@ -72,7 +72,7 @@ def reference(d, lengths, source, window: int, order_name: str):
     made = [sum(batches[b] for b in range(len(batches)) if mostly[b] == g)
             for g in range(len(names))]
     least = max((-(-m // (n - m + 1)) for m in made if m), default=0)
-    return best, who, stats, least, 100 * sum(made) / n
+    return best, who, stats, least, 100 * sum(made) / n, order
 
 
 @pytest.mark.parametrize("order", ["stride", "sequential", "random"])
@@ -81,10 +81,13 @@ def test_each_orders_groups_equal_the_rows(tmp_path, capsys, order):
 
     lengths, source = two_sources(tmp_path / "mix.parquet")
     d = doc(capsys, tmp_path / "mix.parquet", "--group-by", "source", "--order", order,
-            "--bounds", ",".join(map(str, BOUNDS)), "--log-window", "20")
+            "--bounds", ",".join(map(str, BOUNDS)), "--log-window", "20",
+            "--emit-order", f"{order}={tmp_path / 'order.npy'}")
     jsonschema.validate(d, load("schedule"), cls=jsonschema.Draft202012Validator)
     got = d["orders"][0]["groups"]
-    best, who, stats, least, pct = reference(d, lengths, source, 20, order)
+    best, who, stats, least, pct, drawn = reference(d, lengths, source, 20, order)
+    # the order written is the one measured (with the sources interleaved, for stride)
+    assert np.array_equal(np.load(tmp_path / "order.npy"), drawn)
     assert (got["longest_run"], got["longest_run_group"]) == (best, who)
     assert got["least_run"] == least and got["mostly_batch_pct"] == pytest.approx(pct)
     for g, (share, lo, hi, std) in stats.items():
@@ -163,7 +166,7 @@ def test_suggest_scores_each_proposal_as_schedule_does(tmp_path, capsys):
         assert q["groups"] == s["orders"][0]["groups"], q["method"]
     s = doc(capsys, tmp_path / "mix.parquet", "--group-by", "source", "--order", "stride",
             "--bounds", bounds, "--log-window", "50")
-    best, who, _, least, pct = reference(s, lengths, source, 50, "stride")
+    best, who, _, least, pct, _ = reference(s, lengths, source, 50, "stride")
     got = d["proposals"][0]["groups"]
     assert (got["longest_run"], got["longest_run_group"], got["least_run"]) == \
         (best, who, least)

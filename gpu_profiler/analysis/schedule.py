@@ -35,6 +35,7 @@ from gpu_profiler.analysis.interleave import (
     interleave,
     longest_run,
     min_run,
+    tagged_run,
     tail_size,
 )
 from gpu_profiler.analysis.mixture import NOUNS, bucket_counts, dominant
@@ -147,14 +148,7 @@ def _mix(tagged: np.ndarray, rows: np.ndarray, epoch: np.ndarray, names: list[st
     """`GroupMix` of a sequence (batches or steps) whose items are made mostly of the
     groups ``tagged`` (-1: none), whose windows hold ``rows`` (windows x groups) samples,
     and the whole ``epoch`` (per group)."""
-    longest, group = 0, -1
-    if tagged.size:
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(tagged)) + 1])
-        lengths = np.diff(np.concatenate([starts, [tagged.size]]))
-        lengths[tagged[starts] < 0] = 0
-        at = int(lengths.argmax())
-        if lengths[at]:
-            longest, group = int(lengths[at]), int(tagged[starts[at]])
+    longest, group = tagged_run(tagged)
     totals = rows.sum(axis=1, keepdims=True)
     share = np.divide(rows * 100.0, totals, out=np.zeros(rows.shape), where=totals > 0)
     whole = epoch.sum()
@@ -164,7 +158,7 @@ def _mix(tagged: np.ndarray, rows: np.ndarray, epoch: np.ndarray, names: list[st
              for g, n in enumerate(names)}
     made = np.bincount(tagged[tagged >= 0], minlength=len(names))
     n = tagged.size
-    least = max((-(-int(m) // (n - int(m) + 1)) for m in made if m), default=0)
+    least = min_run(made, n)
     return GroupMix(longest, names[group] if group >= 0 else None, least,
                     float(made.sum() * 100 / n) if n else 0.0, stats)
 
@@ -227,8 +221,15 @@ class ScheduleResult:
     #: it: attached by the command (None here).
     split: str | None = None
     advice: Any = None
-    #: ``--group-by``: what grouped the samples (each order's `GroupMix`)
+    #: ``--group-by``: what grouped the samples (each order's `GroupMix`), and the group
+    #: making each bucket mostly (-1: none), which the stride order interleaves too
     group_by: str | None = None
+    classes: tuple[int, ...] | None = None
+
+    def order(self, name: str) -> np.ndarray:
+        """The order ``name`` simulated here, batch by batch (its bucket per batch)."""
+        return batch_order(self.batches, name, seed=self.seed, max_run=self.max_run,
+                           classes=None if self.classes is None else np.array(self.classes))
 
     @property
     def headline(self) -> OrderStats:
@@ -389,12 +390,12 @@ def default_trials(batches: int) -> int:
 
 def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float], *,
                    trials: int | None = None, log_window: int = 50, seed: int = 0,
-                   max_run: int | None = None, classes: np.ndarray | None = None
-                   ) -> OrderStats:
+                   max_run: int | None = None, classes: np.ndarray | None = None,
+                   drawn: np.ndarray | None = None) -> OrderStats:
     """Simulate one order; random orders are also run with seeds ``seed .. seed+trials-1``
     for the expected longest run and ``P(longest run >= k)`` (``trials`` defaults to
     :func:`default_trials`); ``max_run`` and ``classes`` shape the ``stride`` order
-    (`batch_order`)."""
+    (`batch_order`); ``drawn``: the order drawn with ``seed`` already."""
     if name not in ORDERS:
         raise ProfilerError(f"unknown order {name!r}; choose from {', '.join(ORDERS)}")
     if trials is None:
@@ -404,8 +405,9 @@ def simulate_order(name: str, batches: Sequence[int], mean_len: Sequence[float],
     if log_window < 1:
         raise ProfilerError(f"--log-window must be a positive integer, got {log_window}")
     means = np.asarray(mean_len, dtype=np.float64)
-    stats = order_stats(name, batch_order(batches, name, seed=seed, max_run=max_run,
-                                          classes=classes), means, log_window)
+    if drawn is None:
+        drawn = batch_order(batches, name, seed=seed, max_run=max_run, classes=classes)
+    stats = order_stats(name, drawn, means, log_window)
     if name not in RANDOM_ORDERS:
         return stats
     longest = np.array([stats.longest_run] + [
@@ -438,18 +440,21 @@ def simulate_schedule(hist: LengthHistogram, orders: Sequence[str] | str = ("ran
     least = check_max_run(batches, max_run)
     made = None if groups is None else _made_of(groups, hist, p, pol)
     classes = None if made is None else made[2]
+    drawn = [batch_order(batches, n, seed=seed, max_run=max_run, classes=classes)
+             for n in names]  # each order once: its stats and its groups are of it
     stats = [simulate_order(n, batches, mean_len, trials=trials, log_window=log_window,
-                            seed=seed, max_run=max_run, classes=classes) for n in names]
+                            seed=seed, drawn=d) for n, d in zip(names, drawn, strict=True)]
     msgs = _warnings(pol, stats)
     if "stride" in names:
         msgs += _early_note(stats[names.index("stride")], max_run, least)
     if groups is not None and made is not None:
-        stats, more = _grouped(groups[0], made, pol, stats, log_window, seed, max_run)
+        stats, more = _grouped(groups[0], made, stats, drawn, log_window)
         msgs += more
     return ScheduleResult(p, policy, drop_last, log_window, seed, tuple(batches),
                           tuple(b.batch_pct for b in pol.buckets), tuple(mean_len),
                           tuple(stats), tuple(msgs), least, max_run,
-                          group_by=None if groups is None else groups[0])
+                          group_by=None if groups is None else groups[0],
+                          classes=None if classes is None else tuple(int(c) for c in classes))
 
 
 def _made_of(groups: tuple[str, dict[str, LengthHistogram]], hist: LengthHistogram,
@@ -469,18 +474,15 @@ def _made_of(groups: tuple[str, dict[str, LengthHistogram]], hist: LengthHistogr
     return names, per_batch, dominant(counts, corpus)
 
 
-def _grouped(by: str, made: tuple[list[str], np.ndarray, np.ndarray], pol: PolicyResult,
-             stats: list[OrderStats], log_window: int, seed: int, max_run: int | None
+def _grouped(by: str, made: tuple[list[str], np.ndarray, np.ndarray],
+             stats: list[OrderStats], drawn: list[np.ndarray], log_window: int
              ) -> tuple[list[OrderStats], list[str]]:
-    """Each order's `GroupMix` (the order drawn with ``seed``, as its other numbers), and
-    a warning when the stride order, which interleaves the groups too, still runs more
-    than `MAX_RUN` batches of buckets one group makes back to back."""
+    """Each order's `GroupMix` (of the order ``drawn``, as its other numbers), and a
+    warning when the stride order, which interleaves the groups too, still runs more than
+    `MAX_RUN` batches of buckets one group makes back to back."""
     names, per_batch, mostly = made
-    batches = [int(b.batches) for b in pol.buckets]
-    out = [replace(s, groups=group_mix(batch_order(batches, s.name, seed=seed,
-                                                   max_run=max_run, classes=mostly),
-                                       names, per_batch, mostly, log_window))
-           for s in stats]
+    out = [replace(s, groups=group_mix(d, names, per_batch, mostly, log_window))
+           for s, d in zip(stats, drawn, strict=True)]
     head = next((s for s in out if s.name == "stride"), out[0])
     gm = head.groups
     assert gm is not None

@@ -55,7 +55,6 @@ def schedule(
 
     from gpu_profiler.analysis.advice import advise, attach
     from gpu_profiler.analysis.schedule import (
-        batch_order,
         parse_orders,
         simulate_schedule,
         write_order,
@@ -78,7 +77,7 @@ def schedule(
                                max_run=max_run, groups=groups)
     result = attach(replace(result, split=split), advise(hist, params, drop_last=drop_last))
     for name, target in emits:
-        write_order(target, batch_order(result.batches, name, seed=seed, max_run=max_run))
+        write_order(target, result.order(name))
     if plot:
         plots.save_figure(plots.schedule_figure(result, plots.titled(
             o.one(paths), "batch order over the epoch", split)), plot)

@@ -437,10 +437,10 @@ def schedule_figure(r: Any, title: str) -> Any:
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    from gpu_profiler.analysis.schedule import batch_order, window_means
+    from gpu_profiler.analysis.schedule import window_means
 
     names = [o.name for o in r.orders]
-    orders = [batch_order(r.batches, n, seed=r.seed, max_run=r.max_run) for n in names]
+    orders = [r.order(n) for n in names]
     k = len(r.batches)
     colours = bucket_colours(k)
     fig, ax = _figure(2, 1, (12, 4.5 + 0.4 * len(names)), title, sharex=True,

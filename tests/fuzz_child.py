@@ -4,8 +4,8 @@ an address-space limit and prints one JSON line per case.
 ``python fuzz_child.py MANIFEST FIRST`` runs cases ``FIRST..`` of MANIFEST (a JSON list of
 ``{"path", "kind", "column", "offsets_of", "backend", "reader", "io", "trust"}``, and
 ``"options"``: more arguments of `histogram`, e.g. ``eot`` or ``unit``; ``reader``
-``together``: an IPC file read twice in a run of small shards, as a scan of many reads
-them, its numbers halved; ``alone``: by its own reader). For each it
+``together``: an IPC or Parquet file read twice in a run of small shards, as a scan of
+many reads them, its numbers halved; ``alone``: by its own reader). For each it
 prints ``start I``, then ``done I {"ok": fields} | {"error": line} | {"bug": repr}``,
 then ``ref I {"ok": fields} | {"fail": ...}``: a reference reading of the file, done
 after the scan: pyarrow's for Arrow IPC and Parquet (pyarrow may allocate what a hostile
@@ -30,9 +30,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpu_profiler import LengthHistogram, ProfilerError, get_backend, histogram
+from gpu_profiler.engine import exact
 from gpu_profiler.execute import tasks_histogram
 from gpu_profiler.io import pread
 from gpu_profiler.readers import LengthSpec, Reading, ipc
+from gpu_profiler.readers.parquet import ParquetPart
 
 #: Address space granted beyond what the warmed-up child maps.
 HEADROOM = 1 << 30
@@ -64,8 +66,12 @@ def _twice(case: dict) -> LengthHistogram:
     """The histogram of a run of two parts of the file (read together: `ipc.many`, or
     each by its own reader where the run leaves it), halved."""
     spec = LengthSpec(case["offsets_of"] or case["column"], offsets=bool(case["offsets_of"]))
-    parts = [ipc.IpcPart(case["path"], case["kind"]) for _ in range(2)]
+    if case["kind"] == "parquet":
+        parts = [ParquetPart(case["path"]) for _ in range(2)]
+    else:
+        parts = [ipc.IpcPart(case["path"], case["kind"]) for _ in range(2)]
     h = tasks_histogram(parts, Reading(spec, inline=True), get_backend(case["backend"]), CAP)
+    h = exact(h, parts, spec)  # as a scan makes its above-cap sum exact
     if (h.counts % 2).any():
         raise AssertionError("the two copies were counted apart")
     return LengthHistogram(h.counts // 2, h.above_count // 2, h.above_tokens // 2,

@@ -522,3 +522,78 @@ def test_every_other_format_ends_in_numbers_or_one_line(tmp_path):
         mine = [i for i, c in enumerate(cases) if c["kind"] == kind]
         assert {"ok" if "ok" in done[i] else "error" for i in mine} == {"ok", "error"}, kind
         assert any("ok" in done[i] and "ok" in refs.get(i, {}) for i in mine), kind
+
+
+# --------------------------------------------------------------------- Apache's own files
+APACHE = Path(__file__).with_name("data") / "apache"
+#: Why a well-formed file of Apache's (pyarrow reads it) may still be refused, in one line:
+#: lengths no token count has, a byte order or a column type lengths are not read from,
+#: two fields of one name, an encrypted column.
+REFUSALS = ("do not look like token counts", "big-endian", "fields are named",
+            "needs a list column", "lengths must be integers", "encrypted")
+
+
+def _apache_kind(rel: str) -> str:
+    if "parquet" in rel.split("/")[0] or "/parquet/" in rel:
+        return "parquet"
+    return "file" if rel.endswith(".arrow_file") or "arrow-ipc-file" in rel else "stream"
+
+
+def _apache_columns(path: Path, kind: str) -> list[tuple[str | None, str | None]]:
+    """``(column, offsets_of)`` of every integer, dictionary-of-integer and list column
+    pyarrow sees in the file's schema, or the scan's own choice where it sees none."""
+    try:
+        if kind == "parquet":
+            schema = pq.read_schema(path)
+        else:
+            opened = pa.ipc.open_file if kind == "file" else pa.ipc.open_stream
+            schema = opened(str(path)).schema
+    except Exception:  # noqa: BLE001 - a hostile file: the scan picks (or refuses)
+        return [(None, None)]
+    out: list[tuple[str | None, str | None]] = []
+    for field in schema:
+        t = field.type
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        try:
+            name = field.name
+        except UnicodeDecodeError:  # a name that is not UTF-8: the scan refuses it
+            name = None
+        if pa.types.is_integer(t):
+            out.append((name, None))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            out.append((None, name) if name else (None, None))
+    return out or [(None, None)]
+
+
+def test_apache_test_files_end_in_numbers_or_one_line(tmp_path):
+    """Apache's own test files (tests/data/apache: parquet-testing and arrow-testing,
+    their valid files of every encoding, codec, page version and IPC writer, and their
+    fuzzers' crash cases and bad data), every integer and list column, each read alone
+    and, as a scan of many small shards reads them, twice together, with both CPU
+    backends: pyarrow's numbers where pyarrow reads the file, else one line naming it; and
+    a valid file's column refused only for a reason of `REFUSALS`."""
+    cases = []
+    for path in sorted(p for p in APACHE.rglob("*") if p.is_file() and p.name != "LICENSE.txt"):
+        rel = path.relative_to(APACHE).as_posix()
+        kind = _apache_kind(rel)
+        for column, offsets in _apache_columns(path, kind):
+            for backend, reader in (("numpy", "alone"), ("numba", "alone"),
+                                    ("numba", "together")):
+                if reader == "together" and column is None and offsets is None:
+                    continue
+                cases.append({"path": str(path), "kind": kind, "column": column,
+                              "offsets_of": offsets, "backend": backend, "reader": reader,
+                              "io": "auto", "trust": False, "valid": "/data/" in rel
+                              and "fuzz" not in rel and "crash" not in rel})
+    assert len(cases) > 1000
+    done, refs, problems = _run_cases(tmp_path, cases, "pyarrow's", strict=set())
+    for i, case in enumerate(cases):
+        got = done.get(i, {})
+        if case["valid"] and "ok" in refs.get(i, {}) and "error" in got and \
+                not any(why in got["error"] for why in REFUSALS):
+            problems.append(f"{case}: a valid file refused: {got['error']}")
+    assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems[:30])
+    # both outcomes are reached, and most valid columns are read and checked
+    assert sum("ok" in done.get(i, {}) and "ok" in refs.get(i, {}) for i in range(len(cases))) > 1000
+    assert sum("error" in done.get(i, {}) for i in range(len(cases))) > 300

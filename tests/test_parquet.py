@@ -408,3 +408,21 @@ def _reading():
     from gpu_profiler.readers.base import Reading, SourceOptions
 
     return Reading(spec=LengthSpec("length"), source=SourceOptions())
+
+
+APACHE_DATA = Path(__file__).with_name("data") / "apache" / "parquet-testing" / "data"
+
+
+@pytest.mark.parametrize("name", ["uniform_encryption.parquet.encrypted",
+                                  "encrypt_columns_and_footer.parquet.encrypted"])
+@pytest.mark.parametrize("fmt", [None, "parquet"])
+def test_an_encrypted_file_is_named_so(tmp_path, name, fmt):
+    """parquet-testing's encrypted files (magic PARE): one line that says encrypted, not
+    "corrupt" nor "unrecognized", sniffed or forced, alone or among shards."""
+    src = APACHE_DATA / name
+    with pytest.raises(ProfilerError, match=r"an encrypted Parquet file .*decrypt it first"):
+        histogram(src, format=fmt)
+    (tmp_path / "a.parquet").write_bytes(src.read_bytes())
+    pq.write_table(pa.table({"length": [1, 2]}), tmp_path / "b.parquet")
+    with pytest.raises(ProfilerError, match=r"a\.parquet: an encrypted Parquet file"):
+        histogram(tmp_path)

@@ -54,6 +54,9 @@ def sniff(path: str | Path, head: bytes | None = None) -> ShardFormat:
     for fmt in FORMATS.values():
         if fmt.sniff(head, name):
             return fmt
+    if head[:4] == parquet.ENCRYPTED:
+        raise ProfilerError(f"{path}: an encrypted Parquet file (its footer is encrypted): "
+                            "gpu-profiler reads plaintext Parquet only; decrypt it first")
     raise ProfilerError(f"{path}: not a {_titles()} file (unrecognized magic bytes)")
 
 

@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # pyarrow.parquet is imported when a file is opened (~50 ms o
     import pyarrow.parquet as pq
 
 MAGIC = b"PAR1"
+#: The magic of a Parquet file whose footer is encrypted (Parquet Modular Encryption).
+ENCRYPTED = b"PARE"
 
 #: Worker threads decoding row groups (None: one per CPU).
 THREADS: int | None = None
@@ -87,6 +89,9 @@ def _batches(path: Path, pf: pq.ParquetFile, groups: range, columns: list[str]
 
 
 def _corrupt(path: Path, exc: BaseException, groups: list[int] | None = None) -> ProfilerError:
+    if "encrypted" in str(exc) or "decrypt" in str(exc).lower():
+        return ProfilerError(f"{path}: an encrypted Parquet file ({first_line(exc)}): "
+                             "gpu-profiler reads plaintext Parquet only; decrypt it first")
     where = ""
     if groups:
         where = f" in row group {groups[0]}" if len(groups) == 1 else \

@@ -52,7 +52,7 @@ NOTES = "## Where the time goes"
 
 # ----------------------------------------------------------------------------- peers
 # Each peer: argv = path, cap, out (.npy of the counts of min(length, cap)).
-_HEAD = "import sys, numpy as np\npath, cap, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]\n"
+_HEAD = "import os, sys, numpy as np\npath, cap, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]\n"
 _SAVE = "\nnp.save(out, counts)\n"
 
 PEERS = {
@@ -99,15 +99,17 @@ counts[df["l"].to_numpy()] = df["n"].to_numpy()
     "jsonl duckdb": """
 import duckdb
 con = duckdb.connect()
+src = path + "/*.jsonl" if os.path.isdir(path) else path
 rows = con.execute(f"SELECT least(num_tokens, {cap}) AS l, count(*) FROM read_ndjson("
-                   f"'{path}', columns={{num_tokens: 'BIGINT'}}) GROUP BY l").fetchall()
+                   f"'{src}', columns={{num_tokens: 'BIGINT'}}) GROUP BY l").fetchall()
 counts = np.zeros(cap + 1, np.int64)
 for l, n in rows:
     counts[l] = n
 """,
     "jsonl polars": """
 import polars as pl
-df = (pl.scan_ndjson(path, schema={"num_tokens": pl.Int64})
+src = path + "/*.jsonl" if os.path.isdir(path) else path
+df = (pl.scan_ndjson(src, schema={"num_tokens": pl.Int64})
       .select(pl.col("num_tokens").clip(upper_bound=cap).alias("l"))
       .group_by("l").agg(pl.len().alias("n")).collect())
 counts = np.zeros(cap + 1, np.int64)
@@ -205,6 +207,19 @@ def jsonl(n: int) -> Path:
     return common.jsonl_corpus(LAYOUTS / f"lines-{n:.0e}.jsonl", n)
 
 
+def jsonl_shards(n: int, shards: int) -> Path:
+    """The JSONL corpus of ``n`` lines cut into ``shards`` files of whole lines."""
+    target = LAYOUTS / f"lines-{n:.0e}-{shards}"
+    if not target.exists():
+        tmp = target.with_suffix(".tmp")
+        tmp.mkdir(parents=True)
+        lines = jsonl(n).read_bytes().splitlines(keepends=True)
+        for k, part in enumerate(np.array_split(np.arange(len(lines)), shards)):
+            (tmp / f"part-{k:05d}.jsonl").write_bytes(b"".join(lines[i] for i in part))
+        os.replace(tmp, target)
+    return target
+
+
 def tokens(n: int) -> Path:
     return common.token_stream(LAYOUTS / f"tokens-{n:.0e}.bin", n, EOT)
 
@@ -283,6 +298,12 @@ def rows(sizes: list[int], sweep: int, big: bool) -> list[Row]:
                        ["hf pyarrow"], need=_column_bytes(sweep)))
         out.append(Row("Parquet shards", e, k, lambda k=k: parquet_shards(sweep, k),
                        ["duckdb", "polars", "pyarrow.dataset"], need=_column_bytes(sweep)))
+    n = sweep // 100
+    e = f"{n:.0e}".replace("+0", "").replace("+", "")
+    out.append(Row("JSONL shards, `num_tokens` + ~100 B text", e, 2000,
+                   lambda n=n: jsonl_shards(n, 2000), ["jsonl duckdb", "jsonl polars"],
+                   ["--column", "num_tokens"], need=lambda p: sum(
+                       f.stat().st_size for f in p.iterdir())))
     if big:
         n = 10**9
         out.append(Row("HF dir, `length` (default)", "1e9", 8, lambda: hf_dir(n, 8),

@@ -100,7 +100,8 @@ def jsonl_files(draw):
 
 SIZES = st.fixed_dictionaries({"BLOCK": st.sampled_from([64, 200, 4096, 16 << 20]),
                                "PARSE_BLOCK": st.sampled_from([64, 1000, 1 << 20]),
-                               "SCHEMA_BYTES": st.sampled_from([64, 64 << 10])})
+                               "SCHEMA_BYTES": st.sampled_from([64, 64 << 10]),
+                               "PIECE_BYTES": st.sampled_from([1, 1 << 20])})
 
 
 @pytest.mark.slow  # 80 random files, ~10 s (the native parse is checked at random by default)
@@ -150,6 +151,25 @@ def test_a_corpus_of_shards_plain_and_zstd(tmp_path):
         gp.histogram(every, backend="numpy", cap=8192)
     assert gp.histogram(str(tmp_path / "*.jsonl*"), column="num_tokens", backend="numpy",
                         cap=8192) == gp.histogram(every, backend="numpy", cap=8192)
+
+
+def test_a_small_shard_takes_a_small_buffer_and_one_piece(tmp_path):
+    """A plain shard's blocks are read into buffers no larger than the file (2,000 shards of
+    5 KB took 8.5 s and 316 MB, each zeroing two 16 MiB buffers); a block under
+    `PIECE_BYTES` is one piece, and cutting it into pieces gives the same lengths."""
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 5000, 300)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(b'{"t": "%s", "length": %d}\n' % (b"x" * int(v % 9), v)
+                              for v in values))
+    sizes = [len(block.obj) for block, _, _ in jsonl._blocks(path, jsonl.BLOCK, buffers=3)]
+    assert sizes and max(sizes) <= path.stat().st_size + 1
+    np.testing.assert_array_equal(gp.lengths(str(path)), values)
+    with mock.patch.object(jsonl, "PIECE_BYTES", 1):
+        np.testing.assert_array_equal(gp.lengths(str(path)), values)
+    zpath = tmp_path / "s.jsonl.zst"
+    write_zstd(zpath, path.read_bytes())  # its size unknown until read: a block's buffer
+    np.testing.assert_array_equal(gp.lengths(str(zpath)), values)
 
 
 def test_long_lines_and_a_long_first_line(tmp_path):

@@ -54,13 +54,18 @@ BOM = b"\xef\xbb\xbf"  # pyarrow takes one at the start of a file, and so do we
 BLOCK = 16 << 20
 #: pyarrow's own block: the unit its threads parse in parallel.
 PARSE_BLOCK = 1 << 20
-#: Pieces of a block parsed at once by the native scan (`_scanned`), one per core.
+#: Pieces of a block parsed at once by the native scan (`_scanned`), one per core; a block
+#: under `PIECE_BYTES` (a small shard's) is one piece, parsed in the caller's thread.
 PIECES = max(1, min(os.cpu_count() or 1, 8))
+PIECE_BYTES = 1 << 20
 #: A line running over this many bytes without a newline is taken for a corrupt file (or
 #: not JSON Lines) rather than buffered without bound.
 MAX_LINE = 256 << 20
-#: Bytes at the head of a file whose objects give its schema (more for a longer first line).
+#: Bytes at the head of a file whose objects give its schema (more for a longer first line),
+#: and at most this many of those objects (each is parsed by Python's json: 500 lines of
+#: 108 bytes cost a 54 KB shard 1.5 ms, more than reading it; bench/results/layouts.md).
 SCHEMA_BYTES = 64 << 10
+SCHEMA_OBJECTS = 64
 
 _WS = b" \t\r\n"  # JSON's whitespace
 #: A field name the native scan cannot compare as raw bytes (JSON would escape it).
@@ -116,7 +121,7 @@ FORMAT = ShardFormat("jsonl", "JSON Lines", (".jsonl", ".jsonl.zst"), _sniff, Js
 
 def schema(path: Path) -> pa.Schema:
     """The top-level fields of the objects in the first :data:`SCHEMA_BYTES` (at least the
-    first object), in the order they first appear, typed coarsely (int64, double, bool,
+    first object, at most `SCHEMA_OBJECTS`), in the order they first appear, typed coarsely (int64, double, bool,
     string, ``struct<>``, ``list<null>``) so that shards whose nested values differ still
     agree. A field seen only as null is int64: it may be the length field (what it holds
     is checked when read). A file without objects has no fields."""
@@ -128,12 +133,12 @@ def schema(path: Path) -> pa.Schema:
         # the first block's lines, or those of a later one (after blank blocks) within
         # SCHEMA_BYTES of its first non-blank line
         first = line == 1
-        rows = screen(block, line, seen.solid if first else
-                      min(seen.solid, SCHEMA_BYTES // 2 + 1))[1]
+        rows = screen(block, line, min(seen.solid, SCHEMA_OBJECTS) if first else
+                      min(seen.solid, SCHEMA_BYTES // 2 + 1, SCHEMA_OBJECTS))[1]
         base = 0 if first else int(rows[0, 0])
         limit = max(len(block) if first else base + SCHEMA_BYTES, int(rows[0, 2]))
         for start, k, end in rows.tolist():
-            if end > limit:
+            if end > limit or objects == SCHEMA_OBJECTS:
                 break
             text = block[start:end].tobytes()
             text = text.removeprefix(BOM if line + k == 1 else b"").strip(_WS)
@@ -196,9 +201,10 @@ def _scanned(block: memoryview, line: int, name: np.ndarray, parse: pj.ParseOpti
     does not take, the rest of the block is checked and parsed by pyarrow (`_parse`), which
     reads what it may and names the first bad line."""
     text = np.frombuffer(block, np.uint8)
+    pieces = PIECES if len(text) >= PIECE_BYTES else 1
     cuts = [0]
-    for k in range(1, PIECES):
-        cuts.append(_line_after(block, max(cuts[-1], len(text) * k // PIECES)))
+    for k in range(1, pieces):
+        cuts.append(_line_after(block, max(cuts[-1], len(text) * k // pieces)))
     cuts.append(len(text))
     lengths = native.kernel("jsonl_lengths")
     bom = line == 1
@@ -211,7 +217,8 @@ def _scanned(block: memoryview, line: int, name: np.ndarray, parse: pj.ParseOpti
 
     values: list[np.ndarray] = []
     valid: list[np.ndarray] = []
-    for v, ok, stop, hi, newlines in pool.map(scan, cuts[:-1], cuts[1:]):
+    for v, ok, stop, hi, newlines in (pool.map if pieces > 1 else map)(scan, cuts[:-1],
+                                                                      cuts[1:]):
         values.append(v)
         valid.append(ok)
         if stop < hi:
@@ -273,7 +280,13 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
     blank block, up to `BLOCK`, if ``grow``): ``(block, number of its first line, what
     `screen` found)``. Ends after a block with a stray line (whose reader stops there). A
     block is a view of one of ``buffers`` buffers, taken in turn: the caller may still
-    hold ``buffers - 1`` blocks when it asks for the next."""
+    hold ``buffers - 1`` blocks when it asks for the next. No buffer starts larger than
+    a plain file (a small shard's block is not 16 MiB of zeroed memory)."""
+    if not _zstd(path):
+        try:
+            size = min(size, os.stat(path).st_size + 1)  # + 1: its end is met in one read
+        except OSError:
+            pass  # _open says why
     with _open(path) as f:
         ring: list[bytearray | None] = [bytearray(size), *[None] * (buffers - 1)]
         k, buf = 0, ring[0]

@@ -595,5 +595,6 @@ def test_apache_test_files_end_in_numbers_or_one_line(tmp_path):
             problems.append(f"{case}: a valid file refused: {got['error']}")
     assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems[:30])
     # both outcomes are reached, and most valid columns are read and checked
-    assert sum("ok" in done.get(i, {}) and "ok" in refs.get(i, {}) for i in range(len(cases))) > 1000
+    checked = [i for i in range(len(cases)) if "ok" in done.get(i, {}) and "ok" in refs.get(i, {})]
+    assert len(checked) > 1000
     assert sum("error" in done.get(i, {}) for i in range(len(cases))) > 300

@@ -121,10 +121,11 @@ FORMAT = ShardFormat("jsonl", "JSON Lines", (".jsonl", ".jsonl.zst"), _sniff, Js
 
 def schema(path: Path) -> pa.Schema:
     """The top-level fields of the objects in the first :data:`SCHEMA_BYTES` (at least the
-    first object, at most `SCHEMA_OBJECTS`), in the order they first appear, typed coarsely (int64, double, bool,
-    string, ``struct<>``, ``list<null>``) so that shards whose nested values differ still
-    agree. A field seen only as null is int64: it may be the length field (what it holds
-    is checked when read). A file without objects has no fields."""
+    first object, at most `SCHEMA_OBJECTS`), in the order they first appear, typed
+    coarsely (int64, double, bool, string, ``struct<>``, ``list<null>``) so that shards
+    whose nested values differ still agree. A field seen only as null is int64: it may be
+    the length field (what it holds is checked when read). A file without objects has no
+    fields."""
     fields: dict[str, pa.DataType | None] = {}
     objects = 0
     for block, line, seen in _blocks(path, SCHEMA_BYTES, grow=True):

@@ -283,12 +283,10 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
     block is a view of one of ``buffers`` buffers, taken in turn: the caller may still
     hold ``buffers - 1`` blocks when it asks for the next. No buffer starts larger than
     a plain file (a small shard's block is not 16 MiB of zeroed memory)."""
-    if not _zstd(path):
-        try:
-            size = min(size, os.stat(path).st_size + 1)  # + 1: its end is met in one read
-        except OSError:
-            pass  # _open says why
     with _open(path) as f:
+        plain = not isinstance(f, pa.CompressedInputStream)
+        if plain:
+            size = min(size, f.size() + 1)  # + 1: its end is met in one read
         ring: list[bytearray | None] = [bytearray(size), *[None] * (buffers - 1)]
         k, buf = 0, ring[0]
         assert buf is not None
@@ -307,7 +305,7 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
             try:
                 n = f.readinto(view[have:])
             except (OSError, pa.ArrowException) as exc:
-                what = "corrupt or truncated zstd stream" if _zstd(path) else "read error"
+                what = "read error" if plain else "corrupt or truncated zstd stream"
                 raise ProfilerError(f"{path}: {what} at line {line}: {first_line(exc)}") \
                     from None
             if not n:

@@ -16,6 +16,7 @@ from gpu_profiler.backends import Backend
 from gpu_profiler.engine import Planned
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.progress import ScanProgress
+from gpu_profiler.readers import arrow
 
 T = TypeVar("T")
 
@@ -80,8 +81,7 @@ def integers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
     n = len(arr)
     if arr.null_count == n:
         return np.zeros(n, np.int64), np.zeros(n, bool)
-    values = np.frombuffer(arr.buffers()[1], arr.type.to_pandas_dtype(),
-                           count=arr.offset + n)[arr.offset:].astype(np.int64)
+    values = arrow.values(arr).astype(np.int64)
     if not arr.null_count:
         return values, None
     valid = arr.is_valid().to_numpy(zero_copy_only=False)

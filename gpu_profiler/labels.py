@@ -95,13 +95,13 @@ def _arrow(arr: Any) -> tuple[np.ndarray, list[str]]:
     import pyarrow.compute as pc
 
     from gpu_profiler.groups import NULL
+    from gpu_profiler.readers.arrow import values
 
     t = arr.type
     if pa.types.is_null(t):  # every label null: one group
         return np.zeros(len(arr), CODE), [NULL] if len(arr) else []
     if pa.types.is_integer(t) and not arr.null_count:
-        return _integers(np.frombuffer(arr.buffers()[1], t.to_pandas_dtype(),
-                                       count=arr.offset + len(arr))[arr.offset:])
+        return _integers(values(arr))
     value = t.value_type if pa.types.is_dictionary(t) else t
     if not (pa.types.is_string(value) or pa.types.is_large_string(value)
             or pa.types.is_integer(value)):
@@ -110,8 +110,7 @@ def _arrow(arr: Any) -> tuple[np.ndarray, list[str]]:
     idx = encoded.indices
     _at_most(len(encoded.dictionary))
     names = [str(v) for v in encoded.dictionary.to_pylist()]
-    codes = np.frombuffer(idx.buffers()[1], idx.type.to_pandas_dtype(),
-                          count=idx.offset + len(idx))[idx.offset:].astype(CODE)
+    codes = values(idx).astype(CODE)
     if idx.null_count:
         codes[~idx.is_valid().to_numpy(zero_copy_only=False)] = len(names)
         names.append(NULL)

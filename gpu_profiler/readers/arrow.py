@@ -119,11 +119,16 @@ def array_to_chunk(arr: pa.Array, spec: LengthSpec) -> Chunk:
             return Chunk(np.zeros(1, dtype=dtype), valid, offsets=True)
         data = np.frombuffer(buf, dtype=dtype, count=off + n + 1)[off:]
         return Chunk(data, valid, offsets=True)
+    return Chunk(values(arr), valid)
+
+
+def values(arr: pa.Array) -> np.ndarray:
+    """A fixed-width Arrow array's values as numpy, without a copy (a null's slot holds
+    whatever its buffer does)."""
     dtype = np.dtype(arr.type.to_pandas_dtype())
     buf = arr.buffers()[1]
-    data = np.zeros(0, dtype) if buf is None else \
-        np.frombuffer(buf, dtype=dtype, count=off + n)[off:]
-    return Chunk(data, valid)
+    return np.zeros(0, dtype) if buf is None else \
+        np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr))[arr.offset:]
 
 
 def arrays_to_chunks(arrays: Iterable[pa.Array], spec: LengthSpec) -> Iterator[Chunk]:

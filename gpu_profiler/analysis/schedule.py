@@ -489,11 +489,11 @@ def _grouped(by: str, made: tuple[list[str], np.ndarray, np.ndarray],
     noun = NOUNS.get(by, by)
     if head.name == "stride":  # it interleaves the groups already: the bounds make the runs
         warn = gm.longest_run > MAX_RUN
-        why = (f"even with the {noun}s interleaved (the least any order can: "
+        why = (f"even with the {noun}s interleaved (a lower bound for any order: "
                f"{gm.least_run}; suggest --group-by shows bounds that mix them)")
     else:
         warn = gm.longest_run > max(MAX_RUN, gm.least_run)
-        why = (f"where an order can keep such runs to {gm.least_run} (the stride order "
+        why = (f"against a lower bound of {gm.least_run} for any order (the stride order "
                f"interleaves the {noun}s too)")
     msgs = [f"order {head.name}: {gm.longest_run} batches in a row from buckets made mostly "
             f"of {noun} {gm.longest_run_group!r} {why}: the loss can band by {noun} even "

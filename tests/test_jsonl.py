@@ -156,7 +156,8 @@ def test_a_corpus_of_shards_plain_and_zstd(tmp_path):
 def test_a_small_shard_takes_a_small_buffer_and_one_piece(tmp_path):
     """A plain shard's blocks are read into buffers no larger than the file (2,000 shards of
     5 KB took 8.5 s and 316 MB, each zeroing two 16 MiB buffers); a block under
-    `PIECE_BYTES` is one piece, and cutting it into pieces gives the same lengths."""
+    `PIECE_BYTES` is one piece and a shard under it is read without a read-ahead thread,
+    and pieces or the thread give the same lengths."""
     rng = np.random.default_rng(3)
     values = rng.integers(0, 5000, 300)
     path = tmp_path / "s.jsonl"
@@ -165,8 +166,11 @@ def test_a_small_shard_takes_a_small_buffer_and_one_piece(tmp_path):
     sizes = [len(block.obj) for block, _, _ in jsonl._blocks(path, jsonl.BLOCK, buffers=3)]
     assert sizes and max(sizes) <= path.stat().st_size + 1
     np.testing.assert_array_equal(gp.lengths(str(path)), values)
-    with mock.patch.object(jsonl, "PIECE_BYTES", 1):
+    with mock.patch.object(jsonl, "PIECE_BYTES", 1):  # pieces, and a read-ahead thread
         np.testing.assert_array_equal(gp.lengths(str(path)), values)
+    for ahead in (False, True):
+        got = list(jsonl.chunks(path, LengthSpec("length"), ahead=ahead))
+        np.testing.assert_array_equal(np.concatenate([c.data for c in got]), values)
     zpath = tmp_path / "s.jsonl.zst"
     write_zstd(zpath, path.read_bytes())  # its size unknown until read: a block's buffer
     np.testing.assert_array_equal(gp.lengths(str(zpath)), values)

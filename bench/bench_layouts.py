@@ -395,7 +395,9 @@ def _key(row: dict) -> tuple:
 
 def markdown(result: dict) -> list[str]:
     m, bw = result["machine"], result["bandwidth"]
+    earlier = result.get("earlier", [])
     md = ["# Layouts: gpu-profiler against the best peer, whole processes", "",
+          *([f"Rows of earlier runs kept: {'; '.join(earlier)}.", ""] if earlier else []),
           f"`{result['command']}` on {m['cpu']} ({m['cores']} cores shared with other work), "
           f"{m['date']}, git {m['git']}; Python {m['python']}, numpy {m['numpy']}, pyarrow "
           f"{m['pyarrow']}. Page cache warm; every peer's histogram equal to gpu-profiler's; "
@@ -487,7 +489,9 @@ def main() -> int:
         new = {_key(r): r for r in result["rows"]}
         before = json.loads(old_json.read_text())
         result["rows"] = [new.pop(_key(r), r) for r in before["rows"]] + list(new.values())
-        result["command"] += f" (other rows: {before['command']}, {before['machine']['date']})"
+        earlier = [*before.get("earlier", []), f"`{before['command']}` "
+                   f"({before['machine']['date']})"]
+        result["earlier"] = list(dict.fromkeys(earlier))  # each earlier run once, in order
     write(args.out, result)
     return 0
 

@@ -21,7 +21,7 @@ from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import Part, Reading
 from gpu_profiler.readers.arrow import coalesce
 from gpu_profiler.readers.base import SMALL_BYTES, Leave, Together, same_schema, together_of
-from gpu_profiler.runs import Run, RunTally
+from gpu_profiler.runs import Run, Runs, RunTally
 
 #: Bytes of a task, at least and at most: consecutive parts run together until they hold
 #: about ``total / (TASKS_PER_WORKER x workers)`` bytes, so that thousands of small shards
@@ -207,7 +207,7 @@ def _alone(part: Part, reading: Reading, runs: RunTally, bar: ScanProgress | Non
     for chunk in part.chunks(reading):
         if bar is not None:
             bar.update(samples=chunk.samples)
-        if isinstance(chunk, Run):
+        if isinstance(chunk, (Run, Runs)):
             runs.add(chunk)
         else:
             yield chunk

@@ -13,7 +13,7 @@ from gpu_profiler.engine import Planned
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers import Reading
 from gpu_profiler.request import Execution, Source, gather
-from gpu_profiler.runs import Run
+from gpu_profiler.runs import Run, Runs
 
 if TYPE_CHECKING:
     from gpu_profiler.shapes import Shape
@@ -84,7 +84,7 @@ def of_plan(planned: Planned) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def _no_run(chunk: Chunk | Run, label: str) -> Chunk:
+def _no_run(chunk: Chunk | Run | Runs, label: str) -> Chunk:
     if not isinstance(chunk, Chunk):  # an ordered reading yields none: a reader's bug
         raise RuntimeError(f"{label}: an ordered reading gave a Run")
     return chunk

@@ -131,6 +131,11 @@ EXPORTS: dict[str, Export] = {
     "parquet_lengths": Export("parquet", "lengths",
                               (_BYTES, _I8, _I8, _BYTES, I, Arr("uint8", out=True), _OUT_I8,
                                _OUT_I8, Arr("bool", out=True), _OUT_I8_2D, _OUT_I8), 2),
+    "parquet_row_groups": Export("parquet", "row_groups",
+                                 (_BYTES, I, _BYTES, I, _OUT_I8_2D, _OUT_I8_2D, _OUT_I8), 4),
+    "parquet_chunks": Export("parquet", "chunks",
+                             (_BYTES, _I8, _I8, _I8, I, I, I, Arr("uint8", out=True), _OUT_I8,
+                              _OUT_I8, _OUT_I8, _OUT_I8_2D, _OUT_I8), 4),
     **({"look": Export("posix", "look", (_BYTES, _I8, I, I, I, I, Arr("uint64", out=True),
                                          Arr("uint8", out=True), I, _OUT_I8_2D), 0)}
        if _libc_has("statx") else {}),

@@ -44,6 +44,9 @@ from gpu_profiler.kernels.parquet_format import (
     L_SCHEMA,
     NINFO,
     READ,
+    W_BAD,
+    W_NEED,
+    W_WHY,
 )
 from gpu_profiler.kernels.posix import read_file
 from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
@@ -60,11 +63,9 @@ LOGICAL_INTEGER = 10
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = 0, 2, 3, 8
 UNCOMPRESSED, SNAPPY = 0, 1
-# The work array: [0] why the file is being left, [1] a page size the scratch lacked,
-# [2] the reason a malformed read gives here; then the Thrift skip stack (2 words a level),
-# the schema's nesting stack and levels, and every leaf's levels (its size bounds the
-# leaves of a file read here).
-W_WHY, W_NEED, W_BAD = 0, 1, 2
+# The work array: W_WHY, W_NEED and W_BAD (`parquet_format`); then the Thrift skip stack
+# (2 words a level), the schema's nesting stack and levels, and every leaf's levels (its
+# size bounds the leaves of a file read here).
 SKIP_AT, SKIP_LEVELS = 8, 48
 NEST_AT, NEST_LEVELS = SKIP_AT + 2 * SKIP_LEVELS, 64
 LEVELS_AT = NEST_AT + NEST_LEVELS  # each open group's (definition << 8 | repetition) level
@@ -719,10 +720,13 @@ def _run(b, p, hi, bw, st):
 
 
 @kernel(nogil=True)
-def _indices(b, p, hi, bw, n, dictionary, ndict, dst, at, st):
+def _indices(b, p, hi, bw, n, dictionary, ndict, dst, at, tallies, st):
     """``n`` dictionary indices (the hybrid, ``bw`` bits each) at ``b[p:hi]``, as the values
-    of ``dictionary[:ndict]`` they index, into ``dst[at:at + n]``."""
+    of ``dictionary[:ndict]`` they index, into ``dst[at:at + n]``; or, where ``tallies`` is
+    not empty, counted there (``tallies[j]``: the rows of entry ``j``; a run of one index
+    is one addition), with nothing written to ``dst``."""
     mask = (np.int64(1) << bw) - 1
+    counting = tallies.size > 0
     i = 0
     while i < n:
         count, packed, v, p = _run(b, p, hi, bw, st)
@@ -734,7 +738,10 @@ def _indices(b, p, hi, bw, n, dictionary, ndict, dst, at, st):
                 j = (_load64(b, v + (bit >> 3)) >> (bit & 7)) & mask
                 if j >= ndict:
                     _leave(st, L_PAGES)
-                dst[at + i + k] = dictionary[j]
+                if counting:
+                    tallies[j] += 1
+                else:
+                    dst[at + i + k] = dictionary[j]
             for k in range(max(fast, 0), take):  # near b's end: byte by byte
                 bit = k * bw
                 q = v + (bit >> 3)
@@ -744,13 +751,19 @@ def _indices(b, p, hi, bw, n, dictionary, ndict, dst, at, st):
                 j = (x >> (bit & 7)) & mask
                 if j >= ndict:
                     _leave(st, L_PAGES)
-                dst[at + i + k] = dictionary[j]
+                if counting:
+                    tallies[j] += 1
+                else:
+                    dst[at + i + k] = dictionary[j]
         else:
             if v >= ndict:
                 _leave(st, L_PAGES)
-            x = dictionary[v]
-            for k in range(take):
-                dst[at + i + k] = x
+            if counting:
+                tallies[v] += take
+            else:
+                x = dictionary[v]
+                for k in range(take):
+                    dst[at + i + k] = x
         i += take
 
 
@@ -769,8 +782,9 @@ def _plain(b, p, hi, phys, n, dst, at, st):
 
 
 @kernel(nogil=True)
-def _page_values(b, p, hi, enc, phys, nn, dictionary, ndict, values, at, st):
-    """The ``nn`` non-null values of a data page (its values section at ``b[p:hi]``)."""
+def _page_values(b, p, hi, enc, phys, nn, dictionary, ndict, values, at, tallies, st):
+    """The ``nn`` non-null values of a data page (its values section at ``b[p:hi]``), or
+    their dictionary indices counted into ``tallies`` (see `_indices`)."""
     if enc == PLAIN:
         _plain(b, p, hi, phys, nn, values, at, st)
         return
@@ -784,27 +798,30 @@ def _page_values(b, p, hi, enc, phys, nn, dictionary, ndict, values, at, st):
     bw = np.int64(b[p])
     if bw > 32:
         _leave(st, L_PAGES)
-    _indices(b, p + 1, hi, bw, nn, dictionary, ndict, values, at, st)
+    _indices(b, p + 1, hi, bw, nn, dictionary, ndict, values, at, tallies, st)
 
 
 @kernel(nogil=True)
 def _levels(b, p, hi, n, valid, at, st):
     """Decode ``n`` definition levels (max 1: the hybrid, 1 bit each) at ``b[p:hi]`` into
-    ``valid[at:]``: the non-null count."""
+    ``valid[at:]`` (only counted if ``valid`` is empty): the non-null count."""
     i, nn = ZERO, ZERO
+    write = valid.size > 0
     while i < n:
         count, packed, v, p = _run(b, p, hi, LEVEL_BITS, st)
         take = min(count, n - i)
         if packed:
             for k in range(take):
                 d = (b[v + (k >> 3)] >> (k & 7)) & 1
-                valid[at + i + k] = d == 1
+                if write:
+                    valid[at + i + k] = d == 1
                 nn += d
         else:
             if v > 1:
                 _leave(st, L_PAGES)
-            for k in range(take):
-                valid[at + i + k] = v == 1
+            if write:
+                for k in range(take):
+                    valid[at + i + k] = v == 1
             nn += take * v
         i += take
     return nn
@@ -824,12 +841,17 @@ def _spread(values, valid, at, n, nn):
 
 
 @kernel(nogil=True)
-def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, valid, at, st):
+def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, valid, at,
+           tallies, st):
     """Decode the pages of one column chunk (``b[p:hi]``, ``nvals`` rows) into
-    ``values[at:]`` and ``valid[at:]``: the nulls among them."""
+    ``values[at:]`` and ``valid[at:]``. Where ``tallies`` is not empty (and ``valid`` is),
+    dictionary-encoded pages are counted into it instead (see `_indices`) and only PLAIN
+    pages' non-null values are written, back to back from ``values[at]``. Returns ``(the
+    nulls, the values written, the dictionary's entries)``."""
     if codec != UNCOMPRESSED and codec != SNAPPY:
         _leave(st, L_CODEC)
-    seen, nulls, ndict = ZERO, ZERO, MISSING
+    counting = tallies.size > 0
+    seen, nulls, ndict, written = ZERO, ZERO, MISSING, ZERO
     size = 4 if phys == INT32 else 8
     while seen < nvals:
         ptype, usize, csize, nv, enc, denc, pnulls, prows, dlen, rlen, comp, p = \
@@ -865,7 +887,7 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
                 _leave(st, L_ENCODING)
             if ndict >= 0 or seen > 0:
                 _leave(st, L_PAGES)
-            if nv > dictionary.size:
+            if nv > dictionary.size or (counting and nv > tallies.size):
                 st[W_NEED] = usize
                 _leave(st, L_ROOM)
             if nv * size != top - lo:
@@ -875,13 +897,14 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
             continue
         if nv > nvals - seen:
             _leave(st, L_PAGES)
-        here = at + seen
+        here = at + (written if counting else seen)
         if max_def == 0:
             nn = nv
             if ptype == DATA_PAGE_V2 and pnulls != 0:
                 _leave(st, L_PAGES)
-            for k in range(nv):
-                valid[here + k] = True
+            if not counting:
+                for k in range(nv):
+                    valid[here + k] = True
         elif ptype == DATA_PAGE_V2:
             nn = _levels(b, body, body + dlen, nv, valid, here, st)
             if nv - nn != pnulls:
@@ -894,12 +917,16 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
             _has(lo + 4, n, top, st)
             nn = _levels(src, lo + 4, lo + 4 + n, nv, valid, here, st)
             lo += 4 + n
-        _page_values(src, lo, top, enc, phys, nn, dictionary, ndict, values, here, st)
-        if nn < nv:
-            _spread(values, valid, here, nv, nn)
+        _page_values(src, lo, top, enc, phys, nn, dictionary, ndict, values, here, tallies, st)
+        if not counting:
+            if nn < nv:
+                _spread(values, valid, here, nv, nn)
+            written += nv
+        elif enc == PLAIN:
+            written += nn
         nulls += nv - nn
         seen += nv
-    return nulls
+    return nulls, written, ndict
 
 
 # --- files ------------------------------------------------------------------------------
@@ -917,19 +944,13 @@ def _in_range(values, valid, at, n, width):
 
 
 @kernel(nogil=True)
-def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, info, st):
-    """Decode one whole file ``b[s:s + size]`` to ``values[at:]``: ``(rows, nulls)``."""
-    st[W_BAD] = L_FOOTER
-    e = s + size
-    if size < 12 or b[s] != 80 or b[s + 1] != 65 or b[s + 2] != 82 or b[s + 3] != 49 \
-            or b[e - 4] != 80 or b[e - 3] != 65 or b[e - 2] != 82 or b[e - 1] != 49:
-        _leave(st, L_FOOTER)
-    flen = _u32(b, e - 8)
-    if flen > size - 12:
-        _leave(st, L_FOOTER)
+def _footer(b, lo, hi, size, name, width, f, info, st):
+    """The FileMetaData at ``b[lo:hi]``, the footer of a file of ``size`` bytes: ``(rows,
+    row groups, where the first lies, the length column's leaf, physical type and maximum
+    definition level, leaves)``. ``info[f]`` gets the rows and where the schema and
+    ``ARROW:schema`` lie in ``b`` (file ``f > 0``'s must equal file 0's, byte for byte)."""
     st[W_BAD] = L_METADATA
-    hi = e - 8
-    seen, _ = _struct(b, hi - flen, hi, FILE_FIELDS, st)
+    seen, _ = _struct(b, lo, hi, FILE_FIELDS, st)
     if seen & (1 << 8 | 1 << 9):
         _leave(st, L_METADATA)  # encrypted
     schema, num_rows, rgs = st[A_FILE + 2], st[A_FILE + 3], st[A_FILE + 4]
@@ -948,36 +969,63 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
                 not _same(b, a0, a1, info[0, I_ARROW], info[0, I_ARROW_END]):
             _leave(st, L_SCHEMA)
     info[f, I_ROWS] = num_rows
-    if num_rows > values.size - at:
-        _leave(st, L_ROOM)
     n, t, p = _list(b, rgs, hi, st)
     if t != T_STRUCT:
         _leave(st, L_METADATA)
+    return num_rows, n, p, leaf, phys, max_def, leaves
+
+
+@kernel(nogil=True)
+def _group(b, p, hi, leaves, leaf, phys, size, flen, left, st):
+    """The RowGroup at ``p`` of a file of ``size`` bytes and a footer of ``flen``, which
+    may hold at most ``left`` rows: ``(its rows, where the length column's chunk starts
+    in the file, its bytes, codec, next position)``."""
+    seen, p = _struct(b, p, hi, ROW_GROUP_FIELDS, st)
+    cols, rows = st[A_ROW_GROUP + 1], st[A_ROW_GROUP + 3]
+    if cols < 0 or rows < 0 or rows > left:
+        _leave(st, L_METADATA)
+    nc, t, q = _list(b, cols, hi, st)
+    if nc != leaves or t != T_STRUCT:
+        _leave(st, L_METADATA)
+    meta = (MISSING, MISSING, MISSING, MISSING, MISSING, MISSING)
+    for k in range(nc):  # every one, as pyarrow parses (and checks) them all
+        chunk, q = _column_chunk(b, q, hi, st[LEAF_AT + k], st)
+        if k == leaf:
+            meta = chunk
+    typ, codec, nvals, csize, data, dic = meta
+    if typ != phys or nvals != rows:
+        _leave(st, L_METADATA)
+    start = dic if 0 < dic < data else data
+    if rows and (start < 4 or csize > size - 8 - flen - start):
+        _leave(st, L_METADATA)
+    return rows, start, csize, codec, p
+
+
+@kernel(nogil=True)
+def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, info, st):
+    """Decode one whole file ``b[s:s + size]`` to ``values[at:]``: ``(rows, nulls)``."""
+    st[W_BAD] = L_FOOTER
+    e = s + size
+    if size < 12 or b[s] != 80 or b[s + 1] != 65 or b[s + 2] != 82 or b[s + 3] != 49 \
+            or b[e - 4] != 80 or b[e - 3] != 65 or b[e - 2] != 82 or b[e - 1] != 49:
+        _leave(st, L_FOOTER)
+    flen = _u32(b, e - 8)
+    if flen > size - 12:
+        _leave(st, L_FOOTER)
+    hi = e - 8
+    num_rows, n, p, leaf, phys, max_def, leaves = _footer(b, hi - flen, hi, size, name, width,
+                                                          f, info, st)
+    if num_rows > values.size - at:
+        _leave(st, L_ROOM)
     rows, nulls = ZERO, ZERO
     for _ in range(n):
-        seen, p = _struct(b, p, hi, ROW_GROUP_FIELDS, st)
-        cols, rg_rows = st[A_ROW_GROUP + 1], st[A_ROW_GROUP + 3]
-        if cols < 0 or rg_rows < 0 or rg_rows > num_rows - rows:
-            _leave(st, L_METADATA)
-        nc, t, q = _list(b, cols, hi, st)
-        if nc != leaves or t != T_STRUCT:
-            _leave(st, L_METADATA)
-        meta = (MISSING, MISSING, MISSING, MISSING, MISSING, MISSING)
-        for k in range(nc):  # every one, as pyarrow parses (and checks) them all
-            chunk, q = _column_chunk(b, q, hi, st[LEAF_AT + k], st)
-            if k == leaf:
-                meta = chunk
-        typ, codec, nvals, csize, data, dic = meta
-        if typ != phys or nvals != rg_rows:
-            _leave(st, L_METADATA)
+        rg_rows, start, csize, codec, p = _group(b, p, hi, leaves, leaf, phys, size, flen,
+                                                 num_rows - rows, st)
         if rg_rows == 0:
             continue
-        start = dic if 0 < dic < data else data
-        if start < 4 or csize > size - 8 - flen - start:
-            _leave(st, L_METADATA)
         st[W_BAD] = L_PAGES
-        nulls += _chunk(b, s + start, s + start + csize, codec, phys, max_def, nvals, scratch,
-                        dictionary, values, valid, at + rows, st)
+        nulls += _chunk(b, s + start, s + start + csize, codec, phys, max_def, rg_rows,
+                        scratch, dictionary, values, valid, at + rows, values[:0], st)[0]
         st[W_BAD] = L_METADATA
         rows += rg_rows
     if rows != num_rows:
@@ -1016,6 +1064,91 @@ def lengths(buf, starts, sizes, name, width, scratch, dictionary, values, valid,
             info[f, I_STATUS] = work[W_WHY] if work[W_WHY] != READ else L_METADATA
             info[f, I_NEED] = work[W_NEED]
     return at, nulls
+
+
+@kernel(nogil=True)
+def row_groups(tail, size, name, width, table, info, work):
+    """The row groups of a file of ``size`` bytes whose last ``tail.size`` bytes (the
+    footer among them) are ``tail``: ``table[g]`` gets row group ``g``'s rows, where its
+    length column's chunk starts in the file, the chunk's bytes and its codec; ``info[0]``
+    as `lengths` fills it. Returns ``(status, row groups, physical type, maximum definition
+    level)``: status READ, or why the file is left (`L_ROOM`: ``work[W_NEED]`` tail bytes
+    or table rows were lacking)."""
+    work[W_WHY] = READ
+    work[W_NEED] = 0
+    for k in range(NINFO):
+        info[0, k] = 0
+    try:
+        t = tail.size
+        if t < 12 or size < 12 or t > size or tail[t - 4] != 80 or tail[t - 3] != 65 \
+                or tail[t - 2] != 82 or tail[t - 1] != 49:
+            _leave(work, L_FOOTER)
+        flen = _u32(tail, t - 8)
+        if flen > size - 12:
+            _leave(work, L_FOOTER)
+        if flen > t - 8:
+            work[W_NEED] = flen + 8
+            _leave(work, L_ROOM)
+        num_rows, n, p, leaf, phys, max_def, leaves = _footer(tail, t - 8 - flen, t - 8, size,
+                                                              name, width, 0, info, work)
+        if n > table.shape[0]:
+            work[W_NEED] = n
+            _leave(work, L_ROOM)
+        rows = ZERO
+        for g in range(n):
+            r, start, csize, codec, p = _group(tail, p, t - 8, leaves, leaf, phys, size, flen,
+                                               num_rows - rows, work)
+            table[g, 0], table[g, 1], table[g, 2], table[g, 3] = r, start, csize, codec
+            rows += r
+        if rows != num_rows:
+            _leave(work, L_METADATA)
+        return READ, n, phys, max_def
+    except Exception:
+        return work[W_WHY] if work[W_WHY] != READ else L_METADATA, ZERO, ZERO, ZERO
+
+
+@kernel(nogil=True)
+def chunks(buf, starts, rows, codecs, phys, max_def, width, scratch, dictionary, tallies,
+           values, pairs, work):
+    """Count the length column of column chunks lying back to back in ``buf`` (chunk ``k``:
+    ``buf[starts[k]:starts[k + 1]]``, ``rows[k]`` rows, codec ``codecs[k]``; the physical
+    type, definition level and width `row_groups` found), never decoding what is
+    dictionary-encoded: each chunk's dictionary entries that occur go to ``pairs`` with
+    their rows (``pairs[0, i]`` a value, ``pairs[1, i]`` its rows), the non-null values of
+    PLAIN pages to ``values``. ``tallies`` (zeros, at least ``dictionary.size``) counts a
+    chunk's entries. Returns ``(status, values written, pairs written, nulls)``: status
+    READ, or why the chunks are left (`L_ROOM`: ``work[W_NEED]`` bytes of page lacked)."""
+    work[W_WHY] = READ
+    work[W_NEED] = 0
+    at, npairs, nulls = ZERO, ZERO, ZERO
+    # (int32 and int64 columns hold only their own values: no check)
+    half = np.int64(1) << (min(width, 32) - 1)
+    lo, hi = (-half, half - 1) if width < 32 else (MISSING, MISSING)
+    try:
+        for k in range(rows.size):
+            s, e = starts[k], starts[k + 1]
+            if s < 0 or e < s or e > buf.size or rows[k] < 0 or rows[k] > values.size - at:
+                _leave(work, L_PAGES)
+            work[W_BAD] = L_PAGES
+            n0, w, ndict = _chunk(buf, s, e, codecs[k], phys, max_def, rows[k], scratch,
+                                  dictionary, values, values[:0], at, tallies, work)
+            for j in range(at, at + w if width < 32 else at):
+                if values[j] < lo or values[j] > hi:
+                    _leave(work, L_RANGE)
+            at += w
+            nulls += n0
+            for j in range(ndict):
+                if tallies[j]:
+                    if width < 32 and (dictionary[j] < lo or dictionary[j] > hi):
+                        _leave(work, L_RANGE)
+                    if npairs == pairs.shape[1]:
+                        _leave(work, L_ROOM)
+                    pairs[0, npairs], pairs[1, npairs] = dictionary[j], tallies[j]
+                    npairs += 1
+                    tallies[j] = 0
+        return READ, at, npairs, nulls
+    except Exception:
+        return work[W_WHY] if work[W_WHY] != READ else L_PAGES, ZERO, ZERO, ZERO
 
 
 @kernel(nogil=True)

@@ -25,3 +25,8 @@ LEFT = {
 # Columns of the per-file ``info`` array.
 (I_STATUS, I_ROWS, I_NULLS, I_NEED, I_SCHEMA, I_SCHEMA_END, I_ARROW, I_ARROW_END) = range(8)
 NINFO = 8
+
+# The kernel's work array: [W_WHY] why the file is being left, [W_NEED] a size the buffers
+# lacked (bytes of page or footer, rows of table), [W_BAD] the reason a malformed read gives
+# there.
+W_WHY, W_NEED, W_BAD = 0, 1, 2

@@ -46,9 +46,20 @@ class Backend(ABC):
         counted (values read as int64: negative, or uint64 >= 2**63, are invalid);
         ``cap=None`` bins up to the largest value (see `auto_cap`)."""
         values = [v if v < 2**63 else v - 2**64 for v in tally.values]
+        dense = np.flatnonzero(tally.dense)
         if cap is None:
-            cap = auto_cap(max((v for v in values if v >= 0), default=0))
+            cap = auto_cap(max(max((v for v in values if v >= 0), default=0),
+                               int(dense[-1]) if dense.size else 0))
         total = Sum(cap)
+        low = tally.dense[:cap + 1]
+        total.counts[:low.size] += low
+        high = dense[dense > cap]
+        if high.size:
+            rows = tally.dense[high]
+            total.add(LengthHistogram(np.zeros(cap + 1, np.int64), int(rows.sum()),
+                                      sum(a * b for a, b in zip(rows.tolist(), high.tolist(),
+                                                                strict=True)),
+                                      int(high[0]), int(high[-1])))
         for raw, v in zip(tally.values, values, strict=True):
             n = tally.values[raw]
             if v < 0:

@@ -17,7 +17,7 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
-from gpu_profiler.runs import Run
+from gpu_profiler.runs import Run, Runs
 
 #: How each option that only some sources take is named in messages (the CLI's flags).
 FLAGS = {"column": "--column", "offsets_of": "--offsets-of", "unit": "--unit",
@@ -83,7 +83,8 @@ class Reading:
             backend histograms them in place.
         gpu_parquet: decode Parquet on the GPU (the cuda backend, with cudf installed).
         ordered: every part yields its samples in row order, each one read (no `Run` from
-            statistics): what a per-sample array (`gpu_profiler.lengths`) needs.
+            statistics, no `Runs` of counts): what a per-sample array
+            (`gpu_profiler.lengths`) needs.
         inline: each part is read in the thread that asks for its chunks, with no thread
             of its own (no decoding workers, no read-ahead): the scan runs many parts at
             once, one per worker thread (`gpu_profiler.execute`).
@@ -197,9 +198,11 @@ class Part(Protocol):
 
     def schema(self) -> pa.Schema: ...
 
-    def chunks(self, reading: Reading) -> Iterator[Chunk | Run]:
+    def chunks(self, reading: Reading) -> Iterator[Chunk | Run | Runs]:
         """The length source in order; a `Run` stands for samples whose lengths the
-        metadata already proves (Parquet statistics), so they are counted, not decoded."""
+        metadata already proves (Parquet statistics), `Runs` for those a kernel counted
+        by length without decoding them (a Parquet dictionary's entries): counted, not
+        histogrammed."""
         ...
 
 

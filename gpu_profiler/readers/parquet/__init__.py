@@ -32,7 +32,8 @@ from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
 from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Joined, Reading, ShardFormat
-from gpu_profiler.runs import Run
+from gpu_profiler.readers.parquet import pages
+from gpu_profiler.runs import Run, Runs
 
 if TYPE_CHECKING:  # pyarrow.parquet is imported when a file is opened (~50 ms of start-up)
     import pyarrow.parquet as pq
@@ -117,8 +118,7 @@ def _open(path: Path, footer: Footer | None = None, version: Version | None = No
         st = os.fstat(f.fileno())
         now = (st.st_ino, st.st_size, st.st_mtime_ns)
         if now != (footer[1] if footer is not None else version or now):
-            raise ProfilerError(f"{path}: changed while the scan ran (replaced or rewritten "
-                                "after its footer was read); rerun once it is complete")
+            raise _changed(path)
         md = footer[0] if footer is not None else None
         import pyarrow.parquet as pq
 
@@ -126,6 +126,11 @@ def _open(path: Path, footer: Footer | None = None, version: Version | None = No
                               read_dictionary=codes), now
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None
+
+
+def _changed(path: Path) -> ProfilerError:
+    return ProfilerError(f"{path}: changed while the scan ran (replaced or rewritten after "
+                         "its footer was read); rerun once it is complete")
 
 
 def _footer(part: ParquetPart) -> Footer:
@@ -167,7 +172,7 @@ class ParquetPart(FileShard):
         except _ERRORS as exc:
             raise _corrupt(self.path, exc) from None
 
-    def chunks(self, reading: Reading) -> Iterator[Chunk | Run]:
+    def chunks(self, reading: Reading) -> Iterator[Chunk | Run | Runs]:
         if reading.gpu_parquet:
             from gpu_profiler.readers import device
 
@@ -216,7 +221,7 @@ class RowGroups(ParquetPart):
     def span(self) -> tuple[str, int, int]:
         return "row groups", self.first, self.stop
 
-    def chunks(self, reading: Reading) -> Iterator[Chunk | Run]:
+    def chunks(self, reading: Reading) -> Iterator[Chunk | Run | Runs]:
         if reading.gpu_parquet or reading.ordered:
             raise ProfilerError(f"{self.label}: a row-group range is read on the CPU, in "
                                 "any order")
@@ -257,9 +262,11 @@ FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
 
 def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
            inline: bool = False, footer: Footer | None = None,
-           version: Version | None = None, groups: range | None = None) -> Iterator[Chunk | Run]:
-    """Chunks of the length column (and, trusting statistics, `Run` s for row groups
-    counted from them), of every row group or of ``groups``, decoded in the calling thread
+           version: Version | None = None, groups: range | None = None
+           ) -> Iterator[Chunk | Run | Runs]:
+    """Chunks of the length column (`Runs` where the kernel counts its pages: `pages`;
+    and, trusting statistics, `Run` s for row groups counted from them), of every row group
+    or of ``groups``, decoded in the calling thread
     if ``inline`` or there is one batch to decode; ``footer``: the file's metadata and
     version, if already read; ``version``: the version the caller expects.
 
@@ -273,8 +280,27 @@ def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
         pf.close(force=True)
 
 
+def _pages(path: Path, pf: pq.ParquetFile, spec: LengthSpec, version: Version
+           ) -> pages.Pages | None:
+    """The kernel's reading of the open file ``pf`` (`pages`), or None where pyarrow reads
+    its column (list offsets, a column that is no signed integer)."""
+    index = pf.schema_arrow.get_field_index(spec.name)
+    if spec.offsets or not pages.ENABLED or index < 0:
+        return None
+    width = pages.WIDTHS.get(pf.schema_arrow.field(index).type)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # (pyarrow, which opened it, reads it)
+    st = os.fstat(fd)
+    if (st.st_ino, st.st_size, st.st_mtime_ns) != version:
+        os.close(fd)
+        raise _changed(path)
+    return pages.open_pages(fd, st.st_size, spec.name, width)
+
+
 def _read(pf: pq.ParquetFile, path: Path, spec: LengthSpec, trust_statistics: bool,
-          inline: bool, version: Version, groups: range | None) -> Iterator[Chunk | Run]:
+          inline: bool, version: Version, groups: range | None) -> Iterator[Chunk | Run | Runs]:
     """`chunks` of the open file ``pf``."""
     md = pf.metadata
     try:
@@ -304,14 +330,24 @@ def _read(pf: pq.ParquetFile, path: Path, spec: LengthSpec, trust_statistics: bo
                 rows = rg.num_rows
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None
-    if len(todo) == 1 or (todo and inline):
-        try:
-            for group, rows in todo:
-                yield from _decoded(pf, spec, group, rows)
-        except _ERRORS as exc:
-            raise _corrupt(path, exc, group) from None
-    elif todo:
-        yield from _decode_parallel(path, (md, version), spec, todo)
+    if not todo:
+        return
+    try:
+        known = _pages(path, pf, spec, version)
+    except _ERRORS as exc:
+        raise _corrupt(path, exc) from None
+    try:
+        if len(todo) == 1 or inline:
+            try:
+                for group, rows in todo:
+                    yield from _decoded(pf, spec, group, rows, known)
+            except _ERRORS as exc:
+                raise _corrupt(path, exc, group) from None
+        else:
+            yield from _decode_parallel(path, (md, version), spec, todo, known)
+    finally:
+        if known is not None:
+            known.close()
 
 
 def ordered_chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
@@ -383,7 +419,8 @@ def _threads(jobs: int) -> int:
 
 
 def _decode_parallel(path: Path, footer: Footer, spec: LengthSpec,
-                     todo: list[tuple[list[int], int]]) -> Iterator[Chunk]:
+                     todo: list[tuple[list[int], int]], known: pages.Pages | None
+                     ) -> Iterator[Chunk | Runs]:
     """Decode runs of row groups on worker threads; at most ``QUEUE_PER_WORKER`` finished
     batches per worker wait for the consumer (plus one being decoded by each worker)."""
     nworkers = _threads(len(todo))
@@ -392,7 +429,7 @@ def _decode_parallel(path: Path, footer: Footer, spec: LengthSpec,
         jobs.put(job)
     out: queue.Queue = queue.Queue(maxsize=QUEUE_PER_WORKER * nworkers)
     stop = threading.Event()
-    workers = [threading.Thread(target=_worker, args=(path, footer, spec, jobs, out, stop),
+    workers = [threading.Thread(target=_worker, args=(path, footer, spec, known, jobs, out, stop),
                                 name=f"gpu-profiler-parquet-{k}", daemon=True)
                for k in range(nworkers)]
     for w in workers:
@@ -416,10 +453,15 @@ def _decode_parallel(path: Path, footer: Footer, spec: LengthSpec,
             w.join()
 
 
-def _decoded(pf: pq.ParquetFile, spec: LengthSpec, group: list[int],
-             rows: int) -> Iterator[Chunk]:
-    """The chunks of some row groups, decoded in this thread, ``rows`` at a time (read
-    whole when they fit: a batch reader costs more to set up than a small file to read)."""
+def _decoded(pf: pq.ParquetFile, spec: LengthSpec, group: list[int], rows: int,
+             known: pages.Pages | None) -> Iterator[Chunk | Runs]:
+    """The chunks of some row groups, decoded in this thread: by the kernel where it reads
+    them (``known``), else by pyarrow ``rows`` at a time (read whole when they fit: a batch
+    reader costs more to set up than a small file to read)."""
+    counted = None if known is None else pages.decode(known, group)
+    if counted is not None:
+        yield from counted
+        return
     md = pf.metadata
     want = sum(md.row_group(i).num_rows for i in group)
     if want <= rows:
@@ -438,8 +480,8 @@ def _decoded(pf: pq.ParquetFile, spec: LengthSpec, group: list[int],
     _check_rows(got, want)
 
 
-def _worker(path: Path, footer: Footer, spec: LengthSpec, jobs: queue.SimpleQueue,
-            out: queue.Queue, stop: threading.Event) -> None:
+def _worker(path: Path, footer: Footer, spec: LengthSpec, known: pages.Pages | None,
+            jobs: queue.SimpleQueue, out: queue.Queue, stop: threading.Event) -> None:
     group = None
     try:
         pf, _ = _open(path, footer)
@@ -449,7 +491,7 @@ def _worker(path: Path, footer: Footer, spec: LengthSpec, jobs: queue.SimpleQueu
                     group, rows = jobs.get_nowait()
                 except queue.Empty:
                     break
-                for chunk in _decoded(pf, spec, group, rows):
+                for chunk in _decoded(pf, spec, group, rows, known):
                     if not put_unless_stopped(out, chunk, stop):
                         return
         finally:

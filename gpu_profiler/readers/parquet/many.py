@@ -32,12 +32,11 @@ from gpu_profiler.readers import arrow
 from gpu_profiler.readers.arrow import LengthSpec
 from gpu_profiler.readers.base import Joined, Leave, Reading, same_schema
 from gpu_profiler.readers.parquet import metadata as parsers
+from gpu_profiler.readers.parquet import pages
 
 if TYPE_CHECKING:
     from gpu_profiler.readers.parquet import ParquetPart
 
-#: Bits of the Arrow integer types whose columns are read here.
-WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
 #: A shard larger than this is left to pyarrow, which reads only its footer and the length
 #: column: reading such files whole costs more than pyarrow's set-up per file, which the
 #: kernel saves (bench/results/parquet_decoder.md: 2.6-3x pyarrow's best on shards of 55-120
@@ -137,7 +136,7 @@ def _width(first: ParquetPart, spec: LengthSpec, like: tuple[str, pa.Schema] | N
         except ProfilerError:
             return None
     index = schema.get_field_index(spec.name)
-    return None if index < 0 else WIDTHS.get(schema.field(index).type)
+    return None if index < 0 else pages.WIDTHS.get(schema.field(index).type)
 
 
 def _decodes(first: ParquetPart, name: bytes, width: int) -> bool:

@@ -1,8 +1,9 @@
-"""Parquet decoded in numba, for many small shards at once: the kernel in
-`gpu_profiler.kernels.parquet` as `parquet_many` calls it (native, see
-`gpu_profiler.native`). The kernel never raises on a file: it *leaves* it, with one of the
-reasons in `gpu_profiler.kernels.parquet_format` (which names the columns of ``info``
-too), and pyarrow then reads it (or gives its error)."""
+"""Parquet decoded in numba: the kernel in `gpu_profiler.kernels.parquet` as the readers
+call it (native, see `gpu_profiler.native`): many small shards at once (`parquet_many`),
+a file's footer and its row groups' column chunks (`pages`). The kernel never raises on a
+file: it *leaves* it, with one of the reasons in `gpu_profiler.kernels.parquet_format`
+(which names the columns of ``info`` too), and pyarrow then reads it (or gives its
+error)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,22 @@ def lengths(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
     written, nulls = native.kernel("parquet_lengths")(
         buf, starts, sizes, key, width, scratch, dictionary, values, valid, info, work)
     return written, nulls
+
+
+def row_groups(tail: np.ndarray, size: int, name: np.ndarray, width: int, table: np.ndarray,
+               info: np.ndarray, work: np.ndarray) -> tuple[int, ...]:
+    """Parse the footer in ``tail``, the last bytes of a file of ``size`` (see
+    `gpu_profiler.kernels.parquet.row_groups`): ``(status, row groups, physical type,
+    maximum definition level)``."""
+    return native.kernel("parquet_row_groups")(tail, size, name, width, table, info, work)
+
+
+def chunks(buf: np.ndarray, starts: np.ndarray, rows: np.ndarray, codecs: np.ndarray,
+           phys: int, max_def: int, width: int, scratch: np.ndarray, dictionary: np.ndarray,
+           tallies: np.ndarray, values: np.ndarray, pairs: np.ndarray, work: np.ndarray
+           ) -> tuple[int, ...]:
+    """Count the column chunks back to back in ``buf`` (see
+    `gpu_profiler.kernels.parquet.chunks`): ``(status, values written, pairs written,
+    nulls)``."""
+    return native.kernel("parquet_chunks")(buf, starts, rows, codecs, phys, max_def, width,
+                                           scratch, dictionary, tallies, values, pairs, work)

@@ -1,0 +1,170 @@
+"""A Parquet file's integer length column decoded by the kernel
+(`gpu_profiler.kernels.parquet`), a batch of row groups at a time: the footer parsed once by
+the kernel (each row group's column chunk: where, how large, which codec; pyarrow's
+column-chunk accessor is never asked, see `gpu_profiler.readers.parquet`), then each batch's
+column chunks read with positioned reads into one buffer and counted by one kernel call
+without decoding: a dictionary-encoded page's indices are counted per dictionary entry (a
+run of one index is one addition), and what the reader hands over is each entry's value
+with its rows (`Runs`; the values of PLAIN pages, if any, as a `Chunk`). No value array
+and no Arrow memory is made (bench/results/layouts.md).
+
+What the kernel does not decode (a codec other than none or snappy, such as polars' zstd;
+another encoding; a nested, unsigned or logical-typed column; a batch of more than
+`MOST_ROWS` rows; damage) it leaves, and so does this module: `decode` returns None and the
+caller hands those row groups to pyarrow, which reads them or gives the file's one-line
+error. The kernel's numbers are pyarrow's, bit for bit (tests/test_parquet.py)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.kernels import parquet_format as fmt
+from gpu_profiler.readers.parquet import metadata as parsers
+from gpu_profiler.runs import Runs
+
+#: Bits of the Arrow integer types whose columns the kernel decodes.
+WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+#: Whether a file's length column is decoded here when it can be (False: always pyarrow;
+#: the tests compare both).
+ENABLED = True
+#: Codecs the kernel decodes (Parquet's UNCOMPRESSED, SNAPPY).
+CODECS = (0, 1)
+#: Bytes of the file's end first read for its footer (read again, whole, when larger).
+TAIL = 64 << 10
+#: Most footer bytes read (a larger footer's file is pyarrow's).
+MOST_FOOTER = 64 << 20
+#: Most rows decoded in one call: a batch's int64 values are held whole (a larger row
+#: group is pyarrow's, which decodes it in bounded batches).
+MOST_ROWS = 1 << 22
+#: Bytes of decompressed page the kernel is first given (pyarrow writes pages of 1 MiB),
+#: and the most it is given after it asks for more.
+PAGE_BYTES, MOST_PAGE = 1 << 20, 1 << 28
+
+
+@dataclass
+class Pages:
+    """One open file's row groups as the kernel found them: ``table[g]`` = (rows, where the
+    length column's chunk starts, its bytes, codec)."""
+
+    fd: int
+    table: np.ndarray
+    phys: int
+    max_def: int
+    width: int
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _pread(fd: int, into: memoryview, offset: int) -> bool:
+    """Fill ``into`` from ``offset``: False if the file ends first or cannot be read."""
+    while len(into):
+        try:
+            got = os.preadv(fd, [into], offset)
+        except OSError:
+            return False
+        if got <= 0:
+            return False
+        into, offset = into[got:], offset + got
+    return True
+
+
+def open_pages(fd: int, size: int, name: str, width: int | None) -> Pages | None:
+    """The kernel's reading of the file open as ``fd`` (``size`` bytes) for the signed
+    integer column ``name`` of ``width`` bits; None (``fd`` then closed) where it does not
+    read that file's column."""
+    key = np.frombuffer(name.encode(), np.uint8)
+    tail_bytes, rows = min(size, TAIL), 1024
+    if ENABLED and width is not None:
+        work = np.zeros(parsers.WORK, np.int64)
+        info = np.zeros((1, fmt.NINFO), np.int64)
+        for _ in range(3):  # a larger footer, then more row groups, than first guessed
+            tail = np.empty(tail_bytes, np.uint8)
+            table = np.empty((rows, 4), np.int64)
+            if not _pread(fd, tail.data, size - tail_bytes):
+                break
+            status, n, phys, max_def = parsers.row_groups(tail, size, key, width, table, info,
+                                                          work)
+            if status == fmt.READ:
+                return Pages(fd, table[:n], int(phys), int(max_def), width)
+            need = int(work[fmt.W_NEED])
+            if status != fmt.L_ROOM or need > MOST_FOOTER:
+                break
+            if need > rows:  # (the footer was read whole: the table lacked rows)
+                rows = need
+            else:
+                tail_bytes = need
+    os.close(fd)
+    return None
+
+
+class _Buffers(threading.local):
+    """A decoding thread's buffers, kept from batch to batch (fresh memory costs page
+    faults): what a batch hands over is copied out of them."""
+
+    def __init__(self) -> None:
+        self.page = 0
+        self.rows = 0
+        self.buf = np.empty(0, np.uint8)
+
+    def fit(self, nbytes: int, rows: int, page: int) -> None:
+        """Room for ``nbytes`` of column chunks, ``rows`` rows and pages of ``page`` bytes."""
+        if nbytes > self.buf.size:
+            self.buf = np.empty(max(nbytes, 2 * self.buf.size), np.uint8)
+        if rows > self.rows:
+            self.rows = rows
+            self.values = np.empty(rows, np.int64)
+        if page > self.page:
+            self.page = page
+            self.scratch = np.empty(page, np.uint8)
+            self.dictionary = np.empty(page // 4 + 1, np.int64)
+            self.tallies = np.zeros(self.dictionary.size, np.int64)  # (zero between calls)
+            self.pairs = np.empty((2, self.dictionary.size), np.int64)
+        self.work = np.zeros(parsers.WORK, np.int64)
+
+
+_buffers = _Buffers()
+
+
+def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
+    """Row groups ``groups``' lengths, counted by one kernel call: the `Runs` of their
+    dictionaries' entries and the `Chunk` of the values of their PLAIN pages, if any (None:
+    the kernel leaves them, or they hold more than `MOST_ROWS` rows; pyarrow's then)."""
+    table = pages.table[groups]
+    rows = table[:, 0]
+    n = int(rows.sum())
+    if n > MOST_ROWS or not np.isin(table[:, 3], CODECS).all():
+        return None
+    starts = np.zeros(len(groups) + 1, np.int64)
+    np.cumsum(table[:, 2], out=starts[1:])
+    b = _buffers
+    b.fit(int(starts[-1]) + 8, n, PAGE_BYTES)  # (8: the kernel's word loads end inside)
+    for k in range(len(groups)):
+        if not _pread(pages.fd, b.buf.data[int(starts[k]):int(starts[k + 1])],
+                      int(table[k, 1])):
+            return None
+    while True:
+        pairs = b.pairs if len(groups) == 1 else np.empty((2, len(groups) * b.pairs.shape[1]),
+                                                           np.int64)
+        status, got, npairs, nulls = parsers.chunks(
+            b.buf, starts, rows, table[:, 3], pages.phys, pages.max_def, pages.width,
+            b.scratch, b.dictionary, b.tallies, b.values, pairs, b.work)
+        if status != fmt.READ:
+            b.tallies[:] = 0  # (left mid-chunk: its counts stay)
+        need = int(b.work[fmt.W_NEED])
+        if status != fmt.L_ROOM or not b.page < need <= MOST_PAGE:
+            break
+        b.fit(0, 0, need)
+    if status != fmt.READ:
+        return None
+    out: list[Chunk | Runs] = [Runs(pairs[0, :npairs].copy(), pairs[1, :npairs].copy(),
+                                    int(nulls))]
+    if got:
+        out.append(Chunk(b.values[:got].copy()))
+    return out

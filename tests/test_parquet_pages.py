@@ -1,0 +1,256 @@
+"""A Parquet file's length column counted by the kernel (`readers/parquet/pages.py`): files
+written by pyarrow with every option that changes their bytes give pyarrow's numbers bit
+for bit, or are left to pyarrow (row group by row group); hostile files end in pyarrow's
+numbers or one line, never in other numbers; the buffers a thread keeps never carry one
+batch's counts into the next."""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from test_parquet_many import OPTIONS, lengths, mutants, pyarrow_read, write
+
+import gpu_profiler as gp
+from gpu_profiler import LengthHistogram, ProfilerError
+from gpu_profiler.backends import get_backend
+from gpu_profiler.chunk import Chunk
+from gpu_profiler.readers import parquet
+from gpu_profiler.readers.parquet import many as parquet_many
+from gpu_profiler.readers.parquet import pages
+from gpu_profiler.runs import Runs, RunTally
+
+
+def counted(path: Path, column: str = "length") -> list[list[Chunk | Runs] | None]:
+    """Each row group's `pages.decode`, or None for all when the kernel leaves the file."""
+    fd = os.open(path, os.O_RDONLY)
+    schema = pq.read_schema(path)
+    known = pages.open_pages(fd, os.fstat(fd).st_size, column,
+                             pages.WIDTHS.get(schema.field(column).type))
+    if known is None:
+        return [None]
+    try:
+        return [pages.decode(known, [g]) for g in range(len(known.table))]
+    finally:
+        known.close()
+
+
+def histogram_of(items: list[Chunk | Runs], cap: int | None) -> LengthHistogram:
+    """numpy's histogram of what the kernel handed over."""
+    tally = RunTally()
+    chunks = []
+    for item in items:
+        if isinstance(item, Runs):
+            tally.add(item)
+        else:
+            chunks.append(item)
+    numpy = get_backend("numpy")
+    hists = [numpy.runs(tally, cap)]
+    if chunks:
+        hists.append(numpy.histogram(chunks, cap))
+    return gp.merge(hists) if len(hists) > 1 else hists[0]
+
+
+def pyarrow_histogram(data: bytes | Path, cap: int | None, group: int | None = None
+                      ) -> LengthHistogram | None:
+    """numpy's histogram of pyarrow's values (of one row group), None if pyarrow refuses."""
+    try:
+        pf = pq.ParquetFile(io.BytesIO(data) if isinstance(data, bytes) else data)
+        t = pf.read(columns=["length"]) if group is None else \
+            pf.read_row_group(group, columns=["length"])
+        col = t.column(0)
+    except Exception:
+        return None
+    values = col.fill_null(0).to_numpy().astype(np.int64)
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    return get_backend("numpy").histogram([Chunk(values, valid)], cap)
+
+
+def same(a: LengthHistogram | None, b: LengthHistogram | None) -> bool:
+    """Equal, the above-cap token sums compared mod 2**64 (a backend's wraps there; a scan
+    makes it exact, and the kernel's runs add it exactly)."""
+    if a is None or b is None:
+        return a is b
+    return replace(a, above_tokens=a.above_tokens % 2**64) == \
+        replace(b, above_tokens=b.above_tokens % 2**64)
+
+
+@pytest.mark.parametrize("nulls", [0.0, 0.2])
+@pytest.mark.parametrize(("options", "read"), OPTIONS)
+def test_write_options(tmp_path, options, read, nulls):
+    x = lengths(5000, seed=len(str(options)), nulls=nulls)
+    path = write(tmp_path / "a.parquet", pa.table({"text": [str(v) for v in range(5000)],
+                                                    "length": x}),
+                 **{"row_group_size": 2000, **options})
+    groups = counted(path)
+    assert all(g is not None for g in groups) == read
+    if read:
+        for g, items in enumerate(groups):
+            assert items is not None
+            for cap in (None, 100):
+                assert same(histogram_of(items, cap), pyarrow_histogram(path, cap, g))
+    for cap in (None, 100):  # the whole scan, whichever way each row group is read
+        assert same(gp.histogram(path, cap=cap), pyarrow_histogram(path, cap))
+
+
+def test_dictionary_pages_hand_over_runs_not_values(tmp_path):
+    """A dictionary-encoded column hands over its entries with their rows (no value
+    array); a PLAIN one its values; one whose dictionary overflowed, both."""
+    x = lengths(20000, seed=3, distinct=50)
+    one = counted(write(tmp_path / "d.parquet", pa.table({"length": x})))[0]
+    assert one is not None and [type(i) for i in one] == [Runs]
+    assert one[0].values.size == 53 and one[0].samples == 20000
+    plain = counted(write(tmp_path / "p.parquet", pa.table({"length": x}),
+                          use_dictionary=False))[0]
+    assert plain is not None and [type(i) for i in plain] == [Runs, Chunk]
+    assert plain[0].values.size == 0 and plain[1].samples == 20000
+    y = lengths(20000, seed=4, distinct=10**6)
+    both = counted(write(tmp_path / "b.parquet", pa.table({"length": y}),
+                         dictionary_pagesize_limit=4096))[0]
+    assert both is not None and [type(i) for i in both] == [Runs, Chunk]
+    assert same(histogram_of(both, None), pyarrow_histogram(tmp_path / "b.parquet", None))
+
+
+@pytest.mark.parametrize("t", [pa.int8(), pa.int16(), pa.int32(), pa.int64()])
+@pytest.mark.parametrize("version", ["1.0", "2.6"])
+def test_signed_widths(tmp_path, t, version):
+    path = write(tmp_path / "w.parquet", pa.table({"length": lengths(3000, 5, t, 0.1)}),
+                 version=version)
+    groups = counted(path)
+    assert groups[0] is not None
+    assert same(histogram_of(groups[0], None), pyarrow_histogram(path, None))
+
+
+@pytest.mark.parametrize("t", [pa.uint8(), pa.uint32(), pa.uint64(), pa.date32()])
+def test_unsigned_and_logical_types_are_pyarrows(tmp_path, t):
+    x = pa.array(np.arange(100, dtype=np.int32) % 7, pa.int32()).cast(t)
+    path = write(tmp_path / "u.parquet", pa.table({"length": x}))
+    assert counted(path) == [None]
+
+
+def test_empty_row_groups_and_many_row_groups(tmp_path, monkeypatch):
+    """More row groups than the first table holds (1,024), a footer past the first tail
+    read, row groups of no rows: all read, as pyarrow reads them."""
+    monkeypatch.setattr(pages, "TAIL", 64)
+    x = lengths(3000, 8, nulls=0.05)
+    path = write(tmp_path / "m.parquet", pa.table({"length": x}), row_group_size=2)
+    assert len(counted(path)) == 1500
+    with pq.ParquetWriter(tmp_path / "e.parquet", pa.schema([("length", pa.int64())])) as w:
+        w.write_table(pa.table({"length": pa.array([], pa.int64())}))
+        w.write_table(pa.table({"length": x}))
+    for p in (path, tmp_path / "e.parquet"):
+        assert same(gp.histogram(p), pyarrow_histogram(p, None))
+
+
+def test_room_beyond_the_first_guess_and_past_the_most(tmp_path, monkeypatch):
+    """A page larger than the first scratch is read again with room for it; larger than
+    `MOST_PAGE`, and a batch of more than `MOST_ROWS` rows, are pyarrow's."""
+    x = lengths(30000, 6, distinct=10**6)
+    path = write(tmp_path / "r.parquet", pa.table({"length": x}), use_dictionary=False)
+    want = pyarrow_histogram(path, None)
+    monkeypatch.setattr(pages, "PAGE_BYTES", 1024)
+    monkeypatch.setattr(pages, "_buffers", pages._Buffers())
+    groups = counted(path)
+    assert groups[0] is not None and same(histogram_of(groups[0], None), want)
+    monkeypatch.setattr(pages, "MOST_PAGE", 4096)
+    monkeypatch.setattr(pages, "_buffers", pages._Buffers())
+    assert counted(path) == [None]
+    assert same(gp.histogram(path), want)
+    monkeypatch.setattr(pages, "MOST_PAGE", 1 << 28)
+    monkeypatch.setattr(pages, "MOST_ROWS", 1000)
+    assert counted(path) == [None]
+    assert same(gp.histogram(path), want)
+
+
+def test_row_groups_decode_in_parallel_as_pyarrow(tmp_path, monkeypatch):
+    """A file of many batches, decoded by the worker threads (each with its buffers), and
+    a directory of such files: the kernel counts every batch, and the numbers are
+    pyarrow's, with the kernel on or off."""
+    calls = []
+    real = pages.decode
+
+    def spy(known, groups):
+        out = real(known, groups)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(pages, "decode", spy)
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 3000)  # a batch per row group: workers
+    monkeypatch.setattr(parquet_many, "MOST_BYTES", 0)  # no file read whole with others
+    for k in range(3):
+        write(tmp_path / f"{k}.parquet", pa.table({"length": lengths(40000, k, nulls=0.01)}),
+              row_group_size=3000)
+    for source in (tmp_path / "0.parquet", tmp_path):
+        for cap in (None, 64):
+            calls.clear()
+            got = gp.histogram(source, cap=cap)
+            assert calls and all(calls)
+            monkeypatch.setattr(pages, "ENABLED", False)
+            assert gp.histogram(source, cap=cap) == got
+            monkeypatch.setattr(pages, "ENABLED", True)
+            paths = [source] if source.is_file() else sorted(source.glob("*.parquet"))
+            values = pa.concat_arrays([pq.read_table(p).column(0).combine_chunks()
+                                       for p in paths])
+            want = get_backend("numpy").histogram([Chunk(
+                values.fill_null(0).to_numpy().astype(np.int64),
+                values.is_valid().to_numpy(zero_copy_only=False))], cap)
+            assert same(got, want)
+
+
+def test_lengths_above_the_dense_range_and_invalid_ones(tmp_path):
+    """Entries at and past `runs.DENSE`, negative ones, and above the cap: counted as the
+    chunks of those values are."""
+    x = pa.array([-5, -5, 0, 7, 1 << 22, (1 << 22) + 1, 2**62, 2**62, 7, None], pa.int64())
+    path = write(tmp_path / "big.parquet", pa.table({"length": x}))
+    for cap in (None, 8, 1 << 23):
+        got = gp.histogram(path, cap=cap)
+        assert same(got, pyarrow_histogram(path, cap))
+        assert got.above_tokens == 2 * 2**62 + (cap == 8) * (2 * (1 << 22) + 1)
+
+
+CAP = 1000  # (garbage lengths would bin up to 2**24 without one)
+BASES = [
+    {},
+    {"data_page_version": "2.0", "data_page_size": 2000, "write_batch_size": 100},
+    {"use_dictionary": False, "compression": "none", "row_group_size": 300},
+]
+
+
+@pytest.mark.parametrize("options", BASES)
+def test_hostile_files_end_in_pyarrows_numbers_or_one_line(tmp_path, options):
+    """Truncated, flipped and crafted files: a row group the kernel counts has pyarrow's
+    numbers for that row group; the buffers the thread keeps give the next file its own
+    numbers (tallies left mid-chunk are cleared); a whole scan gives pyarrow's histogram or
+    one line."""
+    t = pa.table({"text": [str(i) for i in range(1000)], "length": lengths(1000, 9, nulls=0.1)})
+    base_path = write(tmp_path / "base.parquet", t, **{"row_group_size": 400, **options})
+    base = base_path.read_bytes()
+    want_base = pyarrow_histogram(base, CAP)
+    read = 0
+    for i, data in enumerate(mutants(base, 150, seed=len(options) + 11)):
+        path = tmp_path / f"m{i:03d}.parquet"
+        path.write_bytes(data)
+        try:
+            groups = counted(path)
+        except Exception as exc:  # only pyarrow's schema reading may refuse it here
+            assert pyarrow_read(data) is None, exc
+            continue
+        for g, items in enumerate(groups):
+            if items is not None:
+                read += 1
+                assert same(histogram_of(items, CAP), pyarrow_histogram(data, CAP, g))
+        assert histogram_of([i for items in counted(base_path) for i in items or []],
+                            CAP) == want_base
+        try:
+            got = gp.histogram(path, cap=CAP)
+        except ProfilerError as exc:
+            assert "\n" not in str(exc)
+            continue
+        assert same(got, pyarrow_histogram(data, CAP))
+    assert read > 100

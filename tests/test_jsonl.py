@@ -1,4 +1,4 @@
-"""JSON Lines shards (readers/jsonl.py): histograms and per-sample lengths equal pyarrow's JSON
+"""JSON Lines shards (readers/jsonl/): histograms and per-sample lengths equal pyarrow's JSON
 reader's column (and Python's json, line by line) on random files, plain and zstd; a bad
 line is one error line naming the file and the line, exit 2; memory stays bounded."""
 
@@ -71,12 +71,12 @@ values = st.recursive(scalars, lambda kids: st.lists(kids, max_size=3)
 
 
 @st.composite
-def jsonl_files(draw):
-    """(file bytes, field name): objects with the field an int, null or absent, among
-    random extra fields (nested values, strings holding the name or ``"name": 1``, unicode)
-    in random order, written compact or spaced, ASCII or UTF-8, with blank lines, LF or
-    CRLF, with or without a final newline."""
-    name = draw(st.sampled_from(NAMES))
+def jsonl_files(draw, name: str | None = None):
+    """(file bytes, field name, or ``name``): objects with the field an int, null or
+    absent, among random extra fields (nested values, strings holding the name or ``"name":
+    1``, unicode) in random order, written compact or spaced, ASCII or UTF-8, with blank
+    lines, LF or CRLF, with or without a final newline."""
+    name = name or draw(st.sampled_from(NAMES))
     extra = st.text(max_size=6).filter(lambda k: k != name)
     decoy = st.sampled_from([name, f'"{name}": 7', f"{{{json.dumps(name)}: 8}}"])
     lines = []

@@ -25,6 +25,9 @@ native pass (`gpu_profiler.kernels.jsonl.screen`: newlines counted, every line's
 checked, nothing allocated per line); and whitespace running on without a newline is
 dropped as it comes instead of buffered. So 1 GiB of newlines in a 35 KB ``.jsonl.zst``
 reads in about a second, in the memory of any small file.
+
+Runs of small shards are read together, one native pass a file and no stream, thread or
+schema of their own (`many`).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import prefetched
 from gpu_profiler.readers.arrow import LengthSpec, arrays_to_chunks
-from gpu_profiler.readers.base import FileShard, Reading, ShardFormat
+from gpu_profiler.readers.base import FileShard, Joined, Reading, ShardFormat
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 BOM = b"\xef\xbb\xbf"  # pyarrow takes one at the start of a file, and so do we
@@ -86,6 +89,20 @@ class JsonlPart(FileShard):
     read_ahead = True  # parsing works in the scan's thread: a read-ahead thread pays
     list_offsets = False  # lengths come from an integer field only (no --offsets-of)
 
+    @staticmethod
+    def together(parts: list[JsonlPart], reading: Reading,
+                 like: tuple[str, pa.Schema] | None) -> Joined:
+        """Small shards read many at once (`many`)."""
+        from gpu_profiler.readers.jsonl import many
+
+        return many.together(parts, reading, like)
+
+    def joins(self, reading: Reading) -> bool:
+        """Whether `together` takes this part in such a scan: when it is small (`many`)."""
+        from gpu_profiler.readers.jsonl import many
+
+        return self.nbytes <= many.MOST_BYTES
+
     def schema(self) -> pa.Schema:
         return schema(self.path)
 
@@ -109,6 +126,12 @@ class JsonlPart(FileShard):
         except (OSError, pa.ArrowException) as exc:
             raise ProfilerError(f"{self.path}: not JSON Lines pyarrow can read "
                                 f"({first_line(exc)})") from None
+
+
+def plain_name(name: str) -> bool:
+    """Whether the native pass can find the field ``name`` by its raw bytes (JSON would
+    escape none of them)."""
+    return not _UNPLAIN.search(name.encode())
 
 
 def _sniff(head: bytes, path: str) -> bool:
@@ -184,7 +207,7 @@ def chunks(path: Path, spec: LengthSpec, ahead: bool = True) -> Iterator[Chunk]:
     parse = pj.ParseOptions(explicit_schema=pa.schema([(spec.name, pa.int64())]),
                             unexpected_field_behavior="ignore")
     name = spec.name.encode()
-    fast = not _UNPLAIN.search(name)
+    fast = plain_name(spec.name)
     # blocks are read (and screened) ahead in a thread while the last one is parsed: three
     # buffers, one being read, one queued, one parsed
     blocks = _blocks(path, BLOCK, buffers=3, checked=not fast)

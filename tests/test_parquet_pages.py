@@ -166,6 +166,26 @@ def test_room_beyond_the_first_guess_and_past_the_most(tmp_path, monkeypatch):
     monkeypatch.setattr(pages, "MOST_ROWS", 1000)
     assert counted(path) == [None]
     assert same(gp.histogram(path), want)
+    monkeypatch.setattr(pages, "MOST_ROWS", 1 << 22)
+    monkeypatch.setattr(pages, "MOST_BYTES", 1000)  # (a footer may claim chunks of any size)
+    assert counted(path) == [None]
+    assert same(gp.histogram(path), want)
+
+
+def test_many_small_row_groups_in_one_batch(tmp_path):
+    """Row groups joined into one batch (up to `BATCH_ROWS`) hold their pairs in room sized
+    by their rows, not by their dictionaries' room."""
+    x = lengths(20000, 12, nulls=0.1)
+    path = write(tmp_path / "s.parquet", pa.table({"length": x}), row_group_size=7)
+    fd = os.open(path, os.O_RDONLY)
+    known = pages.open_pages(fd, os.fstat(fd).st_size, "length", 64)
+    assert known is not None
+    try:
+        items = pages.decode(known, list(range(len(known.table))))
+    finally:
+        known.close()
+    assert items is not None and same(histogram_of(items, None), pyarrow_histogram(path, None))
+    assert same(gp.histogram(path), pyarrow_histogram(path, None))
 
 
 def test_row_groups_decode_in_parallel_as_pyarrow(tmp_path, monkeypatch):

@@ -42,6 +42,9 @@ MOST_FOOTER = 64 << 20
 #: Most rows decoded in one call: a batch's int64 values are held whole (a larger row
 #: group is pyarrow's, which decodes it in bounded batches).
 MOST_ROWS = 1 << 22
+#: Most bytes of column chunks read for one call (a batch's chunks may be larger only in a
+#: file whose footer lies, or one that is no length column: pyarrow's, which streams them).
+MOST_BYTES = 256 << 20
 #: Bytes of decompressed page the kernel is first given (pyarrow writes pages of 1 MiB),
 #: and the most it is given after it asks for more.
 PAGE_BYTES, MOST_PAGE = 1 << 20, 1 << 28
@@ -135,7 +138,8 @@ _buffers = _Buffers()
 def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
     """Row groups ``groups``' lengths, counted by one kernel call: the `Runs` of their
     dictionaries' entries and the `Chunk` of the values of their PLAIN pages, if any (None:
-    the kernel leaves them, or they hold more than `MOST_ROWS` rows; pyarrow's then)."""
+    the kernel leaves them, or they hold more than `MOST_ROWS` rows or `MOST_BYTES`;
+    pyarrow's then)."""
     table = pages.table[groups]
     rows = table[:, 0]
     n = int(rows.sum())
@@ -143,6 +147,8 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
         return None
     starts = np.zeros(len(groups) + 1, np.int64)
     np.cumsum(table[:, 2], out=starts[1:])
+    if starts[-1] > MOST_BYTES:
+        return None
     b = _buffers
     b.fit(int(starts[-1]) + 8, n, PAGE_BYTES)  # (8: the kernel's word loads end inside)
     for k in range(len(groups)):
@@ -150,8 +156,8 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
                       int(table[k, 1])):
             return None
     while True:
-        pairs = b.pairs if len(groups) == 1 else np.empty((2, len(groups) * b.pairs.shape[1]),
-                                                           np.int64)
+        room = min(n, len(groups) * b.dictionary.size)  # (a pair holds a row or more)
+        pairs = b.pairs if room <= b.pairs.shape[1] else np.empty((2, room), np.int64)
         status, got, npairs, nulls = parsers.chunks(
             b.buf, starts, rows, table[:, 3], pages.phys, pages.max_def, pages.width,
             b.scratch, b.dictionary, b.tallies, b.values, pairs, b.work)

@@ -66,17 +66,18 @@ class RunTally:
     def add(self, run: Run | Runs) -> None:
         """Count one run, or many."""
         if isinstance(run, Runs):
-            near = (run.values >= 0) & (run.values < DENSE)
-            values = run.values[near]
+            values, counts = run.values, run.counts
+            if values.size and not (0 <= values.min() and values.max() < DENSE):
+                near = (values >= 0) & (values < DENSE)
+                for v, n in zip(values[~near].tolist(), counts[~near].tolist(), strict=True):
+                    self.values[v] += n
+                values, counts = values[near], counts[near]
             if values.size:
                 top = int(values.max()) + 1
                 if top > self.dense.size:
                     self.dense = np.concatenate([self.dense, np.zeros(
                         max(top, 2 * self.dense.size) - self.dense.size, np.int64)])
-                np.add.at(self.dense, values, run.counts[near])
-            for v, n in zip(run.values[~near].tolist(), run.counts[~near].tolist(),
-                            strict=True):
-                self.values[v] += n
+                np.add.at(self.dense, values, counts)
         elif run.count:
             self.values[run.value] += run.count
         self.nulls += run.nulls

@@ -27,6 +27,12 @@ from gpu_profiler.readers.parquet import pages
 from gpu_profiler.runs import Runs, RunTally
 
 
+@pytest.fixture(autouse=True)
+def every_file(monkeypatch):
+    """Every file's column counted by the kernel, however few its rows (`MIN_ROWS`)."""
+    monkeypatch.setattr(pages, "MIN_ROWS", 0)
+
+
 def counted(path: Path, column: str = "length") -> list[list[Chunk | Runs] | None]:
     """Each row group's `pages.decode`, or None for all when the kernel leaves the file."""
     fd = os.open(path, os.O_RDONLY)
@@ -97,6 +103,20 @@ def test_write_options(tmp_path, options, read, nulls):
                 assert same(histogram_of(items, cap), pyarrow_histogram(path, cap, g))
     for cap in (None, 100):  # the whole scan, whichever way each row group is read
         assert same(gp.histogram(path, cap=cap), pyarrow_histogram(path, cap))
+
+
+def test_files_of_few_rows_are_pyarrows(tmp_path, monkeypatch):
+    """Under `MIN_ROWS` rows (in the row groups to read), a file is pyarrow's: the kernel's
+    own set-up costs more than it saves there."""
+    calls = []
+    monkeypatch.setattr(pages, "open_pages", lambda fd, *a: calls.append(fd) or os.close(fd))
+    path = write(tmp_path / "f.parquet", pa.table({"length": lengths(3000, 1)}),
+                 row_group_size=1000)
+    for floor, used in ((3001, False), (3000, True)):
+        calls.clear()
+        monkeypatch.setattr(pages, "MIN_ROWS", floor)
+        assert same(gp.histogram(path), pyarrow_histogram(path, None))
+        assert bool(calls) == used
 
 
 def test_dictionary_pages_hand_over_runs_not_values(tmp_path):

@@ -311,7 +311,7 @@ def _read(pf: pq.ParquetFile, path: Path, spec: LengthSpec, trust_statistics: bo
 
             runs = parquet_stats.runs(path, _leaf_index(md, spec))
         todo: list[tuple[list[int], int]] = []  # (row groups, rows per batch)
-        rows = 0
+        rows = total = 0
         for i in groups if groups is not None else range(md.num_row_groups):
             rg = md.row_group(i)
             if not rg.num_rows:
@@ -320,6 +320,7 @@ def _read(pf: pq.ParquetFile, path: Path, spec: LengthSpec, trust_statistics: bo
             if run is not None:
                 yield run
                 continue
+            total += rg.num_rows
             batch = _batch_rows(rg, spec)
             joint = min(batch, todo[-1][1]) if todo else 0
             if rows + rg.num_rows <= joint:  # small row groups decode as one batch
@@ -333,7 +334,7 @@ def _read(pf: pq.ParquetFile, path: Path, spec: LengthSpec, trust_statistics: bo
     if not todo:
         return
     try:
-        known = _pages(path, pf, spec, version)
+        known = _pages(path, pf, spec, version) if total >= pages.MIN_ROWS else None
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None
     try:

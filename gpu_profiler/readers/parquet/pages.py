@@ -33,6 +33,11 @@ WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
 #: Whether a file's length column is decoded here when it can be (False: always pyarrow;
 #: the tests compare both).
 ENABLED = True
+#: Fewer rows than this in a file (or its share) are pyarrow's: the kernel saves ~2 ns a
+#: row, and costs ~0.6 ms a file more (its own footer parse and reads, and the runs summed
+#: in Python): 400 shards of 15,000 rows took 2x pyarrow's time
+#: (bench/results/parquet_decoder.md).
+MIN_ROWS = 1 << 19
 #: Codecs the kernel decodes (Parquet's UNCOMPRESSED, SNAPPY).
 CODECS = (0, 1)
 #: Bytes of the file's end first read for its footer (read again, whole, when larger).
@@ -143,7 +148,8 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
     table = pages.table[groups]
     rows = table[:, 0]
     n = int(rows.sum())
-    if n > MOST_ROWS or not np.isin(table[:, 3], CODECS).all():
+    codecs = table[:, 3]
+    if n > MOST_ROWS or not ((codecs == CODECS[0]) | (codecs == CODECS[1])).all():
         return None
     starts = np.zeros(len(groups) + 1, np.int64)
     np.cumsum(table[:, 2], out=starts[1:])

@@ -99,7 +99,8 @@ def tasks_histogram(parts: list[Part], reading: Reading, backend: Backend, cap: 
     ahead (not inline) are read in a background thread beside the backend. ``like`` and
     ``checked``: as in `histograms`."""
     runs = RunTally()
-    chunks = coalesce(_chunks(parts, reading, backend, cap, runs, bar, like, checked))
+    chunks = coalesce(_chunks(parts, reading, backend, cap, runs, bar, like, checked),
+                      backend.chunk_rows)
     counter = backend
     if not reading.inline and any(p.read_ahead for p in parts):
         chunks, counter = prefetched(chunks), backend.beside_reader()

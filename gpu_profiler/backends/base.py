@@ -25,6 +25,9 @@ class Backend(ABC):
     #: Whether the backend runs a reader's `Counting` (`count`): many small shards are then
     #: counted as they are read, with the CPU kernels' own loop, instead of gathered.
     counts: bool = False
+    #: Samples a chunk is gathered up to from smaller ones (`readers.arrow.coalesce`): a
+    #: GPU's launches and copies want large chunks, a CPU kernel call costs ~50 us.
+    chunk_rows: int = 1 << 22
 
     @classmethod
     def from_options(cls, options: Any) -> Backend:

@@ -30,6 +30,7 @@ class NumpyBackend(Backend):
     """``np.bincount`` over the in-range lengths; the rest is counted explicitly."""
 
     name = "numpy"
+    chunk_rows = 1 << 20
 
     def per_part(self) -> tuple[int, Backend]:
         """One worker per core: readers decode without the GIL while others bin."""

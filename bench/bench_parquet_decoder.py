@@ -537,18 +537,21 @@ def decision_text(res: dict) -> str:
     whole = [c for c in gone if c not in none]
     if none:
         txt += (f"The kernel reads none of the files of {', '.join(none)} (their codec, "
-                "zstd, is not one it reads): there its route is the project's pyarrow path "
-                "plus a wasted attempt (every file read whole and its footer parsed first), "
+                "zstd, is not one it reads): there the default route is the project's "
+                "pyarrow path, after the first file's footer says so ("
                 + ", ".join(f"{1 / warm_s[c]['speedup_vs_project_pyarrow']:.2f}x"
                             for c in none)
-                + " the time of the project's pyarrow path alone. ")
+                + " its time). ")
     if whole:
         txt += ("On " + ", ".join(
             f"{c} ({corpora[c]['min_bytes'] / MIB:.1f}-{corpora[c]['max_bytes'] / MIB:.1f} "
             f"MiB files, the length column {corpora[c]['length_column_share']:.1%} of them)"
             for c in whole)
-            + " it is slower than pyarrow: it reads every file whole, where pyarrow reads "
-            "the footer and the length column's pages only. ")
+            + " the default route is the project's pyarrow path too: a shard over "
+            "`many.MOST_BYTES` (256 KiB) is not read whole, and one of fewer than "
+            "`pages.MIN_ROWS` rows is not counted by the kernel either (the kernel's count "
+            "of a large file's pages: bench/results/layouts.md). What is left there is the "
+            "project's pyarrow path against pyarrow.dataset's fragment read-ahead. ")
     cold = res.get("cold") or {}
     if keep and cold:
         txt += ("With the files evicted from the page cache its lead on "
@@ -562,12 +565,11 @@ def decision_text(res: dict) -> str:
                           f"KiB" for c in keep)
         txt += (f"**Decision: keep it where it earns its place** (>= 2x: {', '.join(keep)}: "
                 f"runs of small snappy shards, {sizes} here) **and not elsewhere** "
-                f"({', '.join(gone)}): recommend that the project hand it no shard it "
-                "loses on (zstd and other codecs it leaves: check the run's first footer "
-                "before reading whole files; shards of a MiB and more: it reads whole "
-                "files) and read those with pyarrow, rather than delete it. Where between "
-                "~120 KiB and ~2.2 MiB per shard its lead falls under 2x is not measured "
-                "here.")
+                f"({', '.join(gone)}): the project hands it no shard it loses on (zstd "
+                "and other codecs it leaves, learnt from the run's first footer; shards over "
+                "256 KiB, which it would read whole) and reads those with pyarrow. Where "
+                "between ~120 KiB and ~2.2 MiB per shard its lead falls under 2x is not "
+                "measured here.")
     else:
         txt += ("**Decision: delete** (it is under 2x the best pyarrow way on every "
                 "corpus): recommend removing kernels/parquet.py, readers/parquet/many.py, "

@@ -284,10 +284,13 @@ def _pages(path: Path, pf: pq.ParquetFile, spec: LengthSpec, version: Version
            ) -> pages.Pages | None:
     """The kernel's reading of the open file ``pf`` (`pages`), or None where pyarrow reads
     its column (list offsets, a column that is no signed integer)."""
-    index = pf.schema_arrow.get_field_index(spec.name)
-    if spec.offsets or not pages.ENABLED or index < 0:
+    if spec.offsets or not pages.ENABLED:
         return None
-    width = pages.WIDTHS.get(pf.schema_arrow.field(index).type)
+    schema = pf.schema_arrow
+    index = schema.get_field_index(spec.name)
+    if index < 0:
+        return None
+    width = pages.WIDTHS.get(schema.field(index).type)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

@@ -1,4 +1,4 @@
-"""A Parquet file's integer length column decoded by the kernel
+"""A Parquet file's integer length column counted by the kernel
 (`gpu_profiler.kernels.parquet`), a batch of row groups at a time: the footer parsed once by
 the kernel (each row group's column chunk: where, how large, which codec; pyarrow's
 column-chunk accessor is never asked, see `gpu_profiler.readers.parquet`), then each batch's
@@ -12,7 +12,7 @@ What the kernel does not decode (a codec other than none or snappy, such as pola
 another encoding; a nested, unsigned or logical-typed column; a batch of more than
 `MOST_ROWS` rows; damage) it leaves, and so does this module: `decode` returns None and the
 caller hands those row groups to pyarrow, which reads them or gives the file's one-line
-error. The kernel's numbers are pyarrow's, bit for bit (tests/test_parquet.py)."""
+error. The kernel's numbers are pyarrow's, bit for bit (tests/test_parquet_pages.py)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
 ENABLED = True
 #: Fewer rows than this in a file (or its share) are pyarrow's: the kernel saves ~2 ns a
 #: row, and costs ~0.6 ms a file more (its own footer parse and reads, and the runs summed
-#: in Python): 400 shards of 15,000 rows took 2x pyarrow's time
-#: (bench/results/parquet_decoder.md).
+#: in Python): 400 shards of 15,000 rows took 2x pyarrow's time (the mid corpora of
+#: bench/bench_parquet_decoder.py, run with every file counted).
 MIN_ROWS = 1 << 19
 #: Codecs the kernel decodes (Parquet's UNCOMPRESSED, SNAPPY).
 CODECS = (0, 1)
@@ -44,8 +44,8 @@ CODECS = (0, 1)
 TAIL = 64 << 10
 #: Most footer bytes read (a larger footer's file is pyarrow's).
 MOST_FOOTER = 64 << 20
-#: Most rows decoded in one call: a batch's int64 values are held whole (a larger row
-#: group is pyarrow's, which decodes it in bounded batches).
+#: Most rows counted in one call: room for a batch's pairs and PLAIN values is held whole (a
+#: larger row group is pyarrow's, which decodes it in bounded batches).
 MOST_ROWS = 1 << 22
 #: Most bytes of column chunks read for one call (a batch's chunks may be larger only in a
 #: file whose footer lies, or one that is no length column: pyarrow's, which streams them).

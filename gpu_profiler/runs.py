@@ -76,7 +76,8 @@ class RunTally:
                 top = int(values.max()) + 1
                 if top > self.dense.size:
                     self.dense = np.concatenate([self.dense, np.zeros(
-                        max(top, 2 * self.dense.size) - self.dense.size, np.int64)])
+                        min(max(top, 2 * self.dense.size), DENSE) - self.dense.size,
+                        np.int64)])
                 np.add.at(self.dense, values, counts)
         elif run.count:
             self.values[run.value] += run.count

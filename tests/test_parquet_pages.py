@@ -18,7 +18,7 @@ import pytest
 from test_parquet_many import OPTIONS, lengths, mutants, pyarrow_read, write
 
 import gpu_profiler as gp
-from gpu_profiler import LengthHistogram, ProfilerError
+from gpu_profiler import LengthHistogram, ProfilerError, runs
 from gpu_profiler.backends import get_backend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.readers import parquet
@@ -294,3 +294,22 @@ def test_hostile_files_end_in_pyarrows_numbers_or_one_line(tmp_path, options):
             continue
         assert same(got, pyarrow_histogram(data, CAP))
     assert read > 100
+
+
+def test_runs_add_up_as_chunks_of_their_lengths():
+    """`Runs` (repeated, negative, past `runs.DENSE`, near 2**63) binned by `Backend.runs`
+    as a chunk of the same lengths is; the dense array never grows past `DENSE`."""
+    rng = np.random.default_rng(5)
+    tally, every = RunTally(), []
+    for top in (3000, 3_000_000, 3_100_000, 1 << 23, 2**62):
+        values = rng.integers(-3, top, 200).astype(np.int64)
+        counts = rng.integers(1, 4, 200).astype(np.int64)
+        tally.add(Runs(values, counts, nulls=2))
+        every.append(np.repeat(values, counts))
+    assert tally.dense.size <= runs.DENSE
+    numpy = get_backend("numpy")
+    x = np.concatenate(every)
+    for cap in (100, runs.DENSE + 5):  # (None bins to 2**24 here: see the test above)
+        want = numpy.histogram([Chunk(np.append(x, [0] * 10), np.append(
+            np.ones(x.size, bool), np.zeros(10, bool)))], cap)
+        assert same(numpy.runs(tally, cap), want)

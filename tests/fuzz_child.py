@@ -4,7 +4,7 @@ an address-space limit and prints one JSON line per case.
 ``python fuzz_child.py MANIFEST FIRST`` runs cases ``FIRST..`` of MANIFEST (a JSON list of
 ``{"path", "kind", "column", "offsets_of", "backend", "reader", "io", "trust"}``, and
 ``"options"``: more arguments of `histogram`, e.g. ``eot`` or ``unit``; ``reader``
-``together``: an IPC or Parquet file read twice in a run of small shards, as a scan of
+``together``: an IPC, Parquet or JSON Lines file read twice in a run of small shards, as a scan of
 many reads them, its numbers halved; ``alone``: by its own reader). For each it
 prints ``start I``, then ``done I {"ok": fields} | {"error": line} | {"bug": repr}``,
 then ``ref I {"ok": fields} | {"fail": ...}``: a reference reading of the file, done
@@ -34,6 +34,8 @@ from gpu_profiler.engine import exact
 from gpu_profiler.execute import tasks_histogram
 from gpu_profiler.io import pread
 from gpu_profiler.readers import LengthSpec, Reading, ipc
+from gpu_profiler.readers.arrow import resolve_spec
+from gpu_profiler.readers.jsonl import JsonlPart
 from gpu_profiler.readers.parquet import ParquetPart, pages
 
 #: Address space granted beyond what the warmed-up child maps.
@@ -70,11 +72,17 @@ def _twice(case: dict) -> LengthHistogram:
     """The histogram of a run of two parts of the file (read together: `ipc.many`, or
     each by its own reader where the run leaves it), halved."""
     spec = LengthSpec(case["offsets_of"] or case["column"], offsets=bool(case["offsets_of"]))
+    like = None
     if case["kind"] == "parquet":
         parts = [ParquetPart(case["path"]) for _ in range(2)]
+    elif case["kind"] == "jsonl":  # its schema read and its column resolved, as a plan does
+        parts = [JsonlPart(case["path"]) for _ in range(2)]
+        like = (parts[0].label, parts[0].schema())
+        resolve_spec(like[1], case["column"], None, parts[0].label)
     else:
         parts = [ipc.IpcPart(case["path"], case["kind"]) for _ in range(2)]
-    h = tasks_histogram(parts, Reading(spec, inline=True), get_backend(case["backend"]), CAP)
+    h = tasks_histogram(parts, Reading(spec, inline=True), get_backend(case["backend"]), CAP,
+                        like=like)
     h = exact(h, parts, spec)  # as a scan makes its above-cap sum exact
     if (h.counts % 2).any():
         raise AssertionError("the two copies were counted apart")

@@ -500,6 +500,9 @@ def _other_corpus(tmp: Path) -> list[dict]:
                       "column": "length" if kind in ("jsonl", "parquet") else None,
                       "offsets_of": None, "backend": ("numpy", "numba")[k % 2],
                       "reader": None, "io": "auto", "options": options, "trust": trust})
+        if kind == "jsonl" and suffix == ".jsonl":  # also twice, as small shards are read
+            cases.append({**cases[-1], "backend": ("numpy", "numba")[k % 2 - 1],
+                          "reader": "together"})
     return cases
 
 
@@ -513,9 +516,17 @@ def test_every_other_format_ends_in_numbers_or_one_line(tmp_path):
     """.npy, llm.c and nanoGPT token streams, Megatron-LM indexes (both units), JSON Lines
     plain and zstd: every mutant gives the reference's numbers (where the reference reads
     it) or one line naming the file; never another exception, a signal, the memory or the
-    time limit."""
+    time limit. A plain JSON Lines mutant read twice as small shards are (together) ends as
+    it does alone, numbers or line."""
     cases = _other_corpus(tmp_path)
     done, refs, problems = _run_cases(tmp_path, cases, "the reference's", strict=STRICT)
+    # a JSON Lines file read twice as small shards are (together) ends as it does alone
+    for i, case in enumerate(cases):
+        if case["reader"] == "together" and i - 1 in done and i in done:
+            alone, twice = done[i - 1], done[i]
+            if alone != twice:
+                problems.append(f"{case['path']}: alone {_short(alone)} vs together "
+                                f"{_short(twice)}")
     assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems[:30])
     # the mutants reach both outcomes in every format, and read numbers are checked
     for kind in ("npy", "llmc", "nanogpt", "megatron", "jsonl", "parquet"):

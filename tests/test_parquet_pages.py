@@ -313,3 +313,34 @@ def test_runs_add_up_as_chunks_of_their_lengths():
         want = numpy.histogram([Chunk(np.append(x, [0] * 10), np.append(
             np.ones(x.size, bool), np.zeros(10, bool)))], cap)
         assert same(numpy.runs(tally, cap), want)
+
+
+def test_files_other_writers_write_are_counted_as_pyarrow_reads_them(tmp_path, monkeypatch):
+    """Parquet as duckdb and polars write it (their layouts, encodings, row groups and page
+    sizes; nulls): the kernel counts every snappy or uncompressed one, and leaves zstd to
+    pyarrow; the numbers are pyarrow's."""
+    import duckdb
+    import polars as pl
+
+    calls = []
+    real = pages.decode
+    monkeypatch.setattr(pages, "decode", lambda k, g: calls.append(real(k, g)) or calls[-1])
+    x = lengths(30000, 21, nulls=0.02, distinct=5000)
+    ref = write(tmp_path / "ref.parquet", pa.table({
+        "length": x, "text": pa.array([f"w{i % 97}" for i in range(30000)])}))
+    con = duckdb.connect()
+    for name, options in (("duck", "ROW_GROUP_SIZE 4096"), ("duck_u", "COMPRESSION uncompressed"),
+                          ("duck_z", "COMPRESSION zstd")):
+        con.execute(f"COPY (SELECT * FROM read_parquet('{ref}')) TO "
+                    f"'{tmp_path / name}.parquet' (FORMAT PARQUET, {options})")
+    df = pl.read_parquet(ref)
+    df.write_parquet(tmp_path / "pl.parquet", compression="snappy", row_group_size=7000)
+    df.write_parquet(tmp_path / "pl_u.parquet", compression="uncompressed")
+    df.write_parquet(tmp_path / "pl_z.parquet")  # zstd, polars' default
+    df.with_columns(pl.col("length").cast(pl.Int32)).write_parquet(
+        tmp_path / "pl_i32.parquet", compression="snappy", statistics=False,
+        data_page_size=1024)
+    for path in sorted(tmp_path.glob("*.parquet")):
+        calls.clear()
+        assert same(gp.histogram(path, cap=4000), pyarrow_histogram(path, 4000)), path.name
+        assert calls and all((c is None) == path.stem.endswith("_z") for c in calls), path.name

@@ -932,13 +932,18 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
 # --- files ------------------------------------------------------------------------------
 
 @kernel(nogil=True)
+def _fits(v, width):
+    """Whether ``v`` is a value of a signed ``width``-bit column (int32 and int64 columns
+    hold only their own values)."""
+    return width >= 32 or -(np.int64(1) << (width - 1)) <= v < np.int64(1) << (width - 1)
+
+
+@kernel(nogil=True)
 def _in_range(values, valid, at, n, width):
-    if width >= 32:  # int32 and int64 columns hold only their own values
+    if width >= 32:  # (no value to check)
         return True
-    lo, hi = -(np.int64(1) << (width - 1)), np.int64(1) << (width - 1)
     for k in range(n):
-        v = values[at + k]
-        if valid[at + k] and (v < lo or v >= hi):
+        if valid[at + k] and not _fits(values[at + k], width):
             return False
     return True
 
@@ -1121,9 +1126,6 @@ def chunks(buf, starts, rows, codecs, phys, max_def, width, scratch, dictionary,
     work[W_WHY] = READ
     work[W_NEED] = 0
     at, npairs, nulls = ZERO, ZERO, ZERO
-    # (int32 and int64 columns hold only their own values: no check)
-    half = np.int64(1) << (min(width, 32) - 1)
-    lo, hi = (-half, half - 1) if width < 32 else (MISSING, MISSING)
     try:
         for k in range(rows.size):
             s, e = starts[k], starts[k + 1]
@@ -1132,14 +1134,14 @@ def chunks(buf, starts, rows, codecs, phys, max_def, width, scratch, dictionary,
             work[W_BAD] = L_PAGES
             n0, w, ndict = _chunk(buf, s, e, codecs[k], phys, max_def, rows[k], scratch,
                                   dictionary, values, values[:0], at, tallies, work)
-            for j in range(at, at + w if width < 32 else at):
-                if values[j] < lo or values[j] > hi:
+            for j in range(at, at + w):
+                if not _fits(values[j], width):
                     _leave(work, L_RANGE)
             at += w
             nulls += n0
             for j in range(ndict):
                 if tallies[j]:
-                    if width < 32 and (dictionary[j] < lo or dictionary[j] > hi):
+                    if not _fits(dictionary[j], width):
                         _leave(work, L_RANGE)
                     if npairs == pairs.shape[1]:
                         _leave(work, L_ROOM)

@@ -344,3 +344,29 @@ def test_files_other_writers_write_are_counted_as_pyarrow_reads_them(tmp_path, m
         calls.clear()
         assert same(gp.histogram(path, cap=4000), pyarrow_histogram(path, 4000)), path.name
         assert calls and all((c is None) == path.stem.endswith("_z") for c in calls), path.name
+
+
+@pytest.mark.parametrize("use_dictionary", [True, False])
+def test_values_outside_the_width_leave_the_batch(tmp_path, monkeypatch, use_dictionary):
+    """A length the column's width cannot hold (as a footer's logical type may claim), in a
+    dictionary entry or a PLAIN page, leaves the batch (to pyarrow, which names it); within
+    the width, it is counted."""
+    from gpu_profiler.kernels import parquet_format as fmt
+
+    seen: list[tuple[int, ...]] = []
+    real = pages.parsers.chunks
+    monkeypatch.setattr(pages.parsers, "chunks", lambda *a: seen.append(real(*a)) or seen[-1])
+    for top, want in ((127, fmt.READ), (128, fmt.L_RANGE)):
+        x = pa.array(np.arange(top - 50, top + 1, dtype=np.int32))
+        path = write(tmp_path / f"r{top}.parquet", pa.table({"length": x}),
+                     use_dictionary=use_dictionary)
+        fd = os.open(path, os.O_RDONLY)
+        known = pages.open_pages(fd, os.fstat(fd).st_size, "length", 32)
+        assert known is not None
+        try:
+            known.width = 8  # as an INT_8 footer would say
+            seen.clear()
+            assert (pages.decode(known, [0]) is None) == (want != fmt.READ)
+            assert seen[0][0] == want
+        finally:
+            known.close()

@@ -134,7 +134,6 @@ class _Buffers(threading.local):
             self.dictionary = np.empty(page // 4 + 1, np.int64)
             self.tallies = np.zeros(self.dictionary.size, np.int64)  # (zero between calls)
             self.pairs = np.empty((2, self.dictionary.size), np.int64)
-        self.work = np.zeros(parsers.WORK, np.int64)
 
 
 _buffers = _Buffers()
@@ -161,15 +160,16 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
         if not _pread(pages.fd, b.buf.data[int(starts[k]):int(starts[k + 1])],
                       int(table[k, 1])):
             return None
+    work = np.zeros(parsers.WORK, np.int64)
     while True:
         room = min(n, len(groups) * b.dictionary.size)  # (a pair holds a row or more)
         pairs = b.pairs if room <= b.pairs.shape[1] else np.empty((2, room), np.int64)
         status, got, npairs, nulls = parsers.chunks(
-            b.buf, starts, rows, table[:, 3], pages.phys, pages.max_def, pages.width,
-            b.scratch, b.dictionary, b.tallies, b.values, pairs, b.work)
+            b.buf, starts, rows, codecs, pages.phys, pages.max_def, pages.width, b.scratch,
+            b.dictionary, b.tallies, b.values, pairs, work)
         if status != fmt.READ:
             b.tallies[:] = 0  # (left mid-chunk: its counts stay)
-        need = int(b.work[fmt.W_NEED])
+        need = int(work[fmt.W_NEED])
         if status != fmt.L_ROOM or not b.page < need <= MOST_PAGE:
             break
         b.fit(0, 0, need)

@@ -55,8 +55,7 @@ def sniff(path: str | Path, head: bytes | None = None) -> ShardFormat:
         if fmt.sniff(head, name):
             return fmt
     if head[:4] == parquet.ENCRYPTED:
-        raise ProfilerError(f"{path}: an encrypted Parquet file (its footer is encrypted): "
-                            "gpu-profiler reads plaintext Parquet only; decrypt it first")
+        raise parquet.encrypted(path, "its footer is encrypted")
     raise ProfilerError(f"{path}: not a {_titles()} file (unrecognized magic bytes)")
 
 

@@ -89,10 +89,15 @@ def _batches(path: Path, pf: pq.ParquetFile, groups: range, columns: list[str]
         pf.close(force=True)
 
 
+def encrypted(path: Path | str, why: str) -> ProfilerError:
+    """The error of an encrypted Parquet file (``why``: how it was told)."""
+    return ProfilerError(f"{path}: an encrypted Parquet file ({why}): gpu-profiler reads "
+                         "plaintext Parquet only; decrypt it first")
+
+
 def _corrupt(path: Path, exc: BaseException, groups: list[int] | None = None) -> ProfilerError:
     if "encrypted" in str(exc) or "decrypt" in str(exc).lower():
-        return ProfilerError(f"{path}: an encrypted Parquet file ({first_line(exc)}): "
-                             "gpu-profiler reads plaintext Parquet only; decrypt it first")
+        return encrypted(path, first_line(exc))
     where = ""
     if groups:
         where = f" in row group {groups[0]}" if len(groups) == 1 else \

@@ -22,7 +22,7 @@ from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.io.pread import read_whole
 from gpu_profiler.readers.base import Joined, Leave, Reading
-from gpu_profiler.readers.jsonl import ZSTD_MAGIC, JsonlPart, plain_name
+from gpu_profiler.readers.jsonl import ZSTD_MAGIC, JsonlPart
 
 #: A shard larger than this is read by its own reader (its blocks parsed on every core).
 MOST_BYTES = 1 << 20
@@ -33,10 +33,10 @@ RUN_BYTES = 4 << 20
 
 def together(parts: list[JsonlPart], reading: Reading, like: tuple[str, pa.Schema] | None
              ) -> Joined:
-    """See `Together`: the parts of at most `MOST_BYTES` (`Lines`); none when the field's
-    name is not one the native pass compares as raw bytes."""
+    """See `Together`: the parts of at most `MOST_BYTES` (`Lines`), of a field name the
+    native pass compares as raw bytes (the parts' `joins`)."""
     mine = [i for i, p in enumerate(parts) if p.nbytes <= MOST_BYTES]
-    if not mine or not plain_name(reading.spec.name):
+    if not mine:
         return Leave(len(parts))
     return Lines(parts, mine, reading.spec.name.encode())
 

@@ -1007,16 +1007,31 @@ def _group(b, p, hi, leaves, leaf, phys, size, flen, left, st):
 
 
 @kernel(nogil=True)
-def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, info, st):
-    """Decode one whole file ``b[s:s + size]`` to ``values[at:]``: ``(rows, nulls)``."""
-    st[W_BAD] = L_FOOTER
-    e = s + size
-    if size < 12 or b[s] != 80 or b[s + 1] != 65 or b[s + 2] != 82 or b[s + 3] != 49 \
-            or b[e - 4] != 80 or b[e - 3] != 65 or b[e - 2] != 82 or b[e - 1] != 49:
+def _magic(b, p):
+    """Whether ``b[p:p + 4]`` is ``PAR1``."""
+    return b[p] == 80 and b[p + 1] == 65 and b[p + 2] == 82 and b[p + 3] == 49
+
+
+@kernel(nogil=True)
+def _footer_length(b, e, size, st):
+    """The length of the footer of a file of ``size`` bytes that ends at ``b[e]`` (its
+    footer, the footer's length, ``PAR1``); the file is left unless it ends so."""
+    if size < 12 or not _magic(b, e - 4):
         _leave(st, L_FOOTER)
     flen = _u32(b, e - 8)
     if flen > size - 12:
         _leave(st, L_FOOTER)
+    return flen
+
+
+@kernel(nogil=True)
+def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, info, st):
+    """Decode one whole file ``b[s:s + size]`` to ``values[at:]``: ``(rows, nulls)``."""
+    st[W_BAD] = L_FOOTER
+    e = s + size
+    if size < 12 or not _magic(b, s):
+        _leave(st, L_FOOTER)
+    flen = _footer_length(b, e, size, st)
     hi = e - 8
     num_rows, n, p, leaf, phys, max_def, leaves = _footer(b, hi - flen, hi, size, name, width,
                                                           f, info, st)
@@ -1085,12 +1100,9 @@ def row_groups(tail, size, name, width, table, info, work):
         info[0, k] = 0
     try:
         t = tail.size
-        if t < 12 or size < 12 or t > size or tail[t - 4] != 80 or tail[t - 3] != 65 \
-                or tail[t - 2] != 82 or tail[t - 1] != 49:
+        if t < 12 or t > size:
             _leave(work, L_FOOTER)
-        flen = _u32(tail, t - 8)
-        if flen > size - 12:
-            _leave(work, L_FOOTER)
+        flen = _footer_length(tail, t, size, work)
         if flen > t - 8:
             work[W_NEED] = flen + 8
             _leave(work, L_ROOM)

@@ -207,6 +207,12 @@ def jsonl(n: int) -> Path:
     return common.jsonl_corpus(LAYOUTS / f"lines-{n:.0e}.jsonl", n)
 
 
+def jsonl_documents(n: int) -> Path:
+    """``n`` lines of ~2 KB of mostly plain text each."""
+    return common.jsonl_corpus(LAYOUTS / f"documents-{n:.0e}.jsonl", n, words=(200, 500),
+                               rare=0.02)
+
+
 def jsonl_shards(n: int, shards: int) -> Path:
     """The JSONL corpus of ``n`` lines cut into ``shards`` files of whole lines."""
     target = LAYOUTS / f"lines-{n:.0e}-{shards}"
@@ -304,6 +310,11 @@ def rows(sizes: list[int], sweep: int, big: bool) -> list[Row]:
                    lambda n=n: jsonl_shards(n, 2000), ["jsonl duckdb", "jsonl polars"],
                    ["--column", "num_tokens"], need=lambda p: sum(
                        f.stat().st_size for f in p.iterdir())))
+    n = sweep // 200
+    e = f"{n:.0e}".replace("+0", "").replace("+", "")
+    out.append(Row("JSONL, `num_tokens` + ~2 KB text", e, 1, lambda n=n: jsonl_documents(n),
+                   ["jsonl duckdb", "jsonl polars", "jsonl pyarrow"], ["--column", "num_tokens"],
+                   need=_size))
     if big:
         n = 10**9
         out.append(Row("HF dir, `length` (default)", "1e9", 8, lambda: hf_dir(n, 8),

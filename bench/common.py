@@ -169,20 +169,25 @@ JSONL_WORDS = ["the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "
                "x\ny"]
 
 
-def jsonl_corpus(path: Path, lines: int, seed: int = 20261201) -> Path:
+def jsonl_corpus(path: Path, lines: int, seed: int = 20261201, words: tuple[int, int] = (3, 12),
+                 rare: float = 4 / 24) -> Path:
     """JSON Lines, made once: objects like ``{"id": "doc-17", "text": "...", "num_tokens":
-    812, "meta": {"src": "web", "score": 0.5}}`` with 3-11 words of text (unicode, escaped
-    quotes and newlines among them), ~108 bytes a line."""
+    812, "meta": {"src": "web", "score": 0.5}}`` with ``words`` (low, high) words of text,
+    a ``rare`` share of them unicode, escaped quotes or newlines. The default: 3-11 words,
+    ~108 bytes a line; ``(200, 500), 0.02``: documents of ~2 KB of mostly plain text, as in
+    pretraining corpora."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         rng = np.random.default_rng(seed)
+        plain, special = len(JSONL_WORDS) - 4, 4
+        p = np.r_[np.full(plain, (1 - rare) / plain), np.full(special, rare / special)]
         tmp = path.with_suffix(".tmp")
         with open(tmp, "w") as f:
             for start in range(0, lines, 100_000):
                 m = min(100_000, lines - start)
                 tokens = rng.integers(1, 8192, m)
-                nwords = rng.integers(3, 12, m)
-                picks = rng.integers(0, len(JSONL_WORDS), int(nwords.sum()))
+                nwords = rng.integers(*words, m)
+                picks = rng.choice(len(JSONL_WORDS), int(nwords.sum()), p=p)
                 out, at = [], 0
                 for i in range(m):
                     text = json.dumps(" ".join(JSONL_WORDS[j] for j in picks[at:at + nwords[i]]),

@@ -152,3 +152,33 @@ def test_lines_blank_lines_and_where_it_stops(kernel):
         assert run(kernel, b'{"n": 7}\n' + stop + b'\n{"n": 8}\n') == (9, 1, 1, [7]), stop
     deep = b'{"a": ' + b"[" * 65 + b"]" * 65 + b', "n": 3}'
     assert run(kernel, deep)[3] == [3]
+
+
+PLAIN = [b"a", b"plain text ", b"\\n", b'\\"', b"\\\\", b"\\/", b"\\u00e9", b"\xc3\xa9",
+         b"\xe6\x97\xa5", b"\xf0\x9f\x98\x80", b"\x7f"]
+BAD = [b"\x01", b"\x1f", b"\xff", b"\x80", b"\xe6\x97", b"\xf0\x9f\x98", b"\\x", b"\\u12",
+       b"\xed\xa0\x80", b"\xc0\xaf", b"\\ud800", b'"', b"\\"]
+
+
+def test_long_strings_crossed_64_bytes_at_a_time_as_pyarrow_reads_them(kernel):
+    """Strings of up to ~1 KB (`_string` looks at 64 bytes at once, only the escapes and
+    non-ASCII bytes among them one by one), shifted over every offset of those 64 bytes, each
+    with one bad piece anywhere (half of them) or none: a valid one is taken, and what is
+    taken is what pyarrow reads."""
+    rng = np.random.default_rng(64)
+    taken = 0
+    for k in range(3000):
+        body = b"".join(PLAIN[i] for i in rng.integers(0, len(PLAIN), rng.integers(0, 200)))
+        if k % 2:
+            at = int(rng.integers(0, len(body) + 1))
+            body = body[:at] + BAD[int(rng.integers(0, len(BAD)))] + body[at:]
+        text = (b'{"' + b"k" * int(rng.integers(0, 64)) + b'": "' + body + b'", "n": 5}'
+                + b" " * int(rng.integers(0, 70)))
+        pos, rows, _, got = run(kernel, text)
+        if pos == len(text):
+            assert got == [5] and pyarrow_reads(text) == (5,), text
+            assert json.loads(text.decode())["n"] == 5  # UTF-8, which pyarrow may not check
+            taken += 1
+        else:
+            assert (pos, rows) == (0, 0) and k % 2, text
+    assert taken > 1500

@@ -53,7 +53,14 @@ BATCH_ROWS = 1 << 20
 #: whose values must be decoded to get their lengths).
 BATCH_BYTES = 16 << 20
 #: Read buffer of a column chunk stream: a huge row group is never read whole into memory.
-READ_BUFFER = 4 << 20
+#: Small, since pyarrow allocates one per column chunk read: 4 MiB cost a 1.5 MiB shard
+#: ~70 us more (bench/results/parquet_decoder.md), and a large file no less time.
+READ_BUFFER = 64 << 10
+#: Files of more bytes have their column chunks pre-buffered (read ahead by pyarrow's I/O
+#: threads, concurrently): 400 shards of 2.2 MiB read 1.5x faster so from a cold page
+#: cache; below, that costs ~120 us a file whose reads are few and small (4,000 shards of
+#: 50 KiB: 1.35x slower warm, no faster cold; bench/results/parquet_decoder.md).
+PRE_BUFFER_BYTES = 1 << 20
 #: Decoded batches waiting for the consumer, per worker.
 QUEUE_PER_WORKER = 1
 #: Most rows a file's footer may claim in all (2**53: no file holds near that many; a
@@ -128,6 +135,7 @@ def _open(path: Path, footer: Footer | None = None, version: Version | None = No
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(f, metadata=md, buffer_size=READ_BUFFER,
+                              pre_buffer=st.st_size > PRE_BUFFER_BYTES,
                               read_dictionary=codes), now
     except _ERRORS as exc:
         raise _corrupt(path, exc) from None

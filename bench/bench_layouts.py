@@ -179,11 +179,15 @@ def offsets_dir(n: int) -> Path:
     return target
 
 
-def parquet_file(n: int) -> Path:
-    target = LAYOUTS / f"one-{n:.0e}.parquet"
+def parquet_file(n: int, compression: str = "snappy") -> Path:
+    """One file of ``n`` int32 lengths in row groups of 1 Mi (snappy: pyarrow's default;
+    zstd: polars' and duckdb's)."""
+    name = f"one-{n:.0e}" + ("" if compression == "snappy" else f"-{compression}")
+    target = LAYOUTS / f"{name}.parquet"
     if not target.exists():
         tmp = target.with_suffix(".tmp")
-        with pq.ParquetWriter(tmp, pa.schema([("length", pa.int32())])) as w:
+        with pq.ParquetWriter(tmp, pa.schema([("length", pa.int32())]),
+                              compression=compression) as w:
             for x in common.length_blocks(SEED, n):
                 w.write_table(pa.table({"length": x}), row_group_size=1 << 20)
         os.replace(tmp, target)
@@ -284,6 +288,8 @@ def rows(sizes: list[int], sweep: int, big: bool) -> list[Row]:
                        ["offsets pyarrow"], ["--offsets-of", "input_ids"],
                        need=lambda p, n=n: 4 * (n + n // 1000)))
         out.append(Row("one Parquet file", e, 1, lambda n=n: parquet_file(n),
+                       ["duckdb", "polars", "pyarrow.dataset"], need=_column_bytes(n)))
+        out.append(Row("one Parquet file, zstd", e, 1, lambda n=n: parquet_file(n, "zstd"),
                        ["duckdb", "polars", "pyarrow.dataset"], need=_column_bytes(n)))
         if n <= 10**7:
             out.append(Row("JSONL, `num_tokens` + ~100 B text", e, 1, lambda n=n: jsonl(n),

@@ -135,7 +135,9 @@ EXPORTS: dict[str, Export] = {
                                  (_BYTES, I, _BYTES, I, _OUT_I8_2D, _OUT_I8_2D, _OUT_I8), 4),
     "parquet_chunks": Export("parquet", "chunks",
                              (_BYTES, _I8, _I8, _I8, I, I, I, Arr("uint8", out=True), _OUT_I8,
-                              _OUT_I8, _OUT_I8, _OUT_I8_2D, _OUT_I8), 4),
+                              _OUT_I8, _OUT_I8, _OUT_I8_2D, _I8_2D, _I8, _BYTES, _OUT_I8), 4),
+    "parquet_zstd_pages": Export("parquet", "zstd_pages",
+                                 (_BYTES, _I8, _I8, _OUT_I8_2D, _OUT_I8, _OUT_I8), 1),
     **({"look": Export("posix", "look", (_BYTES, _I8, I, I, I, I, Arr("uint64", out=True),
                                          Arr("uint8", out=True), I, _OUT_I8_2D), 0)}
        if _libc_has("statx") else {}),

@@ -1,6 +1,7 @@
 """Parquet files decoded in numba, many per call: the footer's Thrift (compact protocol)
 FileMetaData, the flat integer length column's chunks, their pages (v1 and v2, dictionary
-pages), snappy, PLAIN and dictionary (RLE / bit-packed hybrid) values and definition levels.
+pages), snappy (and zstd, decompressed by the caller: `zstd_pages`), PLAIN and dictionary
+(RLE / bit-packed hybrid) values and definition levels.
 
 This serves many *small* shards (`gpu_profiler.readers.parquet.many`), for which pyarrow's
 set-up per file costs more than decoding it. Whatever is not the common case (another
@@ -46,6 +47,8 @@ from gpu_profiler.kernels.parquet_format import (
     READ,
     W_BAD,
     W_NEED,
+    W_PAGE,
+    W_PAGES,
     W_WHY,
 )
 from gpu_profiler.kernels.posix import read_file
@@ -62,7 +65,8 @@ CONVERTED_INT = (15, 16, 17, 18)  # INT_8 .. INT_64
 LOGICAL_INTEGER = 10
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = 0, 2, 3, 8
-UNCOMPRESSED, SNAPPY = 0, 1
+UNCOMPRESSED, SNAPPY, ZSTD = 0, 1, 6
+ZSTD_MAGIC = 0xFD2FB528
 # The work array: W_WHY, W_NEED and W_BAD (`parquet_format`); then the Thrift skip stack
 # (2 words a level), the schema's nesting stack and levels, and every leaf's levels (its
 # size bounds the leaves of a file read here).
@@ -842,13 +846,15 @@ def _spread(values, valid, at, n, nn):
 
 @kernel(nogil=True)
 def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, valid, at,
-           tallies, st):
+           tallies, zpages, unpacked, st):
     """Decode the pages of one column chunk (``b[p:hi]``, ``nvals`` rows) into
     ``values[at:]`` and ``valid[at:]``. Where ``tallies`` is not empty (and ``valid`` is),
     dictionary-encoded pages are counted into it instead (see `_indices`) and only PLAIN
-    pages' non-null values are written, back to back from ``values[at]``. Returns ``(the
-    nulls, the values written, the dictionary's entries)``."""
-    if codec != UNCOMPRESSED and codec != SNAPPY:
+    pages' non-null values are written, back to back from ``values[at]``. A zstd chunk's
+    pages were decompressed by the caller into ``unpacked``, as `zstd_pages` listed them in
+    ``zpages`` (this chunk's: rows ``st[W_PAGE]`` to ``st[W_PAGES]``; none listed: zstd is
+    left). Returns ``(the nulls, the values written, the dictionary's entries)``."""
+    if codec != UNCOMPRESSED and codec != SNAPPY and (codec != ZSTD or zpages.shape[0] == 0):
         _leave(st, L_CODEC)
     counting = tallies.size > 0
     seen, nulls, ndict, written = ZERO, ZERO, MISSING, ZERO
@@ -871,8 +877,14 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
                     or dlen > usize or (max_def == 0 and dlen != 0):
                 _leave(st, L_PAGES)
             lead = dlen
-        packed = codec == SNAPPY and (ptype != DATA_PAGE_V2 or comp == 1)
-        if packed:
+        packed = codec != UNCOMPRESSED and (ptype != DATA_PAGE_V2 or comp == 1)
+        if packed and codec == ZSTD:  # the next page decompressed for this chunk
+            k = st[W_PAGE]
+            st[W_PAGE] = k + 1
+            if k >= st[W_PAGES] or zpages[k, 2] != usize - lead or zpages[k, 3] < 0:
+                _leave(st, L_PAGES)
+            src, lo, top = unpacked, zpages[k, 3], zpages[k, 3] + usize - lead
+        elif packed:
             if usize - lead > scratch.size:
                 st[W_NEED] = usize - lead
                 _leave(st, L_ROOM)
@@ -1045,7 +1057,8 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
             continue
         st[W_BAD] = L_PAGES
         nulls += _chunk(b, s + start, s + start + csize, codec, phys, max_def, rg_rows,
-                        scratch, dictionary, values, valid, at + rows, values[:0], st)[0]
+                        scratch, dictionary, values, valid, at + rows, values[:0], info[:0],
+                        scratch[:0], st)[0]
         st[W_BAD] = L_METADATA
         rows += rg_rows
     if rows != num_rows:
@@ -1126,15 +1139,17 @@ def row_groups(tail, size, name, width, table, info, work):
 
 @kernel(nogil=True)
 def chunks(buf, starts, rows, codecs, phys, max_def, width, scratch, dictionary, tallies,
-           values, pairs, work):
+           values, pairs, zpages, first, unpacked, work):
     """Count the length column of column chunks lying back to back in ``buf`` (chunk ``k``:
     ``buf[starts[k]:starts[k + 1]]``, ``rows[k]`` rows, codec ``codecs[k]``; the physical
     type, definition level and width `row_groups` found), never decoding what is
     dictionary-encoded: each chunk's dictionary entries that occur go to ``pairs`` with
     their rows (``pairs[0, i]`` a value, ``pairs[1, i]`` its rows), the non-null values of
     PLAIN pages to ``values``. ``tallies`` (zeros, at least ``dictionary.size``) counts a
-    chunk's entries. Returns ``(status, values written, pairs written, nulls)``: status
-    READ, or why the chunks are left (`L_ROOM`: ``work[W_NEED]`` bytes of page lacked)."""
+    chunk's entries. The zstd chunks' pages are in ``unpacked``, as `zstd_pages` listed
+    them (``zpages``, ``first``). Returns ``(status, values written, pairs written,
+    nulls)``: status READ, or why the chunks are left (`L_ROOM`: ``work[W_NEED]`` bytes of
+    page lacked)."""
     work[W_WHY] = READ
     work[W_NEED] = 0
     at, npairs, nulls = ZERO, ZERO, ZERO
@@ -1144,8 +1159,11 @@ def chunks(buf, starts, rows, codecs, phys, max_def, width, scratch, dictionary,
             if s < 0 or e < s or e > buf.size or rows[k] < 0 or rows[k] > values.size - at:
                 _leave(work, L_PAGES)
             work[W_BAD] = L_PAGES
+            if zpages.shape[0]:
+                work[W_PAGE], work[W_PAGES] = first[k], first[k + 1]
             n0, w, ndict = _chunk(buf, s, e, codecs[k], phys, max_def, rows[k], scratch,
-                                  dictionary, values, values[:0], at, tallies, work)
+                                  dictionary, values, values[:0], at, tallies, zpages,
+                                  unpacked, work)
             for j in range(at, at + w):
                 if not _fits(values[j], width):
                     _leave(work, L_RANGE)
@@ -1163,6 +1181,68 @@ def chunks(buf, starts, rows, codecs, phys, max_def, width, scratch, dictionary,
         return READ, at, npairs, nulls
     except Exception:
         return work[W_WHY] if work[W_WHY] != READ else L_PAGES, ZERO, ZERO, ZERO
+
+
+@kernel(nogil=True)
+def _frame_size(b, p, hi):
+    """The content size the zstd frame at ``b[p:hi]`` declares, or -1 (not a frame, no
+    size declared, a dictionary needed). zstd checks what it decodes against it, so a page
+    decompressed without error into a buffer of its size filled it."""
+    if hi - p < 6 or _u32(b, p) != ZSTD_MAGIC:
+        return MISSING
+    d = np.int64(b[p + 4])
+    flag, single = d >> 6, (d >> 5) & 1
+    if d & 8 or d & 3 or (flag == 0 and not single):  # reserved bit; a dictionary; no size
+        return MISSING
+    q = p + 5 + (1 - single)
+    n = 1 if flag == 0 else 2 if flag == 1 else 4 if flag == 2 else 8
+    if n > hi - q:
+        return MISSING
+    v = ZERO
+    for k in range(min(n, 7)):
+        v |= np.int64(b[q + k]) << (8 * k)
+    if n == 8 and b[q + 7]:  # (2**56 bytes or more: no page)
+        return MISSING
+    return v + 256 if n == 2 else v
+
+
+@kernel(nogil=True)
+def zstd_pages(buf, starts, codecs, zpages, first, work):
+    """List the pages of the zstd chunks among those back to back in ``buf`` (as `chunks`
+    takes them) for the caller to decompress: row i of ``zpages`` is a page's compressed
+    bytes ``buf[zpages[i, 0]:zpages[i, 1]]`` and its size once decompressed (-1: not one
+    frame declaring the size its header says, left); ``zpages[i, 3]`` is set to -1 for
+    the caller to put where it is decompressed. Chunk k's rows are ``first[k]`` to
+    ``first[k + 1]``. Returns ``(rows,)``, or ``(-1,)`` when ``zpages`` lacks room."""
+    n = ZERO
+    for k in range(codecs.size):
+        first[k] = n
+        p, hi = starts[k], starts[k + 1]
+        if codecs[k] != ZSTD or p < 0 or hi < p or hi > buf.size:
+            continue
+        work[W_BAD] = L_PAGES
+        while p < hi:
+            try:
+                ptype, usize, csize, nv, enc, denc, pnulls, prows, dlen, rlen, comp, p = \
+                    _page_header(buf, p, hi, work)
+            except Exception:  # noqa: BLE001 (`chunks` leaves the chunk there)
+                break
+            if csize > hi - p:
+                break
+            body, p = p, p + csize
+            if ptype == INDEX_PAGE or (ptype == DATA_PAGE_V2 and comp == 0):
+                continue  # (not decompressed: as `_chunk` takes them)
+            lead = dlen if ptype == DATA_PAGE_V2 else 0
+            if n == zpages.shape[0]:
+                return (MISSING,)
+            ok = 0 <= lead <= min(csize, usize)
+            zpages[n, 0], zpages[n, 1] = body + lead if ok else body, p
+            zpages[n, 2] = usize - lead if ok and \
+                _frame_size(buf, body + lead, p) == usize - lead else MISSING
+            zpages[n, 3] = MISSING
+            n += 1
+    first[codecs.size] = n
+    return (n,)
 
 
 @kernel(nogil=True)

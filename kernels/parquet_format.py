@@ -14,7 +14,7 @@ LEFT = {
     L_SCHEMA: "schema differs from the first file's",
     L_COLUMN: "length column missing, nested, repeated or not a signed integer of the "
               "expected width",
-    L_CODEC: "compression other than none or snappy",
+    L_CODEC: "compression other than none or snappy (zstd: read with the file alone)",
     L_ENCODING: "an encoding other than PLAIN or dictionary",
     L_PAGES: "pages malformed or disagreeing with the metadata",
     L_ROOM: "more rows or a larger page than the buffers hold",
@@ -28,5 +28,6 @@ NINFO = 8
 
 # The kernel's work array: [W_WHY] why the file is being left, [W_NEED] a size the buffers
 # lacked (bytes of page or footer, rows of table), [W_BAD] the reason a malformed read gives
-# there.
-W_WHY, W_NEED, W_BAD = 0, 1, 2
+# there; [W_PAGE] and [W_PAGES]: the next zstd page a chunk takes among those decompressed
+# for it (`gpu_profiler.kernels.parquet.zstd_pages`), and the end of its own.
+W_WHY, W_NEED, W_BAD, W_PAGE, W_PAGES = 0, 1, 2, 3, 4

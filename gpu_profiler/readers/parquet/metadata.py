@@ -54,10 +54,18 @@ def row_groups(tail: np.ndarray, size: int, name: np.ndarray, width: int, table:
 
 def chunks(buf: np.ndarray, starts: np.ndarray, rows: np.ndarray, codecs: np.ndarray,
            phys: int, max_def: int, width: int, scratch: np.ndarray, dictionary: np.ndarray,
-           tallies: np.ndarray, values: np.ndarray, pairs: np.ndarray, work: np.ndarray
-           ) -> tuple[int, ...]:
+           tallies: np.ndarray, values: np.ndarray, pairs: np.ndarray, zpages: np.ndarray,
+           first: np.ndarray, unpacked: np.ndarray, work: np.ndarray) -> tuple[int, ...]:
     """Count the column chunks back to back in ``buf`` (see
     `gpu_profiler.kernels.parquet.chunks`): ``(status, values written, pairs written,
     nulls)``."""
     return native.kernel("parquet_chunks")(buf, starts, rows, codecs, phys, max_def, width,
-                                           scratch, dictionary, tallies, values, pairs, work)
+                                           scratch, dictionary, tallies, values, pairs,
+                                           zpages, first, unpacked, work)
+
+
+def zstd_pages(buf: np.ndarray, starts: np.ndarray, codecs: np.ndarray, zpages: np.ndarray,
+               first: np.ndarray, work: np.ndarray) -> int:
+    """List the zstd chunks' pages to decompress (see
+    `gpu_profiler.kernels.parquet.zstd_pages`): their rows, or -1 (``zpages`` too small)."""
+    return native.kernel("parquet_zstd_pages")(buf, starts, codecs, zpages, first, work)[0]

@@ -1037,8 +1037,11 @@ def _footer_length(b, e, size, st):
 
 
 @kernel(nogil=True)
-def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, info, st):
-    """Decode one whole file ``b[s:s + size]`` to ``values[at:]``: ``(rows, nulls)``."""
+def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, info, zpages,
+          first, unpacked, chunk, st):
+    """Decode one whole file ``b[s:s + size]`` to ``values[at:]``: ``(rows, nulls)``. Its
+    zstd pages were decompressed into ``unpacked`` as `zstd_pages` listed them in ``zpages``
+    (its column chunks: rows ``first[chunk]`` on of ``first``; none: zstd is left)."""
     st[W_BAD] = L_FOOTER
     e = s + size
     if size < 12 or not _magic(b, s):
@@ -1056,9 +1059,14 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
         if rg_rows == 0:
             continue
         st[W_BAD] = L_PAGES
+        if zpages.shape[0]:
+            if chunk + 1 >= first.size:
+                _leave(st, L_PAGES)
+            st[W_PAGE], st[W_PAGES] = first[chunk], first[chunk + 1]
+            chunk += 1
         nulls += _chunk(b, s + start, s + start + csize, codec, phys, max_def, rg_rows,
-                        scratch, dictionary, values, valid, at + rows, values[:0], info[:0],
-                        scratch[:0], st)[0]
+                        scratch, dictionary, values, valid, at + rows, values[:0], zpages,
+                        unpacked, st)[0]
         st[W_BAD] = L_METADATA
         rows += rg_rows
     if rows != num_rows:
@@ -1069,13 +1077,51 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
 
 
 @kernel(nogil=True)
-def lengths(buf, starts, sizes, name, width, scratch, dictionary, values, valid, info, work):
+def file_chunks(buf, starts, sizes, name, width, info, table, first_file, work):
+    """The length column's chunks of every whole file ``buf[starts[f]:+sizes[f]]`` as
+    `lengths` visits them (row groups with rows, in order): ``table[c]`` = (where the chunk
+    starts in ``buf``, where it ends, its codec), file f's from row ``first_file[f]``; a
+    file whose footer is not read has none. Returns ``(chunks,)``, or ``(-1,)`` when
+    ``table`` lacks room."""
+    c = ZERO
+    for f in range(starts.size):
+        first_file[f] = c
+        s, size = starts[f], sizes[f]
+        if s < 0 or size < 0 or s > buf.size - size:
+            continue
+        try:
+            work[W_BAD] = L_FOOTER
+            flen = _footer_length(buf, s + size, size, work)
+            hi = s + size - 8
+            num_rows, n, p, leaf, phys, max_def, leaves = _footer(
+                buf, hi - flen, hi, size, name, width, f, info, work)
+            rows = ZERO
+            for _ in range(n):
+                rg_rows, start, csize, codec, p = _group(buf, p, hi, leaves, leaf, phys, size,
+                                                         flen, num_rows - rows, work)
+                if rg_rows == 0:
+                    continue
+                if c == table.shape[0]:
+                    return (MISSING,)
+                table[c, 0], table[c, 1], table[c, 2] = s + start, s + start + csize, codec
+                c += 1
+                rows += rg_rows
+        except Exception:  # noqa: BLE001 (`lengths` leaves the file there)
+            pass
+    first_file[starts.size] = c
+    return (c,)
+
+
+@kernel(nogil=True)
+def lengths(buf, starts, sizes, name, width, scratch, dictionary, values, valid, info, zpages,
+            first, first_file, unpacked, work):
     """Decode the length column ``name`` (UTF-8 bytes; a signed integer of ``width`` bits)
     of every whole Parquet file ``buf[starts[f]:+sizes[f]]`` into ``values`` and ``valid``,
     the files read back to back, in order. ``info[f]``: its status (READ, or why it was
     left), rows, nulls, the scratch bytes it lacked (if so), and where its schema and
-    ``ARROW:schema`` lie (every file's must equal file 0's byte for byte). Returns
-    ``(values written, nulls among them)``."""
+    ``ARROW:schema`` lie (every file's must equal file 0's byte for byte). zstd pages: as
+    `_file` takes them, file f's chunks from row ``first_file[f]`` of ``first``
+    (`file_chunks`). Returns ``(values written, nulls among them)``."""
     at, nulls = ZERO, ZERO
     for f in range(starts.size):
         for k in range(NINFO):
@@ -1088,7 +1134,8 @@ def lengths(buf, starts, sizes, name, width, scratch, dictionary, values, valid,
             continue
         try:
             rows, n = _file(buf, s, size, f, name, width, scratch, dictionary, values,
-                            valid, at, info, work)
+                            valid, at, info, zpages, first, unpacked,
+                            first_file[f] if zpages.shape[0] else ZERO, work)
             info[f, I_ROWS] = rows
             info[f, I_NULLS] = n
             at += rows
@@ -1185,9 +1232,11 @@ def chunks(buf, starts, rows, codecs, phys, max_def, width, scratch, dictionary,
 
 @kernel(nogil=True)
 def _frame_size(b, p, hi):
-    """The content size the zstd frame at ``b[p:hi]`` declares, or -1 (not a frame, no
-    size declared, a dictionary needed). zstd checks what it decodes against it, so a page
-    decompressed without error into a buffer of its size filled it."""
+    """The content size the zstd frame ``b[p:hi]`` declares, or -1: not one frame that
+    ends exactly at ``hi`` (its blocks walked: so frames laid back to back decompress one
+    by one), that declares its size and needs no dictionary. zstd checks what it decodes
+    against that size, so a page decompressed without error into a buffer of its size
+    filled it."""
     if hi - p < 6 or _u32(b, p) != ZSTD_MAGIC:
         return MISSING
     d = np.int64(b[p + 4])
@@ -1203,13 +1252,29 @@ def _frame_size(b, p, hi):
         v |= np.int64(b[q + k]) << (8 * k)
     if n == 8 and b[q + 7]:  # (2**56 bytes or more: no page)
         return MISSING
+    q += n
+    while True:  # the blocks: a 3-byte header each (last, type, size), then their bytes
+        if hi - q < 3:
+            return MISSING
+        h = np.int64(b[q]) | (np.int64(b[q + 1]) << 8) | (np.int64(b[q + 2]) << 16)
+        kind = (h >> 1) & 3
+        if kind == 3:
+            return MISSING
+        q += 3 + (1 if kind == 1 else h >> 3)
+        if q > hi:
+            return MISSING
+        if h & 1:
+            break
+    q += 4 if d & 4 else 0  # the content checksum
+    if q != hi:
+        return MISSING
     return v + 256 if n == 2 else v
 
 
 @kernel(nogil=True)
-def zstd_pages(buf, starts, codecs, zpages, first, work):
-    """List the pages of the zstd chunks among those back to back in ``buf`` (as `chunks`
-    takes them) for the caller to decompress: row i of ``zpages`` is a page's compressed
+def zstd_pages(buf, los, his, codecs, zpages, first, work):
+    """List the pages of the zstd chunks ``buf[los[k]:his[k]]`` (as `chunks` and `_file`
+    take them) for the caller to decompress: row i of ``zpages`` is a page's compressed
     bytes ``buf[zpages[i, 0]:zpages[i, 1]]`` and its size once decompressed (-1: not one
     frame declaring the size its header says, left); ``zpages[i, 3]`` is set to -1 for
     the caller to put where it is decompressed. Chunk k's rows are ``first[k]`` to
@@ -1217,7 +1282,7 @@ def zstd_pages(buf, starts, codecs, zpages, first, work):
     n = ZERO
     for k in range(codecs.size):
         first[k] = n
-        p, hi = starts[k], starts[k + 1]
+        p, hi = los[k], his[k]
         if codecs[k] != ZSTD or p < 0 or hi < p or hi > buf.size:
             continue
         work[W_BAD] = L_PAGES
@@ -1278,7 +1343,8 @@ def count_files(names, name_at, sizes, flags, buf, second, name, width, scratch,
             continue
         try:
             rows, nulls = _file(buf, s, sizes[f], f, name, width, scratch, dictionary, values,
-                                valid, ZERO, info, work)
+                                valid, ZERO, info, info[:0], values[:0], scratch[:0], ZERO,
+                                work)
         except Exception:  # noqa: BLE001 (the file is left: pyarrow says what is wrong)
             info[f, I_STATUS] = work[W_WHY] if work[W_WHY] != READ else L_METADATA
             info[f, I_NEED] = work[W_NEED]

@@ -69,11 +69,13 @@ def read_together(paths: list[Path], column: str = "length", like=None,
 def count_together(paths: list[Path], column: str = "length", like=None,
                    reading: Reading | None = None, cap: int | None = None
                    ) -> tuple[list[int], LengthHistogram | None]:
-    """``(left, histogram of the others or None)`` of one together call that counts."""
+    """``(left, histogram of the others or None)`` of one together call that counts (or,
+    where it does not, zstd files: its chunks binned, as a scan does)."""
     joined = parquet_many.together([ParquetPart(p) for p in paths],
                                    reading or Reading(LengthSpec(column)), like)
     work = joined.counting()
-    hist = None if work is None else NumbaBackend().count(work, cap)
+    hist = NumbaBackend().count(work, cap) if work is not None else \
+        NumbaBackend().histogram(joined.chunks(), cap)
     left = joined.left()
     return left, hist if len(left) < len(paths) else None
 
@@ -122,8 +124,10 @@ OPTIONS = [
     ({"row_group_size": 700}, True),
     ({"dictionary_pagesize_limit": 1024, "write_batch_size": 100}, True),  # falls back to plain
     ({"max_rows_per_page": 100, "write_page_index": True, "write_page_checksum": True}, True),
-    ({"compression": "zstd"}, False),
+    ({"compression": "zstd"}, True),  # (its pages decompressed by pyarrow's codec)
+    ({"compression": "zstd", "compression_level": 19, "data_page_version": "2.0"}, True),
     ({"compression": "gzip"}, False),
+    ({"compression": "lz4"}, False),
     ({"column_encoding": {"length": "DELTA_BINARY_PACKED"}, "use_dictionary": False}, False),
     ({"column_encoding": {"length": "BYTE_STREAM_SPLIT"}, "use_dictionary": False}, False),
 ]
@@ -203,7 +207,7 @@ def test_schemas_unlike_the_first_are_left(tmp_path):
              write(tmp_path / "1.parquet", pa.table({"length": x, "extra": x})),
              write(tmp_path / "2.parquet", pa.table({"length": x}).replace_schema_metadata(
                  {"k": "v"})),  # other metadata: its ARROW:schema differs too
-             write(tmp_path / "3.parquet", pa.table({"length": x}), compression="zstd"),
+             write(tmp_path / "3.parquet", pa.table({"length": x}), compression="gzip"),
              write(tmp_path / "4.parquet", pa.table({"length": x}))]
     left, values, valid = read_together(paths)
     assert left == [1, 2, 3]
@@ -360,6 +364,8 @@ BASES = [
     {},
     {"data_page_version": "2.0", "data_page_size": 2000, "write_batch_size": 100},
     {"use_dictionary": False, "compression": "none", "row_group_size": 300},
+    {"compression": "zstd", "data_page_size": 2000, "write_batch_size": 100},
+    {"compression": "zstd", "data_page_version": "2.0", "use_dictionary": False},
 ]
 
 
@@ -374,9 +380,12 @@ def test_hostile_files_are_left_or_read_as_pyarrow_reads_them(tmp_path, options)
     values = np.empty(len(files) * 1000 + 1, np.int64)
     valid = np.empty(values.size, bool)
     info = np.empty((len(files), fmt.NINFO), np.int64)
+    unzstd = parsers.Unzstd()  # (zstd pages, decompressed by pyarrow's codec)
+    table, unzstd.first_file = parsers.file_chunks(buf, starts, sizes, b"length", 64)
+    unzstd.load(buf, table[:, 0], table[:, 1], table[:, 2], 1 << 26)
     written, _ = parsers.lengths(buf, starts, sizes, b"length", 64,
                                  np.empty(1 << 16, np.uint8), np.empty((1 << 14) + 1, np.int64),
-                                 values, valid, info)
+                                 values, valid, info, unzstd)
     status = info[:, fmt.I_STATUS]
     assert status[0] == fmt.READ
     assert set(status) <= {fmt.READ, *fmt.LEFT}
@@ -404,8 +413,10 @@ def test_hostile_files_counted_as_read_are_left_or_counted_as_pyarrow_reads_them
         paths.append(tmp_path / f"m{i:03d}.parquet")
         paths[-1].write_bytes(data)
     parts = [ParquetPart(p) for p in paths]
-    files = parquet_many.Files(parts, list(range(len(parts))), b"length", 64)
-    hist = NumbaBackend().count(files.counting(), None)
+    files = parquet_many.together(parts, Reading(LengthSpec("length")), None)
+    work = files.counting()  # (None for zstd: its chunks then, as a scan takes them)
+    hist = NumbaBackend().count(work, None) if work is not None else \
+        NumbaBackend().histogram(files.chunks(), None)
     left = set(files.left())
     assert 0 not in left
     read = [p.read_bytes() for i, p in enumerate(paths) if i not in left]
@@ -431,10 +442,10 @@ def test_large_shards_are_pyarrows(tmp_path, monkeypatch):
 
 
 def test_a_codec_the_kernel_lacks_is_learnt_from_the_first_file(tmp_path, monkeypatch):
-    """polars writes zstd: the first file says so, and no other file is read whole for
-    nothing (that cost 1.4-1.7x the pyarrow path alone)."""
+    """gzip (as pandas or Spark may write): the first file says so, and no other file is
+    read whole for nothing (that cost 1.4-1.7x the pyarrow path alone)."""
     paths = [write(tmp_path / f"{i}.parquet", pa.table({"length": lengths(100, i)}),
-                   compression="zstd") for i in range(5)]
+                   compression="gzip") for i in range(5)]
     reads = []
     real = parquet_many.read_whole
     monkeypatch.setattr(parquet_many, "read_whole",

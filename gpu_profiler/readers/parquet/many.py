@@ -62,9 +62,9 @@ def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Sch
         return Leave(len(parts))
     width = _width(parts[mine[0]], reading.spec, like)
     name = reading.spec.name.encode()
-    if width is None or not _decodes(parts[mine[0]], name, width):
+    if width is None or (read := _decodes(parts[mine[0]], name, width)) is None:
         return Leave(len(parts))
-    return Files(parts, mine, name, width)
+    return Files(parts, mine, name, width, counts=read)
 
 
 class Files:
@@ -76,18 +76,21 @@ class Files:
             it: `fmt.LEFT`); -1 before, or where it could not be read.
     """
 
-    def __init__(self, parts: list[ParquetPart], mine: list[int], name: bytes, width: int
-                 ) -> None:
+    def __init__(self, parts: list[ParquetPart], mine: list[int], name: bytes, width: int,
+                 counts: bool = True) -> None:
         self._n, self._mine = len(parts), mine
         self._parts = [parts[i] for i in mine]
-        self._name, self._width = name, width
+        self._name, self._width, self._counts = name, width, counts
         self.status = np.full(len(mine), -1, np.int64)
 
-    def counting(self) -> Counting:
+    def counting(self) -> Counting | None:
         """The files read one by one (the first kept, as the schema every other must have)
         and counted as they are decoded, in one kernel call (`count_files`). A file of more
         than `arrow.CHUNK_ROWS` rows, or with a page over `PAGE_BYTES`, is left (to
-        pyarrow)."""
+        pyarrow). None where the first file is zstd (its pages are decompressed by
+        pyarrow's codec between two kernel calls: `chunks`)."""
+        if not self._counts:
+            return None
         sizes = np.array([p.nbytes for p in self._parts], np.int64)
         blob, at = files.names([p.at for p in self._parts])
         second = (int(sizes[0]) + WHOLE_ALIGN) // WHOLE_ALIGN * WHOLE_ALIGN  # past its extra
@@ -112,7 +115,7 @@ class Files:
     def chunks(self) -> Iterator[Chunk]:
         """Every file read whole into one buffer and decoded by one kernel call."""
         buf, starts, sizes, unread = _read(self._parts)
-        info, values, valid = _decode(buf, starts, sizes, self._name, self._width)
+        info, values, valid, _ = _decode(buf, starts, sizes, self._name, self._width)
         self.status = info[:, fmt.I_STATUS].copy()
         self.status[list(unread)] = -1
         return _chunks(values, valid)
@@ -139,11 +142,14 @@ def _width(first: ParquetPart, spec: LengthSpec, like: tuple[str, pa.Schema] | N
     return None if index < 0 else pages.WIDTHS.get(schema.field(index).type)
 
 
-def _decodes(first: ParquetPart, name: bytes, width: int) -> bool:
-    """Whether the kernel reads the first part's column (its codec and encodings)."""
+def _decodes(first: ParquetPart, name: bytes, width: int) -> bool | None:
+    """Whether the kernel reads the first part's column (its codec and encodings) by
+    itself (True), or once its zstd pages are decompressed (False); None: it does not."""
     buf, starts, sizes, unread = _read([first])
-    return not unread and int(_decode(buf, starts, sizes, name, width)[0][0, fmt.I_STATUS]) \
-        == fmt.READ
+    if unread:
+        return None
+    info, _, _, unzstd = _decode(buf, starts, sizes, name, width)
+    return None if info[0, fmt.I_STATUS] != fmt.READ else unzstd is None
 
 
 def _read(parts: list[ParquetPart]) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[int]]:
@@ -156,23 +162,32 @@ def _read(parts: list[ParquetPart]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return buf, starts, sizes, set(np.flatnonzero(unread).tolist())
 
 
-def _decode(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
-            width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """``(info, values, valid or None)`` of one kernel call over every file, and a second
-    one over those that needed more room than guessed (more rows than bytes, or pages over
-    `PAGE_BYTES`), with the first file again as their schema's reference."""
+def _decode(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes, width: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, parsers.Unzstd | None]:
+    """``(info, values, valid or None, the zstd pages decompressed, if any)`` of one kernel
+    call over every file, and a second one over those that needed more room than guessed
+    (more rows than bytes, or pages over `PAGE_BYTES`) or their zstd pages decompressed
+    (by pyarrow's codec: `parsers.Unzstd`), with the first file again as their schema's
+    reference."""
     info, values, valid = _call(buf, starts, sizes, name, width, _rows(int(sizes.sum())),
                                 PAGE_BYTES)
-    room = np.flatnonzero((info[:, fmt.I_STATUS] == fmt.L_ROOM)
-                          & (info[:, fmt.I_ROWS] <= MOST_ROWS)
-                          & (info[:, fmt.I_NEED] <= MOST_PAGE))
+    status = info[:, fmt.I_STATUS]
+    room = np.flatnonzero((((status == fmt.L_ROOM) & (info[:, fmt.I_NEED] <= MOST_PAGE))
+                           | (status == fmt.L_CODEC)) & (info[:, fmt.I_ROWS] <= MOST_ROWS))
     room = room[np.cumsum(info[room, fmt.I_ROWS]) <= MOST_ROWS - info[0, fmt.I_ROWS]]
     if not room.size:
-        return info, values, valid
+        return info, values, valid, None
     again = room if room[0] == 0 else np.concatenate([[0], room])
     rows = int(info[again, fmt.I_ROWS].sum())
     page = max(PAGE_BYTES, int(info[again, fmt.I_NEED].max()))
-    info2, values2, valid2 = _call(buf, starts[again], sizes[again], name, width, rows, page)
+    unzstd = None
+    if (status[room] == fmt.L_CODEC).any():
+        unzstd = parsers.Unzstd()
+        table, unzstd.first_file = parsers.file_chunks(buf, starts[again], sizes[again], name,
+                                                       width)
+        unzstd.load(buf, table[:, 0], table[:, 1], table[:, 2], 8 * MOST_ROWS)
+    info2, values2, valid2 = _call(buf, starts[again], sizes[again], name, width, rows, page,
+                                   unzstd)
     skip = 0
     if room[0] != 0:  # the reference, read before: its values are there already
         skip = int(info2[0, fmt.I_ROWS]) if info2[0, fmt.I_STATUS] == fmt.READ else 0
@@ -183,7 +198,7 @@ def _decode(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
         valid = np.concatenate([
             np.ones(values.size - values2.size + skip, bool) if valid is None else valid,
             np.ones(values2.size - skip, bool) if valid2 is None else valid2[skip:]])
-    return info, values, valid
+    return info, values, valid, unzstd
 
 
 def _rows(nbytes: int) -> int:
@@ -195,15 +210,17 @@ def _rows(nbytes: int) -> int:
 
 
 def _call(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes, width: int,
-          rows: int, page: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """One kernel call with room for ``rows`` values and pages of ``page`` bytes."""
+          rows: int, page: int, unzstd: parsers.Unzstd | None = None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """One kernel call with room for ``rows`` values and pages of ``page`` bytes (and the
+    zstd pages ``unzstd`` holds)."""
     info = np.empty((starts.size, fmt.NINFO), np.int64)
     values = np.empty(rows, np.int64)
     valid = np.empty(rows, bool)
     scratch = np.empty(page, np.uint8)
     dictionary = np.empty(page // 4 + 1, np.int64)
     n, nulls = parsers.lengths(buf, starts, sizes, name, width, scratch, dictionary, values,
-                               valid, info)
+                               valid, info, unzstd)
     return info, values[:n], valid[:n] if nulls else None
 
 

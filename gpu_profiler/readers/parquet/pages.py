@@ -8,14 +8,13 @@ run of one index is one addition), and what the reader hands over is each entry'
 with its rows (`Runs`; the values of PLAIN pages, if any, as a `Chunk`). No value array
 and no Arrow memory is made (bench/results/layouts.md).
 
-zstd pages (polars' and duckdb's default) are decompressed here by pyarrow's own codec
-(`_unzstd`: the library pyarrow reads them with, so the bytes are the reference's even for
-damaged pages that a zstd of another version would decode otherwise) and counted by the
-kernel as the others. What the kernel does not decode (another codec; another encoding; a
-nested, unsigned or logical-typed column; a batch of more than `MOST_ROWS` rows; damage)
-it leaves, and so does this module: `decode` returns None and the
-caller hands those row groups to pyarrow, which reads them or gives the file's one-line
-error. The kernel's numbers are pyarrow's, bit for bit (tests/test_parquet_pages.py)."""
+zstd pages (polars' and duckdb's default) are decompressed by pyarrow's own codec
+(`metadata.Unzstd`) and counted by the kernel as the others. What the kernel does not
+decode (another codec; another encoding; a nested, unsigned or logical-typed column; a
+batch of more than `MOST_ROWS` rows; damage) it leaves, and so does this module: `decode`
+returns None and the caller hands those row groups to pyarrow, which reads them or gives
+the file's one-line error. The kernel's numbers are pyarrow's, bit for bit
+(tests/test_parquet_pages.py)."""
 
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ ENABLED = True
 #: bench/bench_parquet_decoder.py, run with every file counted).
 MIN_ROWS = 1 << 19
 #: Codecs the kernel decodes (Parquet's UNCOMPRESSED, SNAPPY; and ZSTD, decompressed here).
-CODECS, ZSTD = (0, 1, 6), 6
+CODECS = (0, 1, parsers.ZSTD)
 #: Bytes of the file's end first read for its footer (read again, whole, when larger).
 TAIL = 64 << 10
 #: Most footer bytes read (a larger footer's file is pyarrow's).
@@ -123,8 +122,7 @@ class _Buffers(threading.local):
         self.page = 0
         self.rows = 0
         self.buf = np.empty(0, np.uint8)
-        self.unpacked = np.empty(0, np.uint8)
-        self.zpages = np.empty((64, 4), np.int64)
+        self.unzstd = parsers.Unzstd()
 
     def fit(self, nbytes: int, rows: int, page: int) -> None:
         """Room for ``nbytes`` of column chunks, ``rows`` rows and pages of ``page`` bytes."""
@@ -166,13 +164,13 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
                       int(table[k, 1])):
             return None
     work = np.zeros(parsers.WORK, np.int64)
-    zpages, first, unpacked = _unzstd(b, starts, codecs, work)
+    b.unzstd.load(b.buf, starts[:-1], starts[1:], codecs, MOST_BYTES)
     while True:
         room = min(n, len(groups) * b.dictionary.size)  # (a pair holds a row or more)
         pairs = b.pairs if room <= b.pairs.shape[1] else np.empty((2, room), np.int64)
         status, got, npairs, nulls = parsers.chunks(
             b.buf, starts, rows, codecs, pages.phys, pages.max_def, pages.width, b.scratch,
-            b.dictionary, b.tallies, b.values, pairs, zpages, first, unpacked, work)
+            b.dictionary, b.tallies, b.values, pairs, b.unzstd, work)
         if status != fmt.READ:
             b.tallies[:] = 0  # (left mid-chunk: its counts stay)
         need = int(work[fmt.W_NEED])
@@ -186,40 +184,4 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
     if got:
         out.append(Chunk(b.values[:got].copy()))
     return out
-
-
-def _unzstd(b: _Buffers, starts: np.ndarray, codecs: np.ndarray, work: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The zstd chunks' pages among the batch's (in ``b.buf``), decompressed back to back by
-    pyarrow's codec into ``b.unpacked``: ``(zpages, first, unpacked)`` as the kernel's
-    `chunks` takes them (no rows: no zstd chunk). A page that is not one frame declaring
-    its size, or that pyarrow fails to decompress, is marked (-1) and the kernel leaves
-    its chunk (to pyarrow's reader, which says what is wrong)."""
-    first = np.zeros(codecs.size + 1, np.int64)
-    if not (codecs == ZSTD).any():
-        return b.zpages[:0], first, b.unpacked[:0]
-    while (n := parsers.zstd_pages(b.buf, starts, codecs, b.zpages, first, work)) < 0:
-        if b.zpages.shape[0] > MOST_ROWS:  # (a page holds a row or more: damage)
-            return b.zpages[:0], first, b.unpacked[:0]
-        b.zpages = np.empty((4 * b.zpages.shape[0], 4), np.int64)
-    zpages = b.zpages[:n]
-    sizes = zpages[:, 2]
-    total = int(sizes[sizes > 0].sum())
-    if total > MOST_BYTES:  # (page headers claiming more: no room is made for them)
-        return zpages, first, b.unpacked[:0]
-    if total > b.unpacked.size:
-        b.unpacked = np.empty(max(total, 2 * b.unpacked.size), np.uint8)
-    codec, at = pa.Codec("zstd"), 0
-    for page in zpages:
-        lo, hi, size = int(page[0]), int(page[1]), int(page[2])
-        if size < 0:
-            continue
-        try:
-            out = codec.decompress(b.buf[lo:hi], decompressed_size=size)
-        except pa.ArrowException:
-            continue
-        b.unpacked[at:at + size] = np.frombuffer(out, np.uint8)
-        page[3] = at
-        at += size
-    return zpages, first, b.unpacked
 

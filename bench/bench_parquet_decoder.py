@@ -194,20 +194,30 @@ def describe(root: Path) -> dict:
 
 
 def kernel_status(files: list[Path]) -> dict:
-    """How many files the kernel decoder reads and why it leaves the others (one call of
-    `Files.counting`, as the default route makes; files over SMALL_BYTES never reach
-    it)."""
+    """How many files the kernel decoder reads and why it leaves the others (one run of
+    `many.together`, counted or its chunks binned as the default route does; files over
+    SMALL_BYTES never reach it)."""
     from gpu_profiler.backends.numba_backend import NumbaBackend
     from gpu_profiler.kernels import parquet_format as fmt
-    from gpu_profiler.readers.base import SMALL_BYTES
+    from gpu_profiler.readers.arrow import LengthSpec
+    from gpu_profiler.readers.base import SMALL_BYTES, Reading
     from gpu_profiler.readers.parquet import ParquetPart
     from gpu_profiler.readers.parquet import many as parquet_many
 
     small = [ParquetPart(str(f)) for f in files if f.stat().st_size <= SMALL_BYTES]
-    out = {"over_small_bytes": len(files) - len(small)}
-    if small:
-        run = parquet_many.Files(small, list(range(len(small))), b"length", 64)
-        NumbaBackend().count(run.counting(), None)
+    whole = [p for p in small if p.nbytes <= parquet_many.MOST_BYTES]
+    out = {"over_small_bytes": len(files) - len(small),
+           "over_most_bytes": len(small) - len(whole)}
+    if whole:
+        run = parquet_many.together(whole, Reading(LengthSpec("length")), None)
+        if not isinstance(run, parquet_many.Files):
+            out["left: the first file's column is not one the kernel reads"] = len(whole)
+            return out
+        work = run.counting()
+        if work is not None:
+            NumbaBackend().count(work, None)
+        else:
+            NumbaBackend().histogram(run.chunks(), None)
         status = run.status
         out["read"] = int((status == fmt.READ).sum())
         for code, why in fmt.LEFT.items():
@@ -484,7 +494,9 @@ def report(res: dict) -> str:
         "|---|---:|---:|---|---:|---|---|---|"]
     for c, d in res["corpora"].items():
         k = d["kernel"]
-        left = "; ".join(f"{n} {why[6:]}" for why, n in k.items() if why.startswith("left"))
+        left = "; ".join([f"{n} {why[6:]}" for why, n in k.items() if why.startswith("left")]
+                         + ([f"{k['over_most_bytes']} over 256 KiB, read by pyarrow"]
+                            if k.get("over_most_bytes") else []))
         reads = f"{k.get('read', 0)}/{d['files']}" + (f" (left: {left})" if left else "")
         lines.append(
             f"| {c} | {d['files']:,} | {d['bytes'] / MIB:,.0f} | "
@@ -533,11 +545,12 @@ def decision_text(res: dict) -> str:
     txt = ("**Warm page cache**, kernel route speedup over the best pyarrow way: " + "; ".join(
         f"{c} **{s['speedup_vs_best_pyarrow']:.2f}x** (vs {s['best_pyarrow']})"
         for c, s in warm_s.items()) + ". ")
-    none = [c for c in gone if not corpora[c]["kernel"].get("read")]
+    none = [c for c in gone if not corpora[c]["kernel"].get("read")
+            and corpora[c]["kernel"].get("over_most_bytes", 0) < corpora[c]["files"]]
     whole = [c for c in gone if c not in none]
     if none:
-        txt += (f"The kernel reads none of the files of {', '.join(none)} (their codec, "
-                "zstd, is not one it reads): there the default route is the project's "
+        txt += (f"The kernel reads none of the files of {', '.join(none)} (their codec "
+                "is not one it reads): there the default route is the project's "
                 "pyarrow path, after the first file's footer says so ("
                 + ", ".join(f"{1 / warm_s[c]['speedup_vs_project_pyarrow']:.2f}x"
                             for c in none)
@@ -564,10 +577,10 @@ def decision_text(res: dict) -> str:
         sizes = ", ".join(f"{corpora[c]['min_bytes'] >> 10}-{corpora[c]['max_bytes'] >> 10} "
                           f"KiB" for c in keep)
         txt += (f"**Decision: keep it where it earns its place** (>= 2x: {', '.join(keep)}: "
-                f"runs of small snappy shards, {sizes} here) **and not elsewhere** "
-                f"({', '.join(gone)}): the project hands it no shard it loses on (zstd "
-                "and other codecs it leaves, learnt from the run's first footer; shards over "
-                "256 KiB, which it would read whole) and reads those with pyarrow. Where "
+                f"runs of small snappy or zstd shards, {sizes} here) **and not "
+                f"elsewhere** ({', '.join(gone)}): the project hands it no shard it loses on "
+                "(codecs it leaves, such as gzip, learnt from the run's first footer; shards "
+                "over 256 KiB, which it would read whole) and reads those with pyarrow. Where "
                 "between ~120 KiB and ~2.2 MiB per shard its lead falls under 2x is not "
                 "measured here.")
     else:

@@ -7,6 +7,8 @@ decoded (`Files.counting`). pyarrow's set-up per file (its
 ParquetFile, footer, Thrift objects and threads: ~0.3-1 ms) costs more than decoding a
 small shard, which the kernel does in tens of microseconds; a shard over `MOST_BYTES`, or
 of a codec the kernel does not decode, is pyarrow's (bench/results/parquet_decoder.md).
+zstd shards (polars' and duckdb's default) take two calls: the first lists their pages, which
+pyarrow's codec decompresses between them (`metadata.Unzstd`), so they go the `chunks` way.
 
 What the kernel does not read itself (another codec or encoding, a nested, unsigned or
 logical-typed column, a footer or schema unlike the first file's, damage) it leaves, and
@@ -55,8 +57,8 @@ def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Sch
     files, which pays only for small ones: larger parts are left to pyarrow, which reads a
     footer and the length column; so is every part when the scan needs what this reader
     lacks (list offsets, statistics, the GPU decoder) or the first small part's column is
-    not one the kernel decodes (another codec, such as polars' zstd: learnt from that one
-    file, not by reading every file whole)."""
+    not one the kernel decodes (another codec, such as gzip: learnt from that one file, not
+    by reading every file whole)."""
     mine = [i for i, p in enumerate(parts) if p.nbytes <= MOST_BYTES]
     if not mine or not parts[mine[0]].joins(reading):
         return Leave(len(parts))

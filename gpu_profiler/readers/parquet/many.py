@@ -187,7 +187,7 @@ def _decode(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
         unzstd = parsers.Unzstd()
         table, unzstd.first_file = parsers.file_chunks(buf, starts[again], sizes[again], name,
                                                        width)
-        unzstd.load(buf, table[:, 0], table[:, 1], table[:, 2], 8 * MOST_ROWS)
+        unzstd.load(buf, table[:, 0], table[:, 1], table[:, 2], parsers.unzstd_bytes(rows))
     info2, values2, valid2 = _call(buf, starts[again], sizes[again], name, width, rows, page,
                                    unzstd)
     skip = 0

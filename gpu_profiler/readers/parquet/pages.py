@@ -164,7 +164,7 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
                       int(table[k, 1])):
             return None
     work = np.zeros(parsers.WORK, np.int64)
-    b.unzstd.load(b.buf, starts[:-1], starts[1:], codecs, MOST_BYTES)
+    b.unzstd.load(b.buf, starts[:-1], starts[1:], codecs, parsers.unzstd_bytes(n))
     while True:
         room = min(n, len(groups) * b.dictionary.size)  # (a pair holds a row or more)
         pairs = b.pairs if room <= b.pairs.shape[1] else np.empty((2, room), np.int64)

@@ -151,11 +151,12 @@ ZSTD = 6
 
 
 def unzstd_bytes(rows: int) -> int:
-    """The most bytes of zstd pages decompressed for ``rows`` rows: a row's values (8
-    bytes at most), its dictionary entry and levels fit in 32, and a page's header in
-    the 1 MiB beside them; page headers claiming more (a zstd bomb's) are left to
-    pyarrow, which reads those row groups itself."""
+    """The most bytes of zstd pages decompressed for ``rows`` rows: a row's value (8 bytes
+    at most), its dictionary entry and levels fit in 32, with 1 MiB to spare; page headers
+    claiming more (a zstd bomb's) are left to pyarrow, which reads those row groups."""
     return 32 * rows + (1 << 20)
+
+
 #: No zstd page: the kernel leaves zstd chunks.
 NONE = Unzstd()
 

@@ -45,11 +45,14 @@ from gpu_profiler.kernels.parquet_format import (
     L_SCHEMA,
     NINFO,
     READ,
+    SNAPPY,
+    UNCOMPRESSED,
     W_BAD,
     W_NEED,
     W_PAGE,
     W_PAGES,
     W_WHY,
+    ZSTD,
 )
 from gpu_profiler.kernels.posix import read_file
 from gpu_profiler.kernels.stats import COUNT_DONE, COUNT_FOLD, COUNT_WIDEN, NULLS
@@ -65,7 +68,6 @@ CONVERTED_INT = (15, 16, 17, 18)  # INT_8 .. INT_64
 LOGICAL_INTEGER = 10
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = 0, 2, 3, 8
-UNCOMPRESSED, SNAPPY, ZSTD = 0, 1, 6
 ZSTD_MAGIC = 0xFD2FB528
 # The work array: W_WHY, W_NEED and W_BAD (`parquet_format`); then the Thrift skip stack
 # (2 words a level), the schema's nesting stack and levels, and every leaf's levels (its

@@ -14,13 +14,18 @@ LEFT = {
     L_SCHEMA: "schema differs from the first file's",
     L_COLUMN: "length column missing, nested, repeated or not a signed integer of the "
               "expected width",
-    L_CODEC: "compression other than none or snappy (zstd: read with the file alone)",
+    L_CODEC: "compression other than none, snappy or zstd (zstd where files are counted as "
+             "they are read: a run that starts with a snappy file)",
     L_ENCODING: "an encoding other than PLAIN or dictionary",
     L_PAGES: "pages malformed or disagreeing with the metadata",
     L_ROOM: "more rows or a larger page than the buffers hold",
     L_REFERENCE: "the first file's footer could not be read",
     L_RANGE: "a value outside the column's integer width",
 }
+
+# Parquet's CompressionCodec values the kernel reads (ZSTD: with the pages decompressed by
+# the reader, `gpu_profiler.readers.parquet.metadata.Unzstd`).
+UNCOMPRESSED, SNAPPY, ZSTD = 0, 1, 6
 
 # Columns of the per-file ``info`` array.
 (I_STATUS, I_ROWS, I_NULLS, I_NEED, I_SCHEMA, I_SCHEMA_END, I_ARROW, I_ARROW_END) = range(8)

@@ -381,8 +381,7 @@ def test_hostile_files_are_left_or_read_as_pyarrow_reads_them(tmp_path, options)
     valid = np.empty(values.size, bool)
     info = np.empty((len(files), fmt.NINFO), np.int64)
     unzstd = parsers.Unzstd()  # (zstd pages, decompressed by pyarrow's codec)
-    table, unzstd.first_file = parsers.file_chunks(buf, starts, sizes, b"length", 64)
-    unzstd.load(buf, table[:, 0], table[:, 1], table[:, 2], 1 << 26)
+    unzstd.load_files(buf, starts, sizes, b"length", 64, 1 << 26)
     written, _ = parsers.lengths(buf, starts, sizes, b"length", 64,
                                  np.empty(1 << 16, np.uint8), np.empty((1 << 14) + 1, np.int64),
                                  values, valid, info, unzstd)

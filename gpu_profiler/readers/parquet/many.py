@@ -185,9 +185,8 @@ def _decode(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
     unzstd = None
     if (status[room] == fmt.L_CODEC).any():
         unzstd = parsers.Unzstd()
-        table, unzstd.first_file = parsers.file_chunks(buf, starts[again], sizes[again], name,
-                                                       width)
-        unzstd.load(buf, table[:, 0], table[:, 1], table[:, 2], parsers.unzstd_bytes(rows))
+        unzstd.load_files(buf, starts[again], sizes[again], name, width,
+                          parsers.unzstd_bytes(rows))
     info2, values2, valid2 = _call(buf, starts[again], sizes[again], name, width, rows, page,
                                    unzstd)
     skip = 0

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpu_profiler import native
-from gpu_profiler.kernels.parquet_format import NINFO
+from gpu_profiler.kernels.parquet_format import NINFO, ZSTD
 
 #: Size of the kernel's int64 work array (its reason, a needed size, its stacks and
 #: struct fields, and every leaf column's levels: a file of more leaves is left).
@@ -40,7 +40,8 @@ def lengths(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
     ``buf[starts[f]:+sizes[f]]`` into ``values`` (and ``valid``), the files read back to
     back: ``(values written, nulls among them)``; ``info`` (files x `NINFO`) says per file.
     ``scratch`` holds one decompressed page, ``dictionary`` one dictionary page's values;
-    ``unzstd``: the files' zstd pages, decompressed (`file_chunks`; else zstd is left)."""
+    ``unzstd``: the files' zstd pages, decompressed (`Unzstd.load_files`; else zstd is
+    left)."""
     work = np.zeros(WORK, np.int64)
     z = unzstd or NONE
     written, nulls = native.kernel("parquet_lengths")(
@@ -49,8 +50,8 @@ def lengths(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
     return written, nulls
 
 
-def file_chunks(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
-                width: int) -> tuple[np.ndarray, np.ndarray]:
+def _file_chunks(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
+                 width: int) -> tuple[np.ndarray, np.ndarray]:
     """The length column's chunks of the whole files at ``buf[starts[f]:+sizes[f]]``, as
     `lengths` visits them (see `gpu_profiler.kernels.parquet.file_chunks`): ``(table of
     (start, end, codec), each file's first row of it)``."""
@@ -100,6 +101,14 @@ class Unzstd:
         self.first = self.first_file = np.zeros(1, np.int64)
         self.unpacked = self._bytes = np.empty(0, np.uint8)
 
+    def load_files(self, buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes,
+                   width: int, most: int) -> None:
+        """`load` for the whole files ``buf[starts[f]:+sizes[f]]`` as `lengths` reads
+        them: their length column's chunks (`_file_chunks`), file f's from chunk
+        ``first_file[f]``."""
+        table, self.first_file = _file_chunks(buf, starts, sizes, name, width)
+        self.load(buf, table[:, 0], table[:, 1], table[:, 2], most)
+
     def load(self, buf: np.ndarray, los: np.ndarray, his: np.ndarray, codecs: np.ndarray,
              most: int) -> None:
         """The pages of the zstd chunks ``buf[los[k]:his[k]]`` (codec ``codecs[k]``), at
@@ -146,10 +155,6 @@ class Unzstd:
             zpages[i, 3] = at[k]
 
 
-#: Parquet's ZSTD codec.
-ZSTD = 6
-
-
 def unzstd_bytes(rows: int) -> int:
     """The most bytes of zstd pages decompressed for ``rows`` rows: a row's value (8 bytes
     at most), its dictionary entry and levels fit in 32, with 1 MiB to spare; page headers
@@ -159,4 +164,3 @@ def unzstd_bytes(rows: int) -> int:
 
 #: No zstd page: the kernel leaves zstd chunks.
 NONE = Unzstd()
-

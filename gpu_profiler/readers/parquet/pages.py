@@ -40,8 +40,8 @@ ENABLED = True
 #: in Python): 400 shards of 15,000 rows took 2x pyarrow's time (the mid corpora of
 #: bench/bench_parquet_decoder.py, run with every file counted).
 MIN_ROWS = 1 << 19
-#: Codecs the kernel decodes (Parquet's UNCOMPRESSED, SNAPPY; and ZSTD, decompressed here).
-CODECS = (0, 1, parsers.ZSTD)
+#: Codecs the kernel decodes (zstd: its pages decompressed first, `parsers.Unzstd`).
+CODECS = (fmt.UNCOMPRESSED, fmt.SNAPPY, fmt.ZSTD)
 #: Bytes of the file's end first read for its footer (read again, whole, when larger).
 TAIL = 64 << 10
 #: Most footer bytes read (a larger footer's file is pyarrow's).
@@ -184,4 +184,3 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
     if got:
         out.append(Chunk(b.values[:got].copy()))
     return out
-

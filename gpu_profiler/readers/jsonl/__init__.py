@@ -338,19 +338,18 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
                     from None
             if not n:
                 if have:
-                    yield view[:have], line, _checked(view[:have], line, path, checked)
+                    yield view[:have], line, _checked(view[:have], line, path, checked)[0]
                 return
             end = have + n
             cut = buf.rfind(b"\n", have, end) + 1
             if not cut:
                 have = end
                 continue
-            seen = _checked(view[:cut], line, path, checked)
+            seen, newlines = _checked(view[:cut], line, path, checked)
             yield view[:cut], line, seen
             if seen is not None and seen.stray is not None:
                 return
-            line += seen.newlines if seen is not None else \
-                int(np.count_nonzero(np.frombuffer(view[:cut], np.uint8) == 10))
+            line += newlines
             if grow and seen is not None and not seen.solid:
                 size = min(2 * size, max(size, BLOCK))
             # the unfinished line moves to the start of the next buffer (one that fits it,
@@ -366,15 +365,20 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
             buf, view = nxt, nxt_view
 
 
-def _checked(block: memoryview, line: int, path: Path, checked: bool) -> Screened | None:
-    """What `screen` finds in the block once it is checked to be UTF-8. Unless ``checked``,
-    None (the caller checks), but for a block with no byte above a space (whitespace, or
-    what screening names as a bad line: one vectorized test), which is screened."""
+def _checked(block: memoryview, line: int, path: Path, checked: bool
+             ) -> tuple[Screened | None, int]:
+    """What `screen` finds in the block once it is checked to be UTF-8, and the block's
+    newlines. Unless ``checked``, None (the caller checks), but for a block with no byte
+    above a space (whitespace, or what screening names as a bad line), which is screened:
+    both told by one vectorized pass (`gpu_profiler.kernels.jsonl.tally`)."""
     if checked:
         _check_utf8(block, line, path)
-    elif np.count_nonzero(np.frombuffer(block, np.uint8) > 32):
-        return None
-    return screen(block, line)[0]
+    else:
+        newlines, solid = native.kernel("jsonl_tally")(np.frombuffer(block, np.uint8))
+        if solid:
+            return None, newlines
+    seen = screen(block, line)[0]
+    return seen, seen.newlines
 
 
 def _open(path: Path) -> pa.NativeFile:

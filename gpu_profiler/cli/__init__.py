@@ -44,7 +44,10 @@ def main(argv: list[str] | None = None) -> None:
 def console() -> None:
     """The installed ``gpu-profiler`` script: :func:`main`, then an immediate exit once
     stdout and stderr are flushed. Interpreter teardown does nothing useful here and costs
-    ~0.13 s (mostly numba's), a sixth of a small run."""
+    ~0.13 s (mostly numba's), a sixth of a small run. OpenBLAS's threads, unless the
+    user sized them, are one: the CLI calls no threaded BLAS, and each idle thread spins
+    ~0.1 s of CPU after numpy loads it, a core's share of a small scan."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
         code = 0

@@ -486,3 +486,15 @@ def test_no_integer_field_is_told_only_the_fix_jsonl_takes(tmp_path, capsys):
     path.write_text('{"text": "a"}\n{"text": "b"}\n')
     code, _, err = run_cli(["profile", path, "-q"], capsys)
     assert code == 2 and "pick one with --column;" in err and "--offsets-of" not in err
+
+
+def test_a_bad_line_is_named_before_a_later_block_fails_to_read(tmp_path, capsys):
+    """Blocks are parsed a block ahead (the next one's pieces start before the last is
+    finished): a bad line is still the error, not a later block's failure to be read."""
+    path = tmp_path / "two.jsonl"
+    good = b'{"t": "%s", "n": 7}\n' % (b"x" * 80)
+    path.write_bytes(good * 600 + b'{"n": "seven"}\n' + b'{"n": 1, "t": "' + b"a" * (1 << 20))
+    with mock.patch.multiple(jsonl, MAX_LINE=1 << 18, BLOCK=1 << 16, PIECE_BYTES=1):
+        rc, _, err = run_cli(["profile", path, "-c", "n"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "two.jsonl: line 601" in err, err

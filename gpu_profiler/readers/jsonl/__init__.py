@@ -206,63 +206,95 @@ def chunks(path: Path, spec: LengthSpec, ahead: bool = True) -> Iterator[Chunk]:
     unless ``ahead``, the blocks are read in the caller's thread."""
     parse = pj.ParseOptions(explicit_schema=pa.schema([(spec.name, pa.int64())]),
                             unexpected_field_behavior="ignore")
-    name = spec.name.encode()
+    name = np.frombuffer(spec.name.encode(), np.uint8)
     fast = plain_name(spec.name)
-    # blocks are read (and screened) ahead in a thread while the last one is parsed: three
-    # buffers, one being read, one queued, one parsed
-    blocks = _blocks(path, BLOCK, buffers=3, checked=not fast)
+    # blocks are read (and screened) ahead in a thread while the last two are parsed: four
+    # buffers, one being read, one queued, two parsed
+    blocks = _blocks(path, BLOCK, buffers=4, checked=not fast)
     if ahead:
         blocks = prefetched(blocks, depth=1)
     with ThreadPoolExecutor(PIECES) as pool:
-        for block, line, seen in blocks:
-            if seen is None:
-                yield from _scanned(block, line, np.frombuffer(name, np.uint8), parse, path,
-                                    spec, pool)
-            elif seen.solid:  # else blank lines only: nothing to parse
-                table = _parse(block, line, seen, parse, path)
+        held: _Scan | None = None  # finished once the next block's pieces are parsing
+        try:
+            for block, line, seen in blocks:
+                scan = _Scan(block, line, name, pool) if seen is None else None
+                if held is not None:
+                    done, held = held, None
+                    yield from done.finish(parse, path, spec)
+                held = scan
+                if seen is not None and seen.solid:  # else blank lines only: none to parse
+                    table = _parse(block, line, seen, parse, path)
+                    yield from arrays_to_chunks(table.column(0).chunks, spec)
+        except Exception:  # reading a later block failed: the lines before come first
+            if held is not None:
+                yield from held.finish(parse, path, spec)
+            raise
+        if held is not None:
+            yield from held.finish(parse, path, spec)
+
+
+class _Scan:
+    """One block's field, parsed by `gpu_profiler.kernels.jsonl.lengths` in `PIECES` pieces
+    of whole lines on the pool's threads (a block under `PIECE_BYTES`: one piece, in the
+    caller's thread), started at once and `finish`ed as one chunk after the next block's
+    start, so that no core waits at the end of a block for its last piece. From the first
+    line that kernel does not take, the rest of the block is checked and parsed by pyarrow
+    (`_parse`), which reads what it may and names the first bad line."""
+
+    def __init__(self, block: memoryview, line: int, name: np.ndarray,
+                 pool: ThreadPoolExecutor) -> None:
+        self.block, self.line = block, line
+        text = np.frombuffer(block, np.uint8)
+        pieces = PIECES if len(text) >= PIECE_BYTES else 1
+        cuts = [0]
+        for k in range(1, pieces):
+            cuts.append(_line_after(block, max(cuts[-1], len(text) * k // pieces)))
+        cuts.append(len(text))
+        lengths = native.kernel("jsonl_lengths")
+        bom = line == 1
+
+        def scan(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+            values = np.empty((hi - lo) // 3 + 1, np.int64)  # a line has 3 bytes or more
+            valid = np.empty(values.size, np.bool_)
+            pos, taken, newlines = lengths(text[lo:hi], int(bom and lo == 0), name, values,
+                                           valid)
+            return values[:taken], valid[:taken], lo + pos, hi, newlines
+
+        self.pieces = [pool.submit(scan, lo, hi) if pieces > 1 else _Done(scan(lo, hi))
+                       for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
+
+    def finish(self, parse: pj.ParseOptions, path: Path, spec: LengthSpec
+               ) -> Iterator[Chunk]:
+        line = self.line
+        values: list[np.ndarray] = []
+        valid: list[np.ndarray] = []
+        for piece in self.pieces:
+            v, ok, stop, hi, newlines = piece.result()
+            values.append(v)
+            valid.append(ok)
+            if stop < hi:
+                break
+            line += newlines
+        if sum(v.size for v in values):
+            mask = np.concatenate(valid)
+            yield Chunk(np.concatenate(values), None if mask.all() else mask)
+        if stop < hi:
+            rest = self.block[stop:]
+            _check_utf8(rest, line + newlines, path)
+            seen = screen(rest, line + newlines)[0]
+            if seen.solid:
+                table = _parse(rest, line + newlines, seen, parse, path)
                 yield from arrays_to_chunks(table.column(0).chunks, spec)
 
 
-def _scanned(block: memoryview, line: int, name: np.ndarray, parse: pj.ParseOptions,
-             path: Path, spec: LengthSpec, pool: ThreadPoolExecutor) -> Iterator[Chunk]:
-    """One block's field, parsed by `gpu_profiler.kernels.jsonl.lengths` in `PIECES` pieces
-    of whole lines on the pool's threads, as one chunk. From the first line that kernel
-    does not take, the rest of the block is checked and parsed by pyarrow (`_parse`), which
-    reads what it may and names the first bad line."""
-    text = np.frombuffer(block, np.uint8)
-    pieces = PIECES if len(text) >= PIECE_BYTES else 1
-    cuts = [0]
-    for k in range(1, pieces):
-        cuts.append(_line_after(block, max(cuts[-1], len(text) * k // pieces)))
-    cuts.append(len(text))
-    lengths = native.kernel("jsonl_lengths")
-    bom = line == 1
+@dataclass(frozen=True)
+class _Done:
+    """A piece parsed in the caller's thread, with a future's `result`."""
 
-    def scan(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
-        values = np.empty((hi - lo) // 3 + 1, np.int64)  # a line has 3 bytes or more
-        valid = np.empty(values.size, np.bool_)
-        pos, taken, newlines = lengths(text[lo:hi], int(bom and lo == 0), name, values, valid)
-        return values[:taken], valid[:taken], lo + pos, hi, newlines
+    value: tuple[np.ndarray, np.ndarray, int, int, int]
 
-    values: list[np.ndarray] = []
-    valid: list[np.ndarray] = []
-    for v, ok, stop, hi, newlines in (pool.map if pieces > 1 else map)(scan, cuts[:-1],
-                                                                      cuts[1:]):
-        values.append(v)
-        valid.append(ok)
-        if stop < hi:
-            break
-        line += newlines
-    if sum(v.size for v in values):
-        mask = np.concatenate(valid)
-        yield Chunk(np.concatenate(values), None if mask.all() else mask)
-    if stop < hi:
-        rest = block[stop:]
-        _check_utf8(rest, line + newlines, path)
-        seen = screen(rest, line + newlines)[0]
-        if seen.solid:
-            table = _parse(rest, line + newlines, seen, parse, path)
-            yield from arrays_to_chunks(table.column(0).chunks, spec)
+    def result(self) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+        return self.value
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
-"""CPU kernel (numba ``njit``) screening a block of JSON Lines text before pyarrow parses
-it (`gpu_profiler.readers.jsonl`), natively compiled (`gpu_profiler.native`).
+"""CPU kernels (numba ``njit``) for blocks of JSON Lines text (`gpu_profiler.readers.jsonl`),
+natively compiled (`gpu_profiler.native`), allocating nothing: `tally` counts a block's
+newlines and tells a blank one; `screen` finds the non-blank lines and the first that does
+not open a JSON object, before pyarrow parses a block; `lengths` parses the common case
+whole, for one integer field.
 
-One pass over the bytes, allocating nothing: it counts the block's newlines and its
-non-blank lines, and finds the first line that does not open a JSON object. Runs of
-whitespace and the rest of a line are crossed 64 bytes at a time with branch-free tests,
-which vectorize, so a block of millions of blank lines is screened as fast as any other
-(~0.1-0.3 ns a byte), in no memory beyond the block itself.
+Runs of whitespace, the rest of a line and plain text in strings are crossed a vector at a
+time (branch-free tests, or one load and a few compares into a bit mask: `_compare`,
+`_specials`), so a block of millions of blank lines is screened as fast as any other
+(~0.1-0.3 ns a byte).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from gpu_profiler.kernels.jit import kernel
 
 _NL, _SP, _TAB, _CR, _OPEN = 10, 32, 9, 13, 123
 _GROUP = 64  # bytes tested at once
+#: Bytes of a string tested at once: JSON Lines strings are mostly short (keys, ids), and
+#: 64 parsed ~100-byte lines 5% slower, 2 KB documents no faster.
+_STRING = 32
 
 
 @kernel
@@ -68,21 +73,21 @@ def _line_end(a, i, n):
     return i
 
 
-def _group(context, builder, signature, args):
-    """The intrinsics' 64 bytes ``a[i:i + 64]``, one unaligned vector load (bounds: the
-    caller's), and a function making a vector of 64 copies of a byte."""
+def _group(context, builder, signature, args, width=_GROUP):
+    """The intrinsics' ``width`` bytes ``a[i:i + width]``, one unaligned vector load
+    (bounds: the caller's), and a function making a vector of ``width`` copies of a byte."""
     ary = context.make_array(signature.args[0])(context, builder, args[0])
-    vec = ir.VectorType(ir.IntType(8), _GROUP)
+    vec = ir.VectorType(ir.IntType(8), width)
     v = builder.load(builder.bitcast(builder.gep(ary.data, [args[1]]), vec.as_pointer()),
                      align=1)
 
     def splat(c):
         if isinstance(c, int):
-            return ir.Constant(vec, [c] * _GROUP)
+            return ir.Constant(vec, [c] * width)
         one = builder.insert_element(ir.Constant(vec, None), builder.trunc(c, ir.IntType(8)),
                                      ir.Constant(ir.IntType(32), 0))
         return builder.shuffle_vector(one, ir.Constant(vec, None),
-                                      ir.Constant(ir.VectorType(ir.IntType(32), _GROUP), None))
+                                      ir.Constant(ir.VectorType(ir.IntType(32), width), None))
 
     return v, splat
 
@@ -253,16 +258,16 @@ def _utf8(a, i, n):
 
 @intrinsic
 def _specials(typingctx, a, i):
-    """The bytes of ``a[i:i + 64]`` a string cannot cross plainly (a quote, a backslash, a
-    control byte or one of a multi-byte character) as the bits of a uint64, bit k for
-    ``a[i + k]``: one unaligned 64-byte load and three compares, which compile to a few
+    """The bytes of ``a[i:i + 32]`` a string cannot cross plainly (a quote, a backslash, a
+    control byte or one of a multi-byte character) as the low bits of a uint64, bit k for
+    ``a[i + k]``: one unaligned 32-byte load and three compares, which compile to a few
     vector instructions. Bounds: the caller's."""
     def codegen(context, builder, signature, args):
-        v, splat = _group(context, builder, signature, args)
+        v, splat = _group(context, builder, signature, args, _STRING)
         hit = builder.or_(builder.icmp_signed("<", v, splat(32)),  # 0x00-0x1f, 0x80-0xff
                           builder.or_(builder.icmp_unsigned("==", v, splat(34)),
                                       builder.icmp_unsigned("==", v, splat(92))))
-        return builder.bitcast(hit, ir.IntType(64))
+        return builder.zext(builder.bitcast(hit, ir.IntType(_STRING)), ir.IntType(64))
 
     return types.uint64(a, types.int64), codegen
 
@@ -308,11 +313,11 @@ def _char(a, i, n):
 @kernel(inline="always")
 def _string(a, i, n):
     """Past the string whose opening quote is ``a[i - 1]``, or -1: not valid JSON, or an
-    escaped surrogate (whose pairing pyarrow checks). 64 bytes at a time, only their
-    `_specials` looked at one by one: plain text crosses at ~12 GB/s, 2-3x the whole
+    escaped surrogate (whose pairing pyarrow checks). `_STRING` bytes at a time, only
+    their `_specials` looked at one by one: plain text crosses at ~12 GB/s, 2-3x the whole
     line's parse on text with a few escapes or non-ASCII characters a line
     (bench/results/layouts.md)."""
-    while i + 64 <= n:
+    while i + _STRING <= n:
         base = i
         m = _specials(a, base)
         while m:
@@ -322,10 +327,10 @@ def _string(a, i, n):
             i = _char(a, k, n)
             if i < 0:
                 return -1
-            if i >= base + 64:  # an escape or character reaching into the next 64
+            if i >= base + _STRING:  # an escape or character reaching into the next group
                 break
             m &= ~((np.uint64(1) << np.uint64(i - base)) - np.uint64(1))  # those before i
-        i = max(i, base + 64)
+        i = max(i, base + _STRING)
     while i < n:
         if a[i] == _QUOTE:
             return i + 1

@@ -160,9 +160,9 @@ BAD = [b"\x01", b"\x1f", b"\xff", b"\x80", b"\xe6\x97", b"\xf0\x9f\x98", b"\\x",
        b"\xed\xa0\x80", b"\xc0\xaf", b"\\ud800", b'"', b"\\"]
 
 
-def test_long_strings_crossed_64_bytes_at_a_time_as_pyarrow_reads_them(kernel):
-    """Strings of up to ~1 KB (`_string` looks at 64 bytes at once, only the escapes and
-    non-ASCII bytes among them one by one), shifted over every offset of those 64 bytes, each
+def test_long_strings_crossed_a_group_at_a_time_as_pyarrow_reads_them(kernel):
+    """Strings of up to ~1 KB (`_string` looks at 32 bytes at once, only the escapes and
+    non-ASCII bytes among them one by one), shifted over every offset of 64 bytes, each
     with one bad piece anywhere (half of them) or none: a valid one is taken, and what is
     taken is what pyarrow reads."""
     rng = np.random.default_rng(64)

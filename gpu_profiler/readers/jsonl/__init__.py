@@ -15,8 +15,9 @@ such a line never reaches it). Blank lines are skipped; a missing field or ``nul
 null length; a float, string, bool, object or array is an error.
 
 Bounds, whatever the file holds (a zstd stream is decompressed as it is read, in the same
-blocks: no ratio or size limit is needed). Memory: three blocks of :data:`BLOCK` (4 MiB)
-and the longest line twice over while it is buffered (a line is at most :data:`MAX_LINE`,
+blocks: no ratio or size limit is needed). Memory: four blocks of :data:`BLOCK` (4 MiB),
+the values parsed from two (at most 3 bytes a byte of text), and the longest line twice
+over while it is buffered (a line is at most :data:`MAX_LINE`,
 256 MiB); naming a bad line costs 24 bytes per non-blank line of its block. Time: linear in
 the text. Blank lines (nothing but JSON whitespace) cost no memory: a block of nothing
 else is told by one vectorized test and never parsed (~0.3 ns a byte); the native parse

@@ -225,11 +225,6 @@ def _ws(a, i, n):
 
 
 @kernel
-def _hex(c):
-    return (_ZERO <= c <= _NINE) or (97 <= c <= 102) or (65 <= c <= 70)
-
-
-@kernel
 def _cont(a, i, n, lo, hi):
     """Whether ``a[i]`` is a UTF-8 continuation byte within ``lo..hi``."""
     return i < n and lo <= a[i] <= hi
@@ -284,21 +279,41 @@ def _first(typingctx, m):
     return types.int64(m), codegen
 
 
+@kernel
+def _hex4(a, i, n):
+    """The value of the 4 hex digits ``a[i:i + 4]``, or -1."""
+    if i + 4 > n:
+        return -1
+    v = 0
+    for k in range(i, i + 4):
+        c = a[k]
+        if _ZERO <= c <= _NINE:
+            v = v * 16 + (c - _ZERO)
+        elif 97 <= c <= 102:
+            v = v * 16 + (c - 87)
+        elif 65 <= c <= 70:
+            v = v * 16 + (c - 55)
+        else:
+            return -1
+    return v
+
+
 @kernel(inline="always")
 def _char(a, i, n):
-    """Past the string's character at ``i`` (not its closing quote), or -1: invalid."""
+    """Past the string's character at ``i`` (not its closing quote), or -1: invalid, as
+    pyarrow reads it (a ``\\u`` escape of a UTF-16 surrogate only as a high one followed at
+    once by a low one: Python's json writes every character above U+FFFF so)."""
     c = a[i]
     if c == _BACKSLASH:
         e = _at(a, i + 1, n)
         if e == 117:  # \uXXXX
-            if i + 5 >= n:
+            u = _hex4(a, i + 2, n)
+            if u < 0xD800 or u > 0xDFFF:
+                return i + 6 if u >= 0 else -1
+            if u > 0xDBFF or _at(a, i + 6, n) != _BACKSLASH or _at(a, i + 7, n) != 117:
                 return -1
-            for k in range(i + 2, i + 6):
-                if not _hex(a[k]):
-                    return -1
-            if (a[i + 2] == 100 or a[i + 2] == 68) and not _ZERO <= a[i + 3] <= 55:
-                return -1  # D800-DFFF
-            return i + 6
+            low = _hex4(a, i + 8, n)
+            return i + 12 if 0xDC00 <= low <= 0xDFFF else -1
         if (e == _QUOTE or e == _BACKSLASH or e == 47 or e == 98 or e == 102
                 or e == 110 or e == 114 or e == 116):
             return i + 2
@@ -312,8 +327,8 @@ def _char(a, i, n):
 
 @kernel(inline="always")
 def _string(a, i, n):
-    """Past the string whose opening quote is ``a[i - 1]``, or -1: not valid JSON, or an
-    escaped surrogate (whose pairing pyarrow checks). `_STRING` bytes at a time, only
+    """Past the string whose opening quote is ``a[i - 1]``, or -1: not valid JSON as
+    pyarrow reads it. `_STRING` bytes at a time, only
     their `_specials` looked at one by one: plain text crosses at ~12 GB/s, 2-3x the whole
     line's parse on text with a few escapes or non-ASCII characters a line
     (bench/results/layouts.md)."""
@@ -555,8 +570,8 @@ def lengths(a, bom, name, values, valid):
     Row k's value goes to ``values[k]`` and ``valid[k]`` (False: the field is absent or
     null). Returns ``(pos, rows, newlines)``: the end of the text, or the start of the
     first line this scan does not take (invalid JSON or UTF-8, not one object, the field
-    not a plain integer or null, a form pyarrow decides: an escaped key or surrogate, a
-    number it may find too big, nesting deeper than 64; or no room left in ``values``);
+    not a plain integer or null, a form pyarrow decides: an escaped key, a number it may
+    find too big, nesting deeper than 64; or no room left in ``values``);
     the rows before it, and the newlines before it."""
     n = a.size
     rows = 0

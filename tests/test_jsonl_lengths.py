@@ -147,17 +147,43 @@ def test_lines_blank_lines_and_where_it_stops(kernel):
     assert run(kernel, text) == (18, 2, 2, [1, 2])
     for stop in (b'{"n": 1}{"n": 2}', b'{"n": 1, "n": 2}', b'{"n\\u0020": 1}', b"null",
                  b'{"n": 12345678901234567890}', b'{"n": "1"}', b'{"n": true}',
-                 b'{"n": 01}', b'{"a": "\\ud83d\\ude00"}', b'{"a": ' + b"[" * 66 + b"]" * 66 + b"}",
+                 b'{"n": 01}', b'{"a": ' + b"[" * 66 + b"]" * 66 + b"}",
+                 b'{"a": "\\ud83d"}', b'{"a": "\\ude00"}', b'{"a": "\\ud83d\\u0041"}',
+                 b'{"a": "\\ud83d\\ud83d"}', b'{"a": "\\ud83d\\n"}', b'{"a": "\\ud83d\\ude0"}',
                  b'{"a": "\xed\xa0\x80"}', b'{"a": "\xc0\xaf"}', b'{"a": NaN}'):
         assert run(kernel, b'{"n": 7}\n' + stop + b'\n{"n": 8}\n') == (9, 1, 1, [7]), stop
     deep = b'{"a": ' + b"[" * 65 + b"]" * 65 + b', "n": 3}'
     assert run(kernel, deep)[3] == [3]
+    pair = b'{"a": "\\ud83d\\ude00 \\uDBFF\\uDFFF", "n": 4}'  # as Python's json writes
+    assert run(kernel, pair)[3] == [4] and pyarrow_reads(pair) == (4,)
+
+
+UTF16 = [b"\\ud83d", b"\\ude00", b"\\uDBFF", b"\\uDFFF", b"\\ud800", b"\\udc00", b"\\ud7ff",
+         b"\\ue000", b"\\u0041", b"\\uD83", b"\\n", b"x", b'"']
+
+
+def test_surrogate_escapes_taken_exactly_when_pyarrow_reads_them(kernel):
+    """Strings of 1-4 pieces of UTF-16 escapes (surrogates high and low, in pairs, alone,
+    in the wrong order, cut short), around every edge of `_string`'s 32-byte groups: the
+    kernel takes a line exactly when pyarrow reads it (no other form is in these lines)."""
+    rng = np.random.default_rng(16)
+    taken = 0
+    for _ in range(2000):
+        body = b"".join(UTF16[i] for i in rng.integers(0, len(UTF16), rng.integers(1, 5)))
+        text = b'{"' + b"k" * int(rng.integers(0, 40)) + b'": "' + body + b'", "n": 6}'
+        pos, _, _, got = run(kernel, text)
+        want = pyarrow_reads(text)
+        assert (pos == len(text)) == (want is not None), text
+        if want is not None:
+            assert got == [6] and want == (6,)
+            taken += 1
+    assert 200 < taken < 1800
 
 
 PLAIN = [b"a", b"plain text ", b"\\n", b'\\"', b"\\\\", b"\\/", b"\\u00e9", b"\xc3\xa9",
-         b"\xe6\x97\xa5", b"\xf0\x9f\x98\x80", b"\x7f"]
+         b"\xe6\x97\xa5", b"\xf0\x9f\x98\x80", b"\x7f", b"\\ud83d\\ude00", b"\\uDBFF\\uDFFF"]
 BAD = [b"\x01", b"\x1f", b"\xff", b"\x80", b"\xe6\x97", b"\xf0\x9f\x98", b"\\x", b"\\u12",
-       b"\xed\xa0\x80", b"\xc0\xaf", b"\\ud800", b'"', b"\\"]
+       b"\xed\xa0\x80", b"\xc0\xaf", b"\\ud800", b"\\udc00", b"\\ud83d\\u0041", b'"', b"\\"]
 
 
 def test_long_strings_crossed_a_group_at_a_time_as_pyarrow_reads_them(kernel):

@@ -6,7 +6,8 @@ Layouts (data generated under bench/data/layouts/, seeded, deleted after the run
 ``--keep``): an HF save_to_disk dir's int32 ``length`` column (the default route); an HF
 dir's ``input_ids`` by ``--offsets-of`` (lists of 1-15 ids, 1,000-row record batches as
 ``datasets`` writes them); one Parquet file (1Mi-row row groups); Parquet shards; JSON Lines
-with a ``num_tokens`` field and ~100 B of text; a nanoGPT uint16 ``.bin`` with ``--eot``
+with a ``num_tokens`` field and ~100 B of text (also ASCII-escaped, as Python's json writes
+it by default, emoji as surrogate pairs); a nanoGPT uint16 ``.bin`` with ``--eot``
 (sized in tokens, documents of ~1,000 tokens); a Megatron ``.idx`` (documents of 1-3
 sequences) by sequence and ``--unit document``.
 
@@ -211,6 +212,11 @@ def jsonl(n: int) -> Path:
     return common.jsonl_corpus(LAYOUTS / f"lines-{n:.0e}.jsonl", n)
 
 
+def jsonl_escaped(n: int) -> Path:
+    """The JSONL corpus as Python's json writes it by default: ASCII, escapes for the rest."""
+    return common.jsonl_corpus(LAYOUTS / f"escaped-{n:.0e}.jsonl", n, escaped=True)
+
+
 def jsonl_documents(n: int) -> Path:
     """``n`` lines of ~2 KB of mostly plain text each."""
     return common.jsonl_corpus(LAYOUTS / f"documents-{n:.0e}.jsonl", n, words=(200, 500),
@@ -293,6 +299,10 @@ def rows(sizes: list[int], sweep: int, big: bool) -> list[Row]:
                        ["duckdb", "polars", "pyarrow.dataset"], need=_column_bytes(n)))
         if n <= 10**7:
             out.append(Row("JSONL, `num_tokens` + ~100 B text", e, 1, lambda n=n: jsonl(n),
+                           ["jsonl duckdb", "jsonl polars", "jsonl pyarrow"],
+                           ["--column", "num_tokens"], need=_size))
+            out.append(Row("JSONL, ~100 B, ASCII-escaped (Python's json)", e, 1,
+                           lambda n=n: jsonl_escaped(n),
                            ["jsonl duckdb", "jsonl polars", "jsonl pyarrow"],
                            ["--column", "num_tokens"], need=_size))
         out.append(Row("Megatron `.idx`", e, 1, lambda n=n: megatron(n),

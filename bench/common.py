@@ -170,15 +170,18 @@ JSONL_WORDS = ["the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "
 
 
 def jsonl_corpus(path: Path, lines: int, seed: int = 20261201, words: tuple[int, int] = (3, 12),
-                 rare: float = 4 / 24) -> Path:
+                 rare: float = 4 / 24, escaped: bool = False) -> Path:
     """JSON Lines, made once: objects like ``{"id": "doc-17", "text": "...", "num_tokens":
     812, "meta": {"src": "web", "score": 0.5}}`` with ``words`` (low, high) words of text,
     a ``rare`` share of them unicode, escaped quotes or newlines. The default: 3-11 words,
     ~108 bytes a line; ``(200, 500), 0.02``: documents of ~2 KB of mostly plain text, as in
-    pretraining corpora."""
+    pretraining corpora. ``escaped``: as Python's json writes by default (``ensure_ascii``),
+    every non-ASCII character a ``\\uXXXX`` escape, and the unicode word an emoji too (a
+    surrogate pair: in ~1 line of 4)."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         rng = np.random.default_rng(seed)
+        vocabulary = [w + "\U0001F600" if escaped and w == "日本" else w for w in JSONL_WORDS]
         plain, special = len(JSONL_WORDS) - 4, 4
         p = np.r_[np.full(plain, (1 - rare) / plain), np.full(special, rare / special)]
         tmp = path.with_suffix(".tmp")
@@ -190,8 +193,8 @@ def jsonl_corpus(path: Path, lines: int, seed: int = 20261201, words: tuple[int,
                 picks = rng.choice(len(JSONL_WORDS), int(nwords.sum()), p=p)
                 out, at = [], 0
                 for i in range(m):
-                    text = json.dumps(" ".join(JSONL_WORDS[j] for j in picks[at:at + nwords[i]]),
-                                      ensure_ascii=False)
+                    text = json.dumps(" ".join(vocabulary[j] for j in picks[at:at + nwords[i]]),
+                                      ensure_ascii=escaped)
                     at += nwords[i]
                     out.append(f'{{"id":"doc-{start + i}","text":{text},"num_tokens":'
                                f'{tokens[i]},"meta":{{"src":"web","score":0.5}}}}\n')

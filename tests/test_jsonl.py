@@ -498,3 +498,32 @@ def test_a_bad_line_is_named_before_a_later_block_fails_to_read(tmp_path, capsys
         rc, _, err = run_cli(["profile", path, "-c", "n"], capsys)
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "two.jsonl: line 601" in err, err
+
+
+def test_a_line_the_native_parse_does_not_take_costs_pyarrow_that_line(tmp_path):
+    """A valid line the native parse leaves (an escaped key) is parsed alone by pyarrow and
+    the native parse goes on after it; from the `HANDED`-th such line of a block, pyarrow
+    parses the rest of the block in one call. Every value as pyarrow reads the file."""
+    good = b'{"t": "%s", "n": %d}\n'
+    left = b'{"\\u0074": "escaped key", "n": %d}\n'
+    for every in (200, 3):  # 5 lines of 1,000 left; a third of them (past HANDED)
+        lines = [left % k if k % every == every // 2 else good % (b"x" * (k % 50), k)
+                 for k in range(1000)]
+        path = tmp_path / f"every-{every}.jsonl"
+        path.write_bytes(b"".join(lines))
+        parsed: list[int] = []
+
+        def spy(block, *args, parse=jsonl._parse, parsed=parsed):
+            parsed.append(len(block))
+            return parse(block, *args)
+
+        with mock.patch.object(jsonl, "_parse", spy):
+            got = gp.lengths(str(path), column="n")
+        np.testing.assert_array_equal(got, np.arange(1000))
+        handed = [len(x) for x in lines[every // 2::every]]
+        if every == 200:
+            assert parsed == handed
+        else:
+            assert parsed[:jsonl.HANDED - 1] == handed[:jsonl.HANDED - 1]
+            assert len(parsed) == jsonl.HANDED
+            assert parsed[-1] == sum(map(len, lines[every // 2 + every * (jsonl.HANDED - 1):]))

@@ -65,6 +65,9 @@ PARSE_BLOCK = 1 << 20
 #: block cost 2,000 shards of 54 KB a third of their time).
 PIECES = max(1, min(os.cpu_count() or 1, 8))
 PIECE_BYTES = 1 << 20
+#: Lines of a block the native parse does not take that pyarrow parses one at a time before
+#: it parses the rest of the block at once.
+HANDED = 8
 #: A line running over this many bytes without a newline is taken for a corrupt file (or
 #: not JSON Lines) rather than buffered without bound.
 MAX_LINE = 256 << 20
@@ -237,10 +240,12 @@ def chunks(path: Path, spec: LengthSpec, ahead: bool = True) -> Iterator[Chunk]:
 class _Scan:
     """One block's field, parsed by `gpu_profiler.kernels.jsonl.lengths` in `PIECES` pieces
     of whole lines on the pool's threads (a block under `PIECE_BYTES`: one piece, in the
-    caller's thread), started at once and `finish`ed as one chunk after the next block's
-    start, so that no core waits at the end of a block for its last piece. From the first
-    line that kernel does not take, the rest of the block is checked and parsed by pyarrow
-    (`_parse`), which reads what it may and names the first bad line."""
+    caller's thread), started at once and `finish`ed after the next block's start, so that
+    no core waits at the end of a block for its last piece. A line that kernel does not
+    take is checked and parsed alone by pyarrow (`_parse`), which reads it or names it, and
+    the kernel goes on after it; from the `HANDED`-th such line of a block, pyarrow parses
+    the rest of the block at once (a file of lines the kernel never takes costs what
+    pyarrow's parse does, not a call a line)."""
 
     def __init__(self, block: memoryview, line: int, name: np.ndarray,
                  pool: ThreadPoolExecutor) -> None:
@@ -261,6 +266,7 @@ class _Scan:
                                            valid)
             return values[:taken], valid[:taken], lo + pos, hi, newlines
 
+        self.scan = scan
         self.pieces = [pool.submit(scan, lo, hi) if pieces > 1 else _Done(scan(lo, hi))
                        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
 
@@ -269,23 +275,38 @@ class _Scan:
         line = self.line
         values: list[np.ndarray] = []
         valid: list[np.ndarray] = []
+        handed = 0
         for piece in self.pieces:
             v, ok, stop, hi, newlines = piece.result()
             values.append(v)
             valid.append(ok)
-            if stop < hi:
-                break
+            while stop < hi:  # a line the kernel does not take, at line + newlines
+                handed += 1
+                end = len(self.block) if handed == HANDED else _line_after(self.block, stop)
+                one = self.block[stop:end]  # the line, or the rest of the block
+                _check_utf8(one, line + newlines, path)
+                seen = screen(one, line + newlines)[0]
+                yield from _gathered(values, valid)
+                if seen.solid:
+                    table = _parse(one, line + newlines, seen, parse, path)
+                    yield from arrays_to_chunks(table.column(0).chunks, spec)
+                if handed == HANDED:
+                    return
+                v, ok, stop, _, more = self.scan(end, hi)
+                values.append(v)
+                valid.append(ok)
+                newlines += seen.newlines + more
             line += newlines
-        if sum(v.size for v in values):
-            mask = np.concatenate(valid)
-            yield Chunk(np.concatenate(values), None if mask.all() else mask)
-        if stop < hi:
-            rest = self.block[stop:]
-            _check_utf8(rest, line + newlines, path)
-            seen = screen(rest, line + newlines)[0]
-            if seen.solid:
-                table = _parse(rest, line + newlines, seen, parse, path)
-                yield from arrays_to_chunks(table.column(0).chunks, spec)
+        yield from _gathered(values, valid)
+
+
+def _gathered(values: list[np.ndarray], valid: list[np.ndarray]) -> Iterator[Chunk]:
+    """The values parsed so far as one chunk (none if there are none), emptying the lists."""
+    if sum(v.size for v in values):
+        mask = np.concatenate(valid)
+        yield Chunk(np.concatenate(values), None if mask.all() else mask)
+    values.clear()
+    valid.clear()
 
 
 @dataclass(frozen=True)

@@ -4,15 +4,16 @@ line, the length an integer field (``--column``).
 The text is streamed in blocks cut at newlines, so memory stays bounded whatever the file
 size (no line may exceed :data:`MAX_LINE`). Each block is parsed for the one field by a
 native pass per core (`gpu_profiler.kernels.jsonl.lengths`: JSON and UTF-8 checked, every
-other value skipped, nothing built) up to the first line it does not take; the rest of the
-block is checked (UTF-8; every non-blank line opens an object) and parsed by pyarrow's JSON
-reader, and a block that fails there is bisected by lines to name its first bad line. The
-native pass takes what pyarrow takes, and hands it the rest: pyarrow decides. Stricter
-than pyarrow, a line must hold exactly one
-object: pyarrow also takes ``{..}{..}`` on one line, an object spread over lines, and a
-``null`` line (as a row of nulls; as the first value of a buffer, it crashes pyarrow 26, so
-such a line never reaches it). Blank lines are skipped; a missing field or ``null`` is a
-null length; a float, string, bool, object or array is an error.
+other value skipped, nothing built); a line it does not take is checked (UTF-8; it opens an
+object) and parsed alone by pyarrow's JSON reader, which reads it or names it, and the
+native pass goes on after it (from the `HANDED`-th such line of a block, pyarrow parses
+the rest of the block at once, bisected by lines to name its first bad line if it fails).
+The native pass takes what pyarrow takes, and hands it the rest: pyarrow decides.
+Stricter than pyarrow, a line must hold exactly one object: pyarrow also takes ``{..}{..}``
+on one line, an object spread over lines, and a ``null`` line (as a row of nulls; as the
+first value of a buffer, it crashes pyarrow 26, so such a line never reaches it). Blank
+lines are skipped; a missing field or ``null`` is a null length; a float, string, bool,
+object or array is an error.
 
 Bounds, whatever the file holds (a zstd stream is decompressed as it is read, in the same
 blocks: no ratio or size limit is needed). Memory: four blocks of :data:`BLOCK` (4 MiB),

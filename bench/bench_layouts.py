@@ -180,15 +180,21 @@ def offsets_dir(n: int) -> Path:
     return target
 
 
-def parquet_file(n: int, compression: str = "snappy") -> Path:
+def parquet_file(n: int, compression: str = "snappy", encoding: str = "") -> Path:
     """One file of ``n`` int32 lengths in row groups of 1 Mi (snappy: pyarrow's default;
-    zstd: polars' and duckdb's)."""
-    name = f"one-{n:.0e}" + ("" if compression == "snappy" else f"-{compression}")
+    zstd: polars' and duckdb's), dictionary-encoded as writers do by default, or in
+    ``encoding`` (``PLAIN``: what a writer falls back to when a column's dictionary grows
+    past its limit; ``DELTA_BINARY_PACKED``, in version 2 pages: parquet-mr's v2 writer)."""
+    name = (f"one-{n:.0e}" + ("" if compression == "snappy" else f"-{compression}")
+            + (f"-{encoding.lower()}" if encoding else ""))
     target = LAYOUTS / f"{name}.parquet"
     if not target.exists():
         tmp = target.with_suffix(".tmp")
+        options = dict(use_dictionary=False, column_encoding={"length": encoding},
+                       data_page_version="2.0" if encoding != "PLAIN" else "1.0") \
+            if encoding else {}
         with pq.ParquetWriter(tmp, pa.schema([("length", pa.int32())]),
-                              compression=compression) as w:
+                              compression=compression, **options) as w:
             for x in common.length_blocks(SEED, n):
                 w.write_table(pa.table({"length": x}), row_group_size=1 << 20)
         os.replace(tmp, target)
@@ -297,6 +303,10 @@ def rows(sizes: list[int], sweep: int, big: bool) -> list[Row]:
                        ["duckdb", "polars", "pyarrow.dataset"], need=_column_bytes(n)))
         out.append(Row("one Parquet file, zstd", e, 1, lambda n=n: parquet_file(n, "zstd"),
                        ["duckdb", "polars", "pyarrow.dataset"], need=_column_bytes(n)))
+        for encoding in ("PLAIN", "DELTA_BINARY_PACKED"):
+            out.append(Row(f"one Parquet file, {encoding}", e, 1,
+                           lambda n=n, encoding=encoding: parquet_file(n, encoding=encoding),
+                           ["duckdb", "polars", "pyarrow.dataset"], need=_column_bytes(n)))
         if n <= 10**7:
             out.append(Row("JSONL, `num_tokens` + ~100 B text", e, 1, lambda n=n: jsonl(n),
                            ["jsonl duckdb", "jsonl polars", "jsonl pyarrow"],

@@ -846,6 +846,13 @@ def _spread(values, valid, at, n, nn):
             values[at + i] = 0
 
 
+@kernel(inline="always")
+def _compressed(ptype, comp):
+    """Whether a page's values are compressed by its chunk's codec (a version 2 page says
+    so itself, and its levels never are)."""
+    return ptype != DATA_PAGE_V2 or comp == 1
+
+
 @kernel(nogil=True)
 def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, valid, at,
            tallies, zpages, unpacked, st):
@@ -879,7 +886,7 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
                     or dlen > usize or (max_def == 0 and dlen != 0):
                 _leave(st, L_PAGES)
             lead = dlen
-        packed = codec != UNCOMPRESSED and (ptype != DATA_PAGE_V2 or comp == 1)
+        packed = codec != UNCOMPRESSED and _compressed(ptype, comp)
         if packed and codec == ZSTD:  # the next page decompressed for this chunk
             k = st[W_PAGE]
             st[W_PAGE] = k + 1
@@ -1039,19 +1046,28 @@ def _footer_length(b, e, size, st):
 
 
 @kernel(nogil=True)
+def _opened(b, s, size, f, name, width, info, st):
+    """The whole file ``b[s:s + size]`` opened by its footer: ``(footer length, where the
+    footer ends, then what `_footer` returns)``, as `_file` decodes it and `file_chunks`
+    lists its chunks."""
+    st[W_BAD] = L_FOOTER
+    if size < 12 or not _magic(b, s):
+        _leave(st, L_FOOTER)
+    flen = _footer_length(b, s + size, size, st)
+    hi = s + size - 8
+    num_rows, n, p, leaf, phys, max_def, leaves = _footer(b, hi - flen, hi, size, name, width,
+                                                          f, info, st)
+    return flen, hi, num_rows, n, p, leaf, phys, max_def, leaves
+
+
+@kernel(nogil=True)
 def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, info, zpages,
           first, unpacked, chunk, st):
     """Decode one whole file ``b[s:s + size]`` to ``values[at:]``: ``(rows, nulls)``. Its
     zstd pages were decompressed into ``unpacked`` as `zstd_pages` listed them in ``zpages``
     (its column chunks: rows ``first[chunk]`` on of ``first``; none: zstd is left)."""
-    st[W_BAD] = L_FOOTER
-    e = s + size
-    if size < 12 or not _magic(b, s):
-        _leave(st, L_FOOTER)
-    flen = _footer_length(b, e, size, st)
-    hi = e - 8
-    num_rows, n, p, leaf, phys, max_def, leaves = _footer(b, hi - flen, hi, size, name, width,
-                                                          f, info, st)
+    flen, hi, num_rows, n, p, leaf, phys, max_def, leaves = _opened(b, s, size, f, name,
+                                                                     width, info, st)
     if num_rows > values.size - at:
         _leave(st, L_ROOM)
     rows, nulls = ZERO, ZERO
@@ -1092,11 +1108,8 @@ def file_chunks(buf, starts, sizes, name, width, info, table, first_file, work):
         if s < 0 or size < 0 or s > buf.size - size:
             continue
         try:
-            work[W_BAD] = L_FOOTER
-            flen = _footer_length(buf, s + size, size, work)
-            hi = s + size - 8
-            num_rows, n, p, leaf, phys, max_def, leaves = _footer(
-                buf, hi - flen, hi, size, name, width, f, info, work)
+            flen, hi, num_rows, n, p, leaf, phys, max_def, leaves = _opened(
+                buf, s, size, f, name, width, info, work)
             rows = ZERO
             for _ in range(n):
                 rg_rows, start, csize, codec, p = _group(buf, p, hi, leaves, leaf, phys, size,
@@ -1297,7 +1310,7 @@ def zstd_pages(buf, los, his, codecs, zpages, first, work):
             if csize > hi - p:
                 break
             body, p = p, p + csize
-            if ptype == INDEX_PAGE or (ptype == DATA_PAGE_V2 and comp == 0):
+            if ptype == INDEX_PAGE or not _compressed(ptype, comp):
                 continue  # (not decompressed: as `_chunk` takes them)
             lead = dlen if ptype == DATA_PAGE_V2 else 0
             if n == zpages.shape[0]:

@@ -328,10 +328,9 @@ def _char(a, i, n):
 @kernel(inline="always")
 def _string(a, i, n):
     """Past the string whose opening quote is ``a[i - 1]``, or -1: not valid JSON as
-    pyarrow reads it. `_STRING` bytes at a time, only
-    their `_specials` looked at one by one: plain text crosses at ~12 GB/s, 2-3x the whole
-    line's parse on text with a few escapes or non-ASCII characters a line
-    (bench/results/layouts.md)."""
+    pyarrow reads it. `_STRING` bytes at a time, only their `_specials` looked at one by
+    one: plain text crosses at ~12 GB/s, 2-3x the whole line's parse on text with a few
+    escapes or non-ASCII characters a line (bench/results/layouts.md)."""
     while i + _STRING <= n:
         base = i
         m = _specials(a, base)

@@ -2,7 +2,8 @@
 natively compiled (`gpu_profiler.native`), allocating nothing: `tally` counts a block's
 newlines and tells a blank one; `screen` finds the non-blank lines and the first that does
 not open a JSON object, before pyarrow parses a block; `lengths` parses the common case
-whole, for one integer field.
+whole, for one integer field, walking each line by the bit masks of its structure
+(`_tokens`: 64 bytes a few vector compares) rather than byte by byte.
 
 Runs of whitespace, the rest of a line and plain text in strings are crossed a vector at a
 time (branch-free tests, or one load and a few compares into a bit mask: `_compare`,
@@ -187,10 +188,11 @@ def screen(a, bom, out):
 # ----------------------------------------------------------------------------- lengths
 # The common case parsed here, whole: lines of one object each, the field an integer or
 # null. Anything else (an error, and the rare forms pyarrow takes that this does not) stops
-# the scan at that line, which the reader hands to pyarrow with the rest of the block.
+# the scan at that line, which the reader hands to pyarrow (`readers.jsonl._Scan.finish`).
 # The helpers called once per token are inlined (numba's IR, ``inline="always"``): a call
 # passes the text as an array's seven fields, which cost the kernel a third of its time
-# (bench/results/jit_runtime.md); inlining the rest too made it compile in 40 s, not 3 s.
+# (bench/results/jit_runtime.md), and even an untaken call in the walk below slowed it by
+# 6-8%. So `lengths` compiles in ~40 s (the native library, built at install, once).
 
 _QUOTE, _BACKSLASH, _COLON, _COMMA, _CLOSE = 34, 92, 58, 44, 125
 _LBRACKET, _RBRACKET, _MINUS, _ZERO, _NINE = 91, 93, 45, 48, 57
@@ -434,8 +436,8 @@ def _value(a, i, n):
     objects = np.uint64(0)
     while True:
         c = _at(a, i, n)
-        if c == 123 or c == _LBRACKET:  # { [
-            close = _CLOSE if c == 123 else _RBRACKET
+        if c == _OPEN or c == _LBRACKET:
+            close = _CLOSE if c == _OPEN else _RBRACKET
             i = _ws(a, i + 1, n)
             if _at(a, i, n) == close:
                 i += 1
@@ -547,12 +549,302 @@ def _line(a, i, n, name):
         i = _ws(a, i + 1, n)
 
 
+# ----------------------------------------------------------------------------- the walk
+# The parse above is bound by latency: each step's load waits for the index the step
+# before computed (~15 ns a key and value). So a line is walked as simdjson's second stage
+# walks its index: 64 bytes at a time, a few vector compares and bit operations mark every
+# byte the grammar looks at (`_tokens`), and the walk goes from one to the next through
+# the bits of one word (`_step`), its checks off that chain. A plain ASCII string is
+# crossed in one step; one holding a byte that cannot be crossed so (an escape, a control
+# byte, a multi-byte character) is crossed by `_string`, its checks; the text's last 64
+# bytes (no whole vector left) are parsed as above.
+
+_ODD = np.uint64(0xAAAAAAAAAAAAAAAA)
+_ONE = np.uint64(1)
+_ZERO64 = np.uint64(0)
+
+
+@kernel(inline="always")
+def _tokens(a, i, ins, esc, run):
+    """The tokens of ``a[i:i + 64]`` (bit k for ``a[i + k]``) and the carries into the next
+    64 bytes. A token: a structural character (``{}[]:,``) or newline outside strings, a
+    quote not escaped, the first byte of a run of other bytes outside strings (a number or
+    literal, or what its parse finds wrong), and a backslash, control byte or byte of a
+    multi-byte character inside a string. Carries: ``ins``, all ones when ``a[i]`` is
+    inside a string; ``esc``, 1 when it is escaped; ``run``, 1 when ``a[i - 1]`` is in a
+    run. Escaped: the bytes after odd runs of backslashes (simdjson's subtraction)."""
+    slash = _equal(a, i, _BACKSLASH)
+    escaped = _ZERO64
+    if slash | esc:
+        first = slash & ~esc
+        code = (((first << _ONE) | _ODD) - first) ^ _ODD
+        escaped = code ^ (slash | esc)
+        esc = (code & slash) >> np.uint64(63)
+    quotes = _equal(a, i, _QUOTE) & ~escaped
+    inside = quotes  # from an opening quote to before its closing one: a prefix xor
+    inside ^= inside << np.uint64(1)
+    inside ^= inside << np.uint64(2)
+    inside ^= inside << np.uint64(4)
+    inside ^= inside << np.uint64(8)
+    inside ^= inside << np.uint64(16)
+    inside ^= inside << np.uint64(32)
+    inside ^= ins
+    ins = _ZERO64 - (inside >> np.uint64(63))
+    outside = ~(inside | quotes)
+    marks = (_equal(a, i, _OPEN) | _equal(a, i, _CLOSE) | _equal(a, i, _LBRACKET)
+             | _equal(a, i, _RBRACKET) | _equal(a, i, _COLON) | _equal(a, i, _COMMA)
+             | _equal(a, i, _NL))
+    other = outside & ~(marks | _equal(a, i, _SP) | _equal(a, i, _TAB) | _equal(a, i, _CR))
+    starts = other & ~((other << _ONE) | run)
+    run = other >> np.uint64(63)
+    special = ~_above(a, i, 31)  # control bytes; escapes and UTF-8 where not all whole
+    if slash and (esc or escaped & ~_escapes(a, i)):
+        special |= slash
+    high = _above(a, i, 127)
+    if high and not _whole(a, i, high):
+        special |= high
+    return (outside & marks) | quotes | starts | (inside & ~quotes & special), ins, esc, run
+
+
+@kernel(inline="always")
+def _escapes(a, i):
+    """The bytes of ``a[i:i + 64]`` that make a two-byte escape after a backslash."""
+    return (_equal(a, i, _QUOTE) | _equal(a, i, _BACKSLASH) | _equal(a, i, 47)
+            | _equal(a, i, 98) | _equal(a, i, 102) | _equal(a, i, 110) | _equal(a, i, 114)
+            | _equal(a, i, 116))
+
+
+@kernel(inline="always")
+def _whole(a, i, high):
+    """Whether the bytes above 127 of ``a[i:i + 64]`` (``high``) are well-formed UTF-8
+    characters, each whole within these 64 bytes (`_utf8`'s rules, as bit masks)."""
+    cont = high & ~_above(a, i, 0xBF)
+    two = _above(a, i, 0xC1) & ~_above(a, i, 0xDF)
+    three = _above(a, i, 0xDF) & ~_above(a, i, 0xEF)
+    four = _above(a, i, 0xEF) & ~_above(a, i, 0xF4)
+    lead = two | three | four
+    need = (lead << _ONE) | ((three | four) << np.uint64(2)) | (four << np.uint64(3))
+    cut = (two >> np.uint64(63)) | (three >> np.uint64(62)) | (four >> np.uint64(61))
+    low_a0 = ~_above(a, i, 0x9F)
+    low_90 = ~_above(a, i, 0x8F)
+    bad = (((_equal(a, i, 0xE0) << _ONE) & low_a0) | ((_equal(a, i, 0xED) << _ONE) & ~low_a0)
+           | ((_equal(a, i, 0xF0) << _ONE) & low_90) | ((_equal(a, i, 0xF4) << _ONE) & ~low_90))
+    return high == cont | lead and need == cont and not cut and not bad
+
+
+@kernel(inline="always")
+def _start(a, i):
+    """The walk's state at ``i``, outside any string: ``(i, its tokens, the carries)``."""
+    m, ins, esc, run = _tokens(a, i, _ZERO64, _ZERO64, _ZERO64)
+    return i, m, ins, esc, run
+
+
+@kernel(inline="always")
+def _step(a, n, st):
+    """``(p, state)``: the next token and the state past it; p -1 when it lies beyond the
+    text's last whole 64 bytes (the scalar parse takes the line)."""
+    base, m, ins, esc, run = st
+    while not m:
+        base += _GROUP
+        if base + _GROUP > n:
+            return -1, (base, m, ins, esc, run)
+        m, ins, esc, run = _tokens(a, base, ins, esc, run)
+    return base + _first(m), (base, m & (m - _ONE), ins, esc, run)
+
+
+#: `_string`, called, not inlined, where the walk cannot cross a string in one step: the
+#: rarer case, and inlined at each of its places it made the kernel compile 3x slower.
+_crossing = kernel(_string.py_func)
+
+
+@kernel(inline="always")
+def _text(a, n, st):
+    """``(end, crossed, state)`` of the string whose opening quote was the last token: past
+    its closing quote, or -1 (invalid) or -2 (the scalar parse takes the line); ``crossed``:
+    a byte in it was not plain ASCII, checked by `_string`."""
+    p, st = _step(a, n, st)
+    if p < 0:
+        return -2, False, st
+    if a[p] == _QUOTE:
+        return p + 1, False, st
+    e = _crossing(a, p, n)
+    if e < 0:
+        return -1, True, st
+    base, m, ins, esc, run = st
+    k = e - base
+    if k <= _GROUP:  # its closing quote in these 64 bytes: the tokens up to it dropped
+        return e, True, (base, m & ~(((_ONE << np.uint64(k - 1)) << _ONE) - _ONE), ins, esc,
+                         run)
+    if e + _GROUP > n:
+        return -2, True, st
+    return e, True, _start(a, e)
+
+
+@kernel(inline="always")
+def _edge(c):
+    """Whether ``c`` may follow a number or literal (ends its run)."""
+    return (c == _SP or c == _TAB or c == _CR or c == _NL or c == _COMMA or c == _CLOSE
+            or c == _RBRACKET)
+
+
+@kernel(inline="always")
+def _scalar_run(a, n, v):
+    """Whether the number or literal whose run starts at ``a[v]`` is valid and the whole run."""
+    c = a[v]
+    e = _number(a, v, n) if c == _MINUS or _ZERO <= c <= _NINE else _literal(a, v, n)
+    return e >= 0 and _edge(_at(a, e, n))
+
+
+@kernel(inline="always")
+def _member(a, n, k, st):
+    """``(v, state)``: the value's first token of the object member whose key's first
+    token is ``a[k]``, or -1 (invalid) or -2 (the scalar parse takes the line)."""
+    if a[k] != _QUOTE:
+        return -1, st
+    e, crossed, st = _text(a, n, st)
+    if e < 0:
+        return e, st
+    p, st = _step(a, n, st)
+    if p < 0:
+        return -2, st
+    if a[p] != _COLON:
+        return -1, st
+    v, st = _step(a, n, st)
+    return (v if v >= 0 else -2), st
+
+
+@kernel
+def _skip(a, n, v, st):
+    """``(status, state)``: past the object or array whose ``{`` or ``[`` is the token
+    ``a[v]`` (status 0), or -1 (invalid) or -2 (the scalar parse takes the line); nesting
+    followed as `_value` follows it."""
+    depth = 0
+    objects = _ZERO64
+    while True:
+        c = a[v]
+        if c == _OPEN or c == _LBRACKET:
+            close = _CLOSE if c == _OPEN else _RBRACKET
+            p, st = _step(a, n, st)
+            if p < 0:
+                return -2, st
+            if a[p] != close:
+                if depth == _DEPTH:
+                    return -1, st
+                if close == _CLOSE:
+                    objects |= _ONE << np.uint64(depth)
+                else:
+                    objects &= ~(_ONE << np.uint64(depth))
+                depth += 1
+                v, st = _member(a, n, p, st) if close == _CLOSE else (p, st)
+                if v < 0:
+                    return v, st
+                continue
+        elif c == _QUOTE:
+            e, crossed, st = _text(a, n, st)
+            if e < 0:
+                return e, st
+        elif not _scalar_run(a, n, v):
+            return -1, st
+        while depth:  # after a value inside an object or array
+            p, st = _step(a, n, st)
+            if p < 0:
+                return -2, st
+            c = a[p]
+            in_object = (objects >> np.uint64(depth - 1)) & _ONE
+            if c == _COMMA:
+                v, st = _step(a, n, st)
+                if v < 0:
+                    return -2, st
+                if in_object:
+                    v, st = _member(a, n, v, st)
+                    if v < 0:
+                        return v, st
+                break
+            if c != (_CLOSE if in_object else _RBRACKET):
+                return -1, st
+            depth -= 1
+        if not depth:
+            return 0, st
+
+
+@kernel(inline="always")
+def _object(a, n, name, st):
+    """``(end, value, found, state)`` of the line whose ``{`` was the last token: its
+    newline, and the integer of its key ``name`` as `_line` reads it; end -1 when the line
+    is not taken, -2 when the scalar parse takes it."""
+    value = np.int64(0)
+    found = 0
+    seen = False
+    p, st = _step(a, n, st)
+    if p < 0:
+        return -2, value, found, st
+    if a[p] != _CLOSE:
+        while True:
+            if a[p] != _QUOTE:
+                return -1, value, found, st
+            e, crossed, st = _text(a, n, st)
+            if e < 0:
+                return e, value, found, st
+            match = e - 2 - p == name.size
+            if crossed or match:
+                for k in range(p + 1, e - 1):
+                    if a[k] == _BACKSLASH:  # an escaped key may spell the name: pyarrow's
+                        return -1, value, found, st
+                    if match and a[k] != name[k - p - 1]:
+                        match = False
+            p, st = _step(a, n, st)
+            if p < 0:
+                return -2, value, found, st
+            if a[p] != _COLON:
+                return -1, value, found, st
+            v, st = _step(a, n, st)
+            if v < 0:
+                return -2, value, found, st
+            c = a[v]
+            if match:
+                if seen:  # pyarrow's error: the field twice
+                    return -1, value, found, st
+                seen = True
+                if c == 110:  # null
+                    e = _literal(a, v, n)
+                else:
+                    e, value = _integer(a, v, n)
+                    found = 1
+                if e < 0 or not _edge(_at(a, e, n)):
+                    return -1, value, found, st
+            elif c == _QUOTE:  # strings and scalars here: `_skip` is a call
+                e, crossed, st = _text(a, n, st)
+                if e < 0:
+                    return e, value, found, st
+            elif c == _OPEN or c == _LBRACKET:
+                e, st = _skip(a, n, v, st)
+                if e < 0:
+                    return e, value, found, st
+            elif not _scalar_run(a, n, v):
+                return -1, value, found, st
+            p, st = _step(a, n, st)
+            if p < 0:
+                return -2, value, found, st
+            if a[p] == _CLOSE:
+                break
+            if a[p] != _COMMA:
+                return -1, value, found, st
+            p, st = _step(a, n, st)
+            if p < 0:
+                return -2, value, found, st
+    p, st = _step(a, n, st)
+    if p < 0:
+        return -2, value, found, st
+    return (p if a[p] == _NL else -1), value, found, st
+
+
 @kernel(nogil=True)
 def lengths(a, bom, name, values, valid):
     """Parse the JSON Lines text ``a`` (uint8, whole lines; the last may lack its newline)
     for the integer field ``name`` (its UTF-8 bytes, no quote, backslash or control byte)
     of every line's one object, skipping blank lines and a byte order mark at ``a[0]``
-    when ``bom``.
+    when ``bom``. Lines are walked by their tokens (`_object`); those reaching into the
+    text's last 64 bytes are parsed byte by byte (`_line`), with the same checks.
 
     Row k's value goes to ``values[k]`` and ``valid[k]`` (False: the field is absent or
     null). Returns ``(pos, rows, newlines)``: the end of the text, or the start of the
@@ -565,7 +857,31 @@ def lengths(a, bom, name, values, valid):
     newlines = 0
     i = 3 if bom and n >= 3 and a[0] == 0xEF and a[1] == 0xBB and a[2] == 0xBF else 0
     start = 0
-    while i < n:
+    if i + _GROUP <= n:  # walked (see above)
+        st = _start(a, i)
+        while True:
+            p, st = _step(a, n, st)
+            if p < 0:
+                break
+            c = a[p]
+            if c == _NL:
+                newlines += 1
+                start = p + 1
+                continue
+            if c != _OPEN or rows == values.size:
+                return start, rows, newlines
+            end, value, found, st = _object(a, n, name, st)
+            if end == -2:
+                break
+            if end < 0:
+                return start, rows, newlines
+            values[rows] = value
+            valid[rows] = found
+            rows += 1
+            newlines += 1
+            start = end + 1
+        i = start
+    while i < n:  # the scalar parse: the last 64 bytes, and the line reaching them
         i = _ws(a, i, n)
         if i == n:
             break
@@ -575,7 +891,7 @@ def lengths(a, bom, name, values, valid):
             i += 1
             start = i
             continue
-        end, value, found = _line(a, i, n, name) if c == 123 else (-1, 0, 0)
+        end, value, found = _line(a, i, n, name) if c == _OPEN else (-1, 0, 0)
         if end < 0 or (end < n and a[end] != _NL) or rows == values.size:
             return start, rows, newlines
         values[rows] = value

@@ -105,15 +105,33 @@ def run(kernel, text: bytes, bom: bool = False) -> tuple[int, int, int, list]:
                                  for v, ok in zip(values[:rows], valid[:rows], strict=True)]
 
 
-@pytest.fixture(params=["native", jit_param("jit")])
+def walked(raw):
+    """``raw`` on the text shifted by 0-63 spaces and followed by a newline and 64 spaces,
+    its results given as for the text itself: every line then lies before the text's last
+    64 bytes, where the kernel walks lines by their tokens (the scalar parse takes only the
+    lines that reach into those bytes, which the texts alone mostly do)."""
+    def kernel(a, bom, name, values, valid):
+        k = 0 if bom else (a.size * 7 + int(a.sum())) % 64
+        b = np.concatenate([np.full(k, 32, np.uint8), a,
+                            np.frombuffer(b"\n" + b" " * 64, np.uint8)])
+        pos, rows, newlines = raw(b, bom, name, values, valid)
+        if pos == b.size:
+            return a.size, rows, newlines - 1
+        assert pos == 0 or pos > k
+        return (pos - k if pos else 0), rows, newlines
+
+    return kernel
+
+
+@pytest.fixture(params=["native", "native, walked", jit_param("jit"), jit_param("jit, walked")])
 def kernel(request):
-    if request.param == "native":
+    if request.param.startswith("native"):
         if native.library() is None:
             pytest.skip(native.status())
-        return native.kernel("jsonl_lengths")
-    from gpu_profiler.kernels.jsonl import lengths
-
-    return lengths
+        raw = native.kernel("jsonl_lengths")
+    else:
+        from gpu_profiler.kernels.jsonl import lengths as raw
+    return walked(raw) if request.param.endswith("walked") else raw
 
 
 def test_each_line_it_takes_is_pyarrows_and_the_common_ones_it_takes(kernel):
@@ -208,3 +226,66 @@ def test_long_strings_crossed_a_group_at_a_time_as_pyarrow_reads_them(kernel):
         else:
             assert (pos, rows) == (0, 0) and k % 2, text
     assert taken > 1500
+
+
+def reference_tokens(text: bytes) -> list[int]:
+    """The bytes `kernels.jsonl._tokens` marks, by its definition, one byte at a time (and a
+    decision per 64 bytes: their backslashes are tokens unless each makes a two-byte escape
+    within them, their bytes above 127 unless they decode as UTF-8 by themselves)."""
+    out, slashes, inside, other = [], 0, False, False
+    for k, c in enumerate(text):
+        if k % 64 == 0:
+            group = text[k:k + 64]
+            try:
+                group.decode("utf-8")
+                high = False
+            except UnicodeDecodeError:
+                high = True
+            runs, partners = slashes, []
+            for b in group:
+                if runs % 2:
+                    partners.append(b)
+                runs = runs + 1 if b == 92 else 0
+            slash = 92 in group and (runs % 2 == 1 or any(b not in b'"\\/bfnrt' for b in partners))
+        quote = c == 34 and slashes % 2 == 0  # not escaped: after an even run of backslashes
+        slashes = slashes + 1 if c == 92 else 0
+        inside ^= quote
+        outside = not inside and not quote
+        mark = chr(c) in "{}[]:,\n"
+        was, other = other, outside and not mark and chr(c) not in " \t\r"
+        special = c < 32 or (c == 92 and slash) or (c >= 128 and high)
+        if (outside and mark) or quote or (other and not was) or (inside and not quote and special):
+            out.append(k)
+    return out
+
+
+@pytest.mark.slow
+def test_tokens_are_the_bytes_their_definition_marks():
+    """`_tokens` 64 bytes at a time, its carries (inside a string, escaped, in a run) taken
+    across, against the definition byte by byte: texts of quotes, runs of backslashes,
+    escapes, structural characters, spaces, digits, control bytes and UTF-8 whole, cut,
+    overlong or of a surrogate."""
+    from numba import njit
+
+    from gpu_profiler.kernels.jsonl import _tokens
+
+    @njit
+    def marked(a, out):
+        ins, esc, run = np.uint64(0), np.uint64(0), np.uint64(0)
+        for i in range(0, a.size - 63, 64):
+            m, ins, esc, run = _tokens(a, i, ins, esc, run)
+            for k in range(64):
+                out[i + k] = (m >> np.uint64(k)) & np.uint64(1)
+
+    rng = np.random.default_rng(7)
+    pieces = [b'"', b'"', b"\\", b"\\", b"{", b"}", b"[", b"]", b":", b",", b"\n", b" ", b"\t",
+              b"\r", b"1", b"a", b"n", b"u", b"t", b"/", b"-", b".", b"\x00", b"\x1f", b"\x7f",
+              b"\xc3\xa9", b"\xe6\x97\xa5", b"\xf0\x9f\x98\x80", b"\x80", b"\xff", b"\xc0\xaf",
+              b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80", b"plain text"]
+    for k in range(600):
+        mix = pieces if k % 3 else pieces[:-11] + [b"plain text"] * 20  # some all whole
+        text = b"".join(mix[i] for i in rng.integers(0, len(mix), 64 * 6))
+        a = np.frombuffer(text[:64 * int(rng.integers(1, 6))], np.uint8).copy()
+        out = np.zeros(a.size, np.uint8)
+        marked(a, out)
+        assert np.flatnonzero(out).tolist() == reference_tokens(a.tobytes()), a.tobytes()

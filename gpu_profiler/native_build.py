@@ -4,11 +4,11 @@ when the package is built or installed.
 Each export becomes a numba ``cfunc`` ``int64 f(int64 *words)`` that views its array
 arguments in place (``carray``), calls the ``njit`` kernel, stores its integer results after
 the arguments, and returns 1 instead of raising. numba's LLVM IR for each is compiled to
-position-independent object code for the target CPU, and the C compiler links the objects
-into the library. The little of numba's runtime the code refers to is stubbed in
-``_RUNTIME``: the memory for an exception's arguments (allocated, then dropped, when a
-kernel raises) and the Python-error path of an uncaught exception, which the ``try`` makes
-unreachable.
+position-independent object code for the target CPU (in one process a core), and the C
+compiler links the objects into the library. The little of numba's runtime the code refers
+to is stubbed in ``_RUNTIME``: the memory for an exception's arguments (allocated, then
+dropped, when a kernel raises) and the Python-error path of an uncaught exception, which
+the ``try`` makes unreachable.
 
 ``python -m gpu_profiler.native_build`` builds the library in place, next to its sources,
 unless it is current there (an editable install; `make` runs it); ``--into DIR`` builds it
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import multiprocessing
 import os
 import platform
 import re
@@ -30,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -132,26 +135,23 @@ def build(where: Path, exports: dict[str, Any], cpu: str, features: str) -> None
         numba_cpu = cpu_target.target_context.codegen().magic_tuple()[1:]
         if numba_cpu != (cpu, features):
             raise BuildError(f"numba compiles for {numba_cpu[0]}, not {cpu}")
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        machine = llvm.Target.from_default_triple().create_target_machine(
-            cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
         with tempfile.TemporaryDirectory(prefix="gpu-profiler-aot-") as tmp:
             # the C compiler first: a broken one fails in milliseconds, not after numba
             # has compiled every kernel
             Path(tmp, "runtime.c").write_text(_RUNTIME)
             objects = [Path(tmp, "runtime.o")]
             _cc(cc, "-c", "-fPIC", "-O2", "-o", str(objects[0]), str(Path(tmp, "runtime.c")))
-            for name, export in exports.items():
-                f = _wrapper(name, export)
-                module = llvm.parse_assembly(f._library.get_llvm_str())
-                missing = {g.name for g in module.functions if g.is_declaration
-                           and g.name.startswith(("NRT_", "numba_"))} - _STUBBED
-                if missing:  # e.g. an array allocated in a kernel: not for this library
-                    raise BuildError(f"kernel {name} needs numba's runtime: {sorted(missing)}")
-                module.get_function(f.native_name).name = f"gp_{name}"
-                objects.append(Path(tmp, f"{name}.o"))
-                objects[-1].write_bytes(machine.emit_object(module))
+            # one process a core (at most 4: each holds numba and LLVM), forked, so that
+            # they have the modules as this process imported them (setup.py's build has
+            # the packages without their __init__); the kernels of the largest modules
+            # first, so that the slowest to compile do not start last
+            big = {m: Path(native.folder(), f"{m}.py").stat().st_size
+                   for m in {e.module for e in exports.values()}}
+            order = sorted(exports, key=lambda n: -big[exports[n].module])
+            with ProcessPoolExecutor(min(4, len(os.sched_getaffinity(0)), len(order)),
+                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                objects += pool.map(_object, order, [exports[n] for n in order], repeat(tmp),
+                                    repeat(cpu), repeat(features))
             out = Path(tmp, "lib.so")
             _cc(cc, "-shared", "-fPIC", "-O2", "-o", str(out), *map(str, objects), "-lm")
             shutil.copyfile(out, where / f".{native.LIBRARY}.tmp")
@@ -160,6 +160,24 @@ def build(where: Path, exports: dict[str, Any], cpu: str, features: str) -> None
         raise
     except Exception as exc:  # any failure leaves the JIT in charge, with the reason
         raise BuildError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _object(name: str, export: Any, tmp: str, cpu: str, features: str) -> Path:
+    """Compile the export ``name`` into an object file in ``tmp`` (in a worker process)."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    machine = llvm.Target.from_default_triple().create_target_machine(
+        cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
+    f = _wrapper(name, export)
+    module = llvm.parse_assembly(f._library.get_llvm_str())
+    missing = {g.name for g in module.functions if g.is_declaration
+               and g.name.startswith(("NRT_", "numba_"))} - _STUBBED
+    if missing:  # e.g. an array allocated in a kernel: not for this library
+        raise BuildError(f"kernel {name} needs numba's runtime: {sorted(missing)}")
+    module.get_function(f.native_name).name = f"gp_{name}"
+    out = Path(tmp, f"{name}.o")
+    out.write_bytes(machine.emit_object(module))
+    return out
 
 
 def _cc(cc: str, *args: str) -> None:

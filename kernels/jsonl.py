@@ -559,6 +559,21 @@ def _line(a, i, n, name):
 # byte, a multi-byte character) is crossed by `_string`, its checks; the text's last 64
 # bytes (no whole vector left) are parsed as above.
 
+def _masked() -> bool:
+    """Whether the kernels are compiled for AVX-512BW (the target numba compiles for: the
+    native build's, else this CPU), whose mask registers make each 64-byte compare of
+    `_tokens` one instruction. Built for AVX2 alone (a portable x86-64-v3 wheel), the walk
+    took 115-119 ns a bench line against the byte-wise parse's 105-108: it is left out."""
+    from llvmlite import binding
+    from numba.core import config
+
+    if config.CPU_NAME:  # a named target: its features, or an x86-64 level's
+        return (config.CPU_NAME == "x86-64-v4"
+                or "+avx512bw" in (config.CPU_FEATURES or "").split(","))
+    return "+avx512bw" in binding.get_host_cpu_features().flatten().split(",")
+
+
+_WALK = _masked()
 _ODD = np.uint64(0xAAAAAAAAAAAAAAAA)
 _ONE = np.uint64(1)
 _ZERO64 = np.uint64(0)
@@ -844,8 +859,9 @@ def lengths(a, bom, name, values, valid):
     """Parse the JSON Lines text ``a`` (uint8, whole lines; the last may lack its newline)
     for the integer field ``name`` (its UTF-8 bytes, no quote, backslash or control byte)
     of every line's one object, skipping blank lines and a byte order mark at ``a[0]``
-    when ``bom``. Lines are walked by their tokens (`_object`); those reaching into the
-    text's last 64 bytes are parsed byte by byte (`_line`), with the same checks.
+    when ``bom``. Lines are walked by their tokens (`_object`; compiled for AVX-512BW);
+    those reaching into the text's last 64 bytes (and all, elsewhere) are parsed byte by
+    byte (`_line`), with the same checks.
 
     Row k's value goes to ``values[k]`` and ``valid[k]`` (False: the field is absent or
     null). Returns ``(pos, rows, newlines)``: the end of the text, or the start of the
@@ -858,7 +874,7 @@ def lengths(a, bom, name, values, valid):
     newlines = 0
     i = 3 if bom and n >= 3 and a[0] == 0xEF and a[1] == 0xBB and a[2] == 0xBF else 0
     start = 0
-    if i + _GROUP <= n:  # walked (see above)
+    if _WALK and i + _GROUP <= n:  # walked (see above)
         st = _start(a, i)
         while True:
             p, st = _step(a, n, st)

@@ -567,9 +567,10 @@ def _masked() -> bool:
     from llvmlite import binding
     from numba.core import config
 
-    if config.CPU_NAME:  # a named target: its features, or an x86-64 level's
-        return (config.CPU_NAME == "x86-64-v4"
-                or "+avx512bw" in (config.CPU_FEATURES or "").split(","))
+    name = getattr(config, "CPU_NAME", None)  # set by numba at import, from the environment
+    if name:  # a named target: its features, or an x86-64 level's
+        return (name == "x86-64-v4"
+                or "+avx512bw" in (getattr(config, "CPU_FEATURES", None) or "").split(","))
     return "+avx512bw" in binding.get_host_cpu_features().flatten().split(",")
 
 

@@ -554,10 +554,9 @@ def _line(a, i, n, name):
 # before computed (~15 ns a key and value). So a line is walked as simdjson's second stage
 # walks its index: 64 bytes at a time, a few vector compares and bit operations mark every
 # byte the grammar looks at (`_tokens`), and the walk goes from one to the next through
-# the bits of one word (`_step`), its checks off that chain. A plain ASCII string is
-# crossed in one step; one holding a byte that cannot be crossed so (an escape, a control
-# byte, a multi-byte character) is crossed by `_string`, its checks; the text's last 64
-# bytes (no whole vector left) are parsed as above.
+# the bits of one word (`_step`), its checks off that chain. A string is crossed in one
+# step unless a byte in it is a token (see `_tokens`), and then by `_string`, its checks;
+# the text's last 64 bytes (no whole vector left) are parsed as above.
 
 def _masked() -> bool:
     """Whether the kernels are compiled for AVX-512BW (the target numba compiles for: the
@@ -585,10 +584,12 @@ def _tokens(a, i, ins, esc, run):
     """The tokens of ``a[i:i + 64]`` (bit k for ``a[i + k]``) and the carries into the next
     64 bytes. A token: a structural character (``{}[]:,``) or newline outside strings, a
     quote not escaped, the first byte of a run of other bytes outside strings (a number or
-    literal, or what its parse finds wrong), and a backslash, control byte or byte of a
-    multi-byte character inside a string. Carries: ``ins``, all ones when ``a[i]`` is
-    inside a string; ``esc``, 1 when it is escaped; ``run``, 1 when ``a[i - 1]`` is in a
-    run. Escaped: the bytes after odd runs of backslashes (simdjson's subtraction)."""
+    literal, or what its parse finds wrong), and inside a string a control byte, every
+    backslash unless each escape in the 64 bytes is a two-byte one (`_escapes`), and every
+    byte above 127 unless they are whole UTF-8 characters (`_whole`). Carries: ``ins``,
+    all ones when ``a[i]`` is inside a string; ``esc``, 1 when it is escaped; ``run``, 1
+    when ``a[i - 1]`` is in a run. Escaped: the bytes after odd runs of backslashes
+    (simdjson's subtraction)."""
     slash = _equal(a, i, _BACKSLASH)
     escaped = _ZERO64
     if slash | esc:
@@ -678,7 +679,7 @@ _crossing = kernel(_string.py_func)
 def _text(a, n, st):
     """``(end, crossed, state)`` of the string whose opening quote was the last token: past
     its closing quote, or -1 (invalid) or -2 (the scalar parse takes the line); ``crossed``:
-    a byte in it was not plain ASCII, checked by `_string`."""
+    a byte in it was a token, and `_string` crossed it."""
     p, st = _step(a, n, st)
     if p < 0:
         return -2, False, st
@@ -714,20 +715,21 @@ def _scalar_run(a, n, v):
 
 @kernel(inline="always")
 def _member(a, n, k, st):
-    """``(v, state)``: the value's first token of the object member whose key's first
-    token is ``a[k]``, or -1 (invalid) or -2 (the scalar parse takes the line)."""
+    """``(v, end, crossed, state)`` of the object member whose key's first token is
+    ``a[k]``: its value's first token, or -1 (invalid) or -2 (the scalar parse takes the
+    line), and its key's `_text` (``end``: past its closing quote)."""
     if a[k] != _QUOTE:
-        return -1, st
+        return -1, 0, False, st
     e, crossed, st = _text(a, n, st)
     if e < 0:
-        return e, st
+        return e, e, crossed, st
     p, st = _step(a, n, st)
     if p < 0:
-        return -2, st
+        return -2, e, crossed, st
     if a[p] != _COLON:
-        return -1, st
+        return -1, e, crossed, st
     v, st = _step(a, n, st)
-    return (v if v >= 0 else -2), st
+    return (v if v >= 0 else -2), e, crossed, st
 
 
 @kernel
@@ -752,7 +754,10 @@ def _skip(a, n, v, st):
                 else:
                     objects &= ~(_ONE << np.uint64(depth))
                 depth += 1
-                v, st = _member(a, n, p, st) if close == _CLOSE else (p, st)
+                if close == _CLOSE:
+                    v, e, crossed, st = _member(a, n, p, st)
+                else:
+                    v = p
                 if v < 0:
                     return v, st
                 continue
@@ -773,7 +778,7 @@ def _skip(a, n, v, st):
                 if v < 0:
                     return -2, st
                 if in_object:
-                    v, st = _member(a, n, v, st)
+                    v, e, crossed, st = _member(a, n, v, st)
                     if v < 0:
                         return v, st
                 break
@@ -797,11 +802,9 @@ def _object(a, n, name, st):
         return -2, value, found, st
     if a[p] != _CLOSE:
         while True:
-            if a[p] != _QUOTE:
-                return -1, value, found, st
-            e, crossed, st = _text(a, n, st)
-            if e < 0:
-                return e, value, found, st
+            v, e, crossed, st = _member(a, n, p, st)
+            if v < 0:
+                return v, value, found, st
             match = e - 2 - p == name.size
             if crossed or match:
                 for k in range(p + 1, e - 1):
@@ -809,14 +812,6 @@ def _object(a, n, name, st):
                         return -1, value, found, st
                     if match and a[k] != name[k - p - 1]:
                         match = False
-            p, st = _step(a, n, st)
-            if p < 0:
-                return -2, value, found, st
-            if a[p] != _COLON:
-                return -1, value, found, st
-            v, st = _step(a, n, st)
-            if v < 0:
-                return -2, value, found, st
             c = a[v]
             if match:
                 if seen:  # pyarrow's error: the field twice

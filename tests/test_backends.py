@@ -144,6 +144,26 @@ def test_auto_cap_equals_one_pass_at_the_longest_length(backend, parts):
     assert backend.histogram((Chunk(p) for p in parts), None) == want
 
 
+def test_auto_cap_is_sized_by_lengths_only(backend):
+    """cap=None sizes its bins by the first chunk's lengths (the numba backend by their
+    max, before binning them): a value under a null, outside the segments read, an offset,
+    or a uint64 past 2**63 (invalid) is no length, and must not widen them."""
+    big = 1 << 20
+    x = np.array([3, big, 7, 1], np.int64)
+    first = [Chunk(x, np.array([True, False, True, True])),
+             Chunk(x, segments=(np.array([2]), np.array([2]))),
+             Chunk(np.array([100, 105, 112], np.int64), offsets=True),
+             Chunk(np.array([4, 2**63 + 9], np.uint64)),
+             Chunk(np.zeros(3, np.int32))]
+    for chunk in first:
+        parts = [chunk, Chunk(np.array([2, 30], np.int32))]
+        if chunk.segments is not None and not backend.segmented:
+            parts[0] = chunk.gathered()
+        want = REF.histogram(iter([parts[0].gathered(), parts[1]]), None)
+        got = backend.histogram(iter(parts), None)
+        assert got == want and got.cap == 30, chunk
+
+
 @settings(max_examples=60, deadline=None)
 @given(parts=st.lists(small_chunks(), min_size=1, max_size=8),
        cap=st.sampled_from([None, 0, 100, 2999]), fold=st.sampled_from([50, 1 << 31]))

@@ -9,24 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from gpu_profiler import driver, engine
 from gpu_profiler.analysis.advice import advise, attach
-from gpu_profiler.analysis.blend import (
-    WARN_EPOCHS,
-    Blend,
-    BlendSpec,
-    parse_blend,
-    read_data_args,
-    read_per_split_data_args,
-)
-from gpu_profiler.analysis.blend import blend as run_blend
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table
-from gpu_profiler.analysis.mixture import Mixture, mixture
 from gpu_profiler.analysis.policies import (
     PolicyResult,
     evaluate_policies,
     evaluate_policy,
     parse_policies,
 )
-from gpu_profiler.analysis.shapes import ShapeProfile
 from gpu_profiler.engine import ShardReport
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.histogram import (
@@ -40,7 +29,10 @@ from gpu_profiler.histogram import (
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.request import DEFAULT, LOCAL, Execution, Sharding, Source, gather
 
-if TYPE_CHECKING:  # (the module is imported when a shape is profiled)
+if TYPE_CHECKING:  # (imported where a blend, a mixture or a shape is profiled)
+    from gpu_profiler.analysis.blend import Blend, BlendSpec
+    from gpu_profiler.analysis.mixture import Mixture
+    from gpu_profiler.analysis.shapes import ShapeProfile
     from gpu_profiler.shapes import Shape
 
 SCHEMA = "gpu-profiler/profile/v1"
@@ -308,6 +300,8 @@ def _mixed(label: str, by: str, total: LengthHistogram, hists: dict[str, LengthH
            table: Any, padded: Any, backend: str, length_source: str, seconds: float,
            split: str | None) -> ProfileResult:
     """The profile of ``total`` and of its groups ``hists`` (see `profile`)."""
+    from gpu_profiler.analysis.mixture import mixture
+
     whole = table(total)
     tables = {name: padded(h) for name, h in hists.items()}
     mix = mixture(by, tables, whole)
@@ -337,7 +331,7 @@ def _shaped(src: Source, shape: Shape, ex: Execution, params: BucketParams, tabl
 def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
           data_args_path: str | None = None, per_split_data_args_path: str | None = None,
           data_split: str = "train", train_samples: int | None = None,
-          train_tokens: int | None = None, warn_epochs: float = WARN_EPOCHS,
+          train_tokens: int | None = None, warn_epochs: float = 4.0,
           seq_length: int | None = None, megatron_split: str | None = None,
           execution: Execution | None = None, sharding: Sharding | None = None,
           **options: Any) -> Blend:
@@ -356,6 +350,14 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
     options (``bounds``, ``max_seq_len``, ``token_budget``...: `BucketParams`) make the
     bucket table of the blend as trained (``result.table``, with its advice, as `profile`
     makes it)."""
+    from gpu_profiler.analysis.blend import (
+        BlendSpec,
+        parse_blend,
+        read_data_args,
+        read_per_split_data_args,
+    )
+    from gpu_profiler.analysis.blend import blend as run_blend
+
     bucket = {k: options.pop(k) for k in [f.name for f in fields(BucketParams)] if k in options}
     given = [x is not None for x in (spec, data_args_path, per_split_data_args_path)]
     if sum(given) != 1:

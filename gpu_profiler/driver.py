@@ -8,15 +8,16 @@ local strategy imports none of those (nor dask)."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_profiler import engine
 from gpu_profiler.engine import Planned, Scan, ShardReport
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.request import DEFAULT, LOCAL, Execution, Sharding, Source
-from gpu_profiler.tasks import Job, Outcome
-from gpu_profiler.tasks import run as run_task
+
+if TYPE_CHECKING:
+    from gpu_profiler.tasks import Outcome
 
 
 def scan(source: Source, execution: Execution = DEFAULT,
@@ -30,6 +31,9 @@ def run(planned: Planned, sharding: Sharding = LOCAL) -> Scan:
     reading = planned.reading
     if sharding.local or reading is None:
         return engine.run_local(planned)
+    from gpu_profiler.tasks import Job
+    from gpu_profiler.tasks import run as run_task
+
     cap = planned.execution.cap
     items = [(name, p) for name, ps in planned.splits.items() for p in ps]
     provenance = None

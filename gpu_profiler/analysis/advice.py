@@ -22,21 +22,23 @@ none of which imports it; the commands attach its `Advice` to their results (`at
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpu_profiler.analysis.bounds import Proposal, Suggestion, suggest_bounds
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable
 from gpu_profiler.analysis.interleave import min_run
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
-from gpu_profiler.analysis.schedule import ScheduleResult
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
+
+if TYPE_CHECKING:  # (a schedule is advised where one was simulated)
+    from gpu_profiler.analysis.schedule import ScheduleResult
 
 #: The proposals the advice chooses from.
 ADVISED = ("equal-samples", "equal-tokens", "equal-batches", "min-padding")
 
 #: The results that carry an advice.
-Advised = TypeVar("Advised", BucketTable, ScheduleResult, Suggestion)
+Advised = TypeVar("Advised", BucketTable, "ScheduleResult", Suggestion)
 
 
 @dataclass(frozen=True)

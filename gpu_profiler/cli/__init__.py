@@ -12,12 +12,12 @@ def main(argv: list[str] | None = None) -> None:
     """``gpu-profiler`` console script."""
     import typer
 
-    from gpu_profiler.cli.app import app
+    from gpu_profiler.cli.app import command
     from gpu_profiler.errors import ProfilerError, first_line
 
-    command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else argv
     try:
-        rc = command.main(args=argv, prog_name="gpu-profiler", standalone_mode=False)
+        rc = command(args).main(args=args, prog_name="gpu-profiler", standalone_mode=False)
     except ProfilerError as exc:
         _fail(str(exc), 2)
     except (typer.Abort, KeyboardInterrupt):

@@ -71,6 +71,16 @@ SftMask = Annotated[str | None, typer.Option(
     help="Samples are SFT sequences whose list COLUMN is non-zero on loss tokens (a loss or "
          "completion mask).", show_default=False)]
 
+def shape(sft: str | None, dpo: str | None, labels: str | None, mask: str | None) -> Any:
+    """The `gpu_profiler.shapes.Shape` these options ask for, None without any (its module,
+    which loads the column readers, only then)."""
+    if sft is None and dpo is None and labels is None and mask is None:
+        return None
+    from gpu_profiler.shapes import shape_of
+
+    return shape_of(sft, dpo, labels, mask)
+
+
 @dataclass(frozen=True)
 class PlanOptions:
     """The sampler's options, as ``plan`` (and ``diagnose`` with a SOURCE) takes them."""
@@ -92,9 +102,7 @@ class PlanOptions:
     def shape(self) -> Any:
         """The `gpu_profiler.shapes.Shape` of ``--sft``, ``--dpo``, ``--sft-labels`` or
         ``--sft-mask`` (None: the samples are the length source's)."""
-        from gpu_profiler.shapes import shape_of
-
-        return shape_of(self.sft, self.dpo, self.sft_labels, self.sft_mask)
+        return shape(self.sft, self.dpo, self.sft_labels, self.sft_mask)
 
     def sampler(self, opts: o.ScanOptions) -> dict[str, Any]:
         """`BucketBatchSampler`'s keyword arguments (but the world size, which

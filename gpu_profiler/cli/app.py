@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated, Any
 
 import typer
@@ -86,10 +87,9 @@ def profile(
     """Scan PATH once and print the per-bucket batch table."""
     from gpu_profiler.api import profile as run_profile
     from gpu_profiler.request import Sharding
-    from gpu_profiler.shapes import shape_of
 
     conditions = gates("profile", fail_if)
-    shape = shape_of(sft, dpo, sft_labels, sft_mask)
+    shape = analysis_opts.shape(sft, dpo, sft_labels, sft_mask)
     guard({"-o": opts.output, "--save-hist": save_hist, "--plot": plot}, *paths)
     if plot:
         from gpu_profiler.render import plots
@@ -188,3 +188,16 @@ app.command(short_help="Say whether batch composition bands a training loss log.
 # A negative weight (-0.3) is an argument, refused with its reason, not an unknown option.
 app.command(short_help="Profile a Megatron-LM data blend as it trains (--data-path).",
             context_settings={"ignore_unknown_options": True})(blend)
+
+
+def command(args: list[str]) -> Any:
+    """The click command that runs ``args``: the app with only the command they start with,
+    when they name one (building every command's options would cost ~10 ms a run), else
+    the whole app (its help, ``--version``, a mistyped name)."""
+    chosen = [c for c in app.registered_commands if args and not args[0].startswith("-")
+              and (c.name or getattr(c.callback, "__name__", "")) == args[0]]
+    if not chosen:
+        return typer.main.get_command(app)
+    one = copy.copy(app)
+    one.registered_commands = chosen
+    return typer.main.get_command(one)

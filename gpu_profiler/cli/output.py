@@ -13,9 +13,11 @@ from gpu_profiler.cli import options as o
 
 def gates(command: str, exprs: list[str] | None) -> list[Any]:
     """The ``--fail-if`` conditions of ``command``, checked before any work is done."""
+    if not exprs:
+        return []
     from gpu_profiler.gates import METRICS, parse_gates
 
-    return parse_gates(exprs or (), METRICS[command])
+    return parse_gates(exprs, METRICS[command])
 
 
 def guard(outputs: dict[str, str | None], *inputs: str | None) -> None:

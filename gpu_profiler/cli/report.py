@@ -49,11 +49,9 @@ def report(
     tables are then the split's).
     """
     guard({"-o": opts.output}, *paths, log, *(log_plan or ()))
-    from gpu_profiler.shapes import shape_of
-
     write_report(paths, opts, command=command_line(ctx), buckets=buckets, seed=seed,
                  drop_last=drop_last, group_by=group_by,
-                 shape=shape_of(sft, dpo, sft_labels, sft_mask), log=log, log_plan=log_plan)
+                 shape=a.shape(sft, dpo, sft_labels, sft_mask), log=log, log_plan=log_plan)
 
 
 def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets: int | None = None,

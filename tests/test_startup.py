@@ -98,6 +98,38 @@ def test_import_and_help_stay_light():
     assert run(code).strip() == "[] True"
 
 
+def test_a_profile_loads_what_it_runs(corpus):
+    """A plain ``profile`` builds only its own command's options and loads no module of the
+    analyses, options and strategies it does not use (each one costs a small scan's
+    process a few milliseconds); asking for one loads it."""
+    code = textwrap.dedent("""
+        import json, sys
+        import typer.main
+        from gpu_profiler.cli import main
+        built = []
+        get = typer.main.get_command
+        typer.main.get_command = lambda app: built.append(len(app.registered_commands)) or get(app)
+        try:
+            main(sys.argv[1:])
+        except SystemExit:
+            pass
+        print(json.dumps([built, sorted(m for m in sys.modules if m.startswith("gpu_profiler"))]))
+    """)
+    lazy = {"gpu_profiler.analysis.blend", "gpu_profiler.analysis.schedule",
+            "gpu_profiler.analysis.compare", "gpu_profiler.shapes", "gpu_profiler.gates",
+            "gpu_profiler.tasks", "gpu_profiler.groups"}
+    hf = str(corpus[0])
+    built, loaded = json.loads(run(code, "profile", hf, "-q", "-f", "json").splitlines()[-1])
+    assert built == [1] and "gpu_profiler.api" in loaded and not lazy & set(loaded)
+    built, loaded = json.loads(run(code, "profile", hf, "-q", "-f", "json", "--fail-if",
+                                   "p99>1e9", "--group-by", "@file").splitlines()[-1])
+    assert {"gpu_profiler.gates", "gpu_profiler.groups"} <= set(loaded)
+    from gpu_profiler.cli.app import app
+
+    built, _ = json.loads(run(code, "--help").splitlines()[-1])
+    assert built == [len(app.registered_commands)]
+
+
 def test_public_names_resolve_lazily():
     code = ("import gpu_profiler as gp, gpu_profiler.histogram, sys; "
             "from gpu_profiler.api import histogram; "

@@ -146,13 +146,15 @@ def test_auto_cap_equals_one_pass_at_the_longest_length(backend, parts):
 
 def test_auto_cap_is_sized_by_lengths_only(backend):
     """cap=None sizes its bins by the first chunk's lengths (the numba backend by their
-    max, before binning them): a value under a null, outside the segments read, an offset,
-    or a uint64 past 2**63 (invalid) is no length, and must not widen them."""
+    max, before binning them): a value under a null, outside the segments read, an offset
+    (its differences are), a negative difference of unsigned offsets or a uint64 past 2**63
+    (invalid) is no length, and must not widen them."""
     big = 1 << 20
     x = np.array([3, big, 7, 1], np.int64)
     first = [Chunk(x, np.array([True, False, True, True])),
              Chunk(x, segments=(np.array([2]), np.array([2]))),
              Chunk(np.array([100, 105, 112], np.int64), offsets=True),
+             Chunk(np.array([5, 3, 10], np.uint32), offsets=True),  # -2 is no 2**32 - 2
              Chunk(np.array([4, 2**63 + 9], np.uint64)),
              Chunk(np.zeros(3, np.int32))]
     for chunk in first:

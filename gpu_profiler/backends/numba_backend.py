@@ -121,15 +121,21 @@ class NumbaBackend(Backend):
 
 
 def _longest(chunk: Chunk) -> int:
-    """The longest length of a chunk that holds only lengths, each one valid or negative
-    (no nulls, segments, offsets or documents; signed or at most 32 bits): a max, far
-    cheaper than binning the chunk twice, at 0 and wider. 0 for any other chunk: its
-    lengths widen the bins as they are binned."""
+    """The longest length of a chunk with every sample valid or negative (no nulls,
+    segments or documents; values signed or of at most 32 bits): a max (of the differences,
+    for offsets: in int64, as the kernels take them, a million at a time), far cheaper than
+    binning the chunk twice, at 0 and wider. 0 for any other chunk: its lengths widen the
+    bins as they are binned."""
     x = chunk.data
-    plain = chunk.valid is None and chunk.segments is None and not chunk.offsets \
-        and chunk.docs is None and isinstance(x, np.ndarray) and x.size \
-        and (x.dtype.kind == "i" or (x.dtype.kind == "u" and x.dtype.itemsize <= 4))
-    return max(int(x.max()), 0) if plain else 0
+    if not (chunk.valid is None and chunk.segments is None and chunk.docs is None
+            and isinstance(x, np.ndarray) and x.size > chunk.offsets
+            and (x.dtype.kind == "i" or (x.dtype.kind == "u" and x.dtype.itemsize <= 4))):
+        return 0
+    if not chunk.offsets:
+        return max(int(x.max()), 0)
+    step = 1 << 20
+    return max(0, *(int(np.diff(x[lo:lo + step + 1].astype(np.int64)).max())
+                    for lo in range(0, x.size - 1, step)))
 
 
 class _Tally:

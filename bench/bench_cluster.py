@@ -61,7 +61,7 @@ def task_counts(folder: Path) -> list[dict]:
             p = d / f"data-{i:06}.arrow"
             with open(p, "wb") as f:
                 f.truncate(size)
-            items.append(("", ipc.STREAM_FORMAT.part(p)))
+            items.append(("", ipc.IpcPart(p, "stream")))
         for threads in (8, 64):
             tasks = cluster.groups(items, threads, reading)
             out.append({"shards": shards, "shard_bytes": size, "threads": threads,

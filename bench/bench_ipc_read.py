@@ -144,7 +144,8 @@ def pyarrow_histogram(path: Path, column: str | None = None, offsets_of: str | N
     """The length column of every shard read by pyarrow's IPC reader (only that column),
     histogrammed by the numpy backend."""
     from gpu_profiler.backends import get_backend
-    from gpu_profiler.readers.arrow import LengthSpec, arrays_to_chunks
+    from gpu_profiler.readers.arrow import arrays_to_chunks
+    from gpu_profiler.readers.base import LengthSpec
 
     name = offsets_of or column or "length"
     spec = LengthSpec(name, offsets=bool(offsets_of))
@@ -182,7 +183,7 @@ def warm(path: Path, samples: int, repeats: int) -> dict:
     from gpu_profiler.backends import get_backend
     from gpu_profiler.chunk import Chunk
     from gpu_profiler.readers import ipc
-    from gpu_profiler.readers.arrow import LengthSpec
+    from gpu_profiler.readers.base import LengthSpec
 
     def read_only() -> float:
         t = time.perf_counter()

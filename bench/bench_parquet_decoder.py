@@ -199,8 +199,7 @@ def kernel_status(files: list[Path]) -> dict:
     SMALL_BYTES never reach it)."""
     from gpu_profiler.backends.numba_backend import NumbaBackend
     from gpu_profiler.kernels import parquet_format as fmt
-    from gpu_profiler.readers.arrow import LengthSpec
-    from gpu_profiler.readers.base import SMALL_BYTES, Reading
+    from gpu_profiler.readers.base import SMALL_BYTES, LengthSpec, Reading
     from gpu_profiler.readers.parquet import ParquetPart
     from gpu_profiler.readers.parquet import many as parquet_many
 

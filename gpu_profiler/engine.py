@@ -13,12 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-import pyarrow as pa
-
 from gpu_profiler import execute
 from gpu_profiler.backends import Backend, get_backend
 from gpu_profiler.backends.numba_backend import cores
-from gpu_profiler.errors import ProfilerError
+from gpu_profiler.errors import ProfilerError, shard_error
 from gpu_profiler.histogram import LengthHistogram, Sum, merge
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import (
@@ -30,7 +28,7 @@ from gpu_profiler.readers import (
     open_source,
     resolve_spec,
 )
-from gpu_profiler.readers.base import same_schema
+from gpu_profiler.readers.base import fixed, same_schema, unlike
 from gpu_profiler.request import DEFAULT, Execution, Source
 
 #: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
@@ -158,27 +156,27 @@ def _planned(source: Source, execution: Execution, splits: dict[str, list[Part]]
     if not parts:
         return Planned(source, execution, splits, engine, None, ("", None), started)
     label, first = _reference(parts, skip_bad)
-    spec = resolve_spec(first, source.column, source.offsets_of, label,
-                        getattr(parts[0], "list_offsets", True)
-                        ).described_by(parts[0], source.options)
+    spec = (LengthSpec("length") if first is None else  # (a fixed part's own lengths)
+            resolve_spec(first, source.column, source.offsets_of, label,
+                         getattr(parts[0], "list_offsets", True))
+            ).described_by(parts[0], source.options)
     reading = _reading(parts, spec, engine, source.options)
     return Planned(source, execution, splits, engine, reading, (label, first), started)
 
 
-#: What reading a bad shard raises (a sharded scan may skip it: `gpu_profiler.tasks`).
-SHARD_ERRORS = (ProfilerError, OSError, pa.ArrowException)
-
-
 def _reference(parts: list[Part], skip_bad: bool) -> tuple[str, Any]:
     """The label and schema of the first part, which every other part must match (with
-    ``skip_bad``: of the first part whose schema can be read)."""
+    ``skip_bad``: of the first part whose schema can be read); None for the schema of a
+    `fixed` part (never built: see `gpu_profiler.readers.base.unlike`)."""
     candidates = parts if skip_bad else parts[:1]
     for part in candidates[:-1]:
         try:
-            return part.label, part.schema()
-        except SHARD_ERRORS:
-            continue
-    return candidates[-1].label, candidates[-1].schema()
+            return part.label, None if fixed(part) else part.schema()
+        except Exception as exc:
+            if not shard_error(exc):
+                raise
+    last = candidates[-1]
+    return last.label, None if fixed(last) else last.schema()
 
 
 def run_local(planned: Planned) -> Scan:
@@ -260,7 +258,7 @@ def check_schemas(parts: list[Part], like: tuple[str, Any], spec: LengthSpec) ->
     and schema: `same_schema`), the schemas read in parallel: a footer or schema message
     each, before any part is read (the parts read together are checked as they are read:
     see `execute.reads_together`)."""
-    parts = [p for p in parts if p.label != like[0]]
+    parts = [p for p in parts if unlike(p, like)]
     if not parts:
         return
     with ThreadPoolExecutor(cores(), thread_name_prefix="gpu-profiler-plan") as pool:

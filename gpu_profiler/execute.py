@@ -20,7 +20,14 @@ from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import Part, Reading
 from gpu_profiler.readers.arrow import coalesce
-from gpu_profiler.readers.base import SMALL_BYTES, Leave, Together, same_schema, together_of
+from gpu_profiler.readers.base import (
+    SMALL_BYTES,
+    Leave,
+    Together,
+    same_schema,
+    together_of,
+    unlike,
+)
 from gpu_profiler.runs import Run, Runs, RunTally
 
 #: Bytes of a task, at least and at most: consecutive parts run together until they hold
@@ -203,7 +210,7 @@ def _together(part: Part, reading: Reading) -> Together | None:
 def _alone(part: Part, reading: Reading, runs: RunTally, bar: ScanProgress | None,
            like: tuple[str, Any] | None) -> Iterator[Chunk]:
     """One part's chunks, read by its own reader."""
-    if like is not None and part.label != like[0]:
+    if like is not None and unlike(part, like):
         same_schema(part.label, part.schema(), like, reading.spec)
     for chunk in part.chunks(reading):
         if bar is not None:

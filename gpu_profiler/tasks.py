@@ -10,8 +10,8 @@ from typing import Any
 
 from gpu_profiler import execute
 from gpu_profiler.backends import get_backend
-from gpu_profiler.engine import SHARD_ERRORS, exact
-from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.engine import exact
+from gpu_profiler.errors import ProfilerError, first_line, shard_error
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import Part, Reading
@@ -78,7 +78,7 @@ def run(parts: list[Part], job: Job, bar: ScanProgress | None = None) -> Outcome
     def failed(task: list[int], exc: Exception) -> None:
         """A shard's error: skipped (``skip_bad``), or raised naming the shard."""
         part = todo[task[0]]
-        if not isinstance(exc, SHARD_ERRORS):
+        if not shard_error(exc):
             raise exc
         if not job.skip_bad:
             raise _named(part, exc) from None

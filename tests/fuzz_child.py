@@ -34,7 +34,7 @@ from gpu_profiler.engine import exact
 from gpu_profiler.execute import tasks_histogram
 from gpu_profiler.io import pread
 from gpu_profiler.readers import LengthSpec, Reading, ipc
-from gpu_profiler.readers.arrow import resolve_spec
+from gpu_profiler.readers.base import resolve_spec
 from gpu_profiler.readers.jsonl import JsonlPart
 from gpu_profiler.readers.parquet import ParquetPart, pages
 

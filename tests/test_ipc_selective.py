@@ -25,7 +25,8 @@ from gpu_profiler.cli import main
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.io import pread
 from gpu_profiler.readers import ipc
-from gpu_profiler.readers.arrow import LengthSpec, arrays_to_chunks
+from gpu_profiler.readers.arrow import arrays_to_chunks
+from gpu_profiler.readers.base import LengthSpec
 from gpu_profiler.readers.ipc import selective as ipc_selective
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),

@@ -225,8 +225,8 @@ def test_a_file_without_objects_has_no_fields(tmp_path):
 def test_sniffing_by_name_and_zstd_magic(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"length": 1}\n')
     write_zstd(tmp_path / "b.jsonl.zst", b'{"length": 2}\n')
-    assert sniff(tmp_path / "a.jsonl") is jsonl.FORMAT
-    assert sniff(tmp_path / "b.jsonl.zst") is jsonl.FORMAT
+    assert sniff(tmp_path / "a.jsonl") is FORMATS["jsonl"]
+    assert sniff(tmp_path / "b.jsonl.zst") is FORMATS["jsonl"]
     # a .jsonl.zst that is not zstd is not taken for one
     (tmp_path / "c.jsonl.zst").write_text('{"length": 3}\n')
     with pytest.raises(ProfilerError, match="unrecognized magic bytes"):
@@ -236,7 +236,7 @@ def test_sniffing_by_name_and_zstd_magic(tmp_path):
     np.testing.assert_array_equal(gp.lengths(str(tmp_path / "d.jsonl")), [4, 5])
     # bytes an IPC stream opens with do not make a .jsonl one: it is bad JSON Lines
     (tmp_path / "e.jsonl").write_bytes(b"\xff\xff\xff\xff" + b"\x00" * 12)
-    assert sniff(tmp_path / "e.jsonl") is jsonl.FORMAT
+    assert sniff(tmp_path / "e.jsonl") is FORMATS["jsonl"]
     names = list(FORMATS)
     assert names.index("jsonl") < names.index("ipc-stream")
     # --format jsonl reads any name; compression is told by the magic bytes

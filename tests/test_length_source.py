@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 from conftest import run_cli
 
-from gpu_profiler.readers.arrow import LengthSpec
-from gpu_profiler.readers.base import SourceOptions
+from gpu_profiler.readers.base import LengthSpec, SourceOptions
 from gpu_profiler.readers.megatron import MegatronPart
 from gpu_profiler.readers.tokens import TokenPart
 

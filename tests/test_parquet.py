@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gpu_profiler import ProfilerError, histogram
 from gpu_profiler.cli import main
 from gpu_profiler.readers import arrow, parquet
-from gpu_profiler.readers.arrow import LengthSpec
+from gpu_profiler.readers.base import LengthSpec
 from gpu_profiler.runs import Run
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),

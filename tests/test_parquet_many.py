@@ -19,8 +19,7 @@ from gpu_profiler.backends import get_backend
 from gpu_profiler.backends.numba_backend import NumbaBackend
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.kernels import parquet_format as fmt
-from gpu_profiler.readers.arrow import LengthSpec
-from gpu_profiler.readers.base import Reading, SourceOptions
+from gpu_profiler.readers.base import LengthSpec, Reading, SourceOptions
 from gpu_profiler.readers.parquet import ParquetPart, RowGroups
 from gpu_profiler.readers.parquet import many as parquet_many
 from gpu_profiler.readers.parquet import metadata as parsers

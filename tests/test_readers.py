@@ -11,7 +11,8 @@ from conftest import assert_matches_reference, reference_table, sft_lengths
 import gpu_profiler as gp
 from gpu_profiler import ProfilerError
 from gpu_profiler.backends import get_backend
-from gpu_profiler.readers.arrow import LengthSpec, arrays_to_chunks, coalesce
+from gpu_profiler.readers.arrow import arrays_to_chunks, coalesce
+from gpu_profiler.readers.base import LengthSpec
 
 BOUNDS = [0, 770, 1216, 1728, 2432, 3296, 8193]
 

@@ -1,40 +1,89 @@
 """Readers: turn a user's source into named splits of parts, each yielding `Chunk`s of the
-length column. One module per format (``hf``, ``ipc``, ``parquet``, ``megatron``, ``tokens``,
-``memory``, ``device``); a shard format is registered in :data:`FORMATS`."""
+length column. One module per format (``hf``, ``ipc``, ``parquet``, ``jsonl``, ``megatron``,
+``tokens``, ``memory``, ``device``); a shard format is registered in :data:`FORMATS`, and
+the readers that load pyarrow (Parquet, Arrow IPC, JSON Lines) are imported only for a file
+of their format."""
 
 from __future__ import annotations
 
 import glob
 import os
 import stat
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.io import files
-from gpu_profiler.readers import hf, ipc, jsonl, megatron, parquet, tokens
-from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
+from gpu_profiler.readers import hf, megatron, tokens
 from gpu_profiler.readers.base import (
+    ARROW_MAGIC,
     COLUMN_OPTIONS,
     FLAGS,
+    PARQUET_ENCRYPTED,
+    PARQUET_MAGIC,
+    ZSTD_MAGIC,
+    LengthSpec,
     Part,
     Reading,
     ShardFormat,
     SourceOptions,
+    resolve_spec,
     sized,
     spelled,
+    suffix,
 )
 
 __all__ = ["FORMATS", "LengthSpec", "Part", "Reading", "ShardFormat", "SourceOptions",
            "given_options", "glob_also_matches", "named_paths", "open_source", "resolve_spec"]
 
+
+# The part of each format whose reader loads pyarrow: the reader imported on first use.
+def _parquet(path: str | Path) -> Part:
+    from gpu_profiler.readers.parquet import ParquetPart
+
+    return ParquetPart(path)
+
+
+def _ipc(kind: str) -> Callable[[str | Path], Part]:
+    def part(path: str | Path) -> Part:
+        from gpu_profiler.readers.ipc import IpcPart
+
+        return IpcPart(path, kind)
+    return part
+
+
+def _jsonl(path: str | Path) -> Part:
+    from gpu_profiler.readers.jsonl import JsonlPart
+
+    return JsonlPart(path)
+
+
+def _is_jsonl(head: bytes, path: str) -> bool:
+    """By name (text has no magic bytes); a ``.jsonl.zst`` must also be a zstd stream."""
+    return path.endswith(".jsonl") or (path.endswith(".jsonl.zst")
+                                       and head.startswith(ZSTD_MAGIC))
+
+
+def _is_stream(head: bytes, path: str) -> bool:
+    """An Arrow IPC stream opens with a continuation marker (or, before format 0.15, a
+    length)."""
+    return head[:4] == b"\xff\xff\xff\xff" or (
+        len(head) >= 4 and head[:4] != b"\x00\x00\x00\x00"
+        and suffix(path) in (".arrow", ".arrows", ".ipc"))
+
+
 #: Every shard format, in the order files are sniffed: one line each.
 FORMATS: dict[str, ShardFormat] = {f.name: f for f in (
-    parquet.FORMAT,
-    ipc.FILE_FORMAT,
-    jsonl.FORMAT,  # by name, before ipc-stream's test of the first bytes
-    ipc.STREAM_FORMAT,
+    ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
+                lambda head, path: head.startswith(PARQUET_MAGIC), _parquet,
+                takes=COLUMN_OPTIONS | {"trust_statistics"}),
+    ShardFormat("ipc", "Arrow IPC", (".arrow", ".feather", ".ipc"),
+                lambda head, path: head.startswith(ARROW_MAGIC), _ipc("file")),
+    # by name, before ipc-stream's test of the first bytes
+    ShardFormat("jsonl", "JSON Lines", (".jsonl", ".jsonl.zst"), _is_jsonl, _jsonl,
+                takes=frozenset({"column"})),
+    ShardFormat("ipc-stream", "Arrow IPC", (".arrows",), _is_stream, _ipc("stream")),
     megatron.FORMAT,  # claims a .bin beside its .idx before tokens sees it
     tokens.FORMAT,
 )}
@@ -54,8 +103,10 @@ def sniff(path: str | Path, head: bytes | None = None) -> ShardFormat:
     for fmt in FORMATS.values():
         if fmt.sniff(head, name):
             return fmt
-    if head[:4] == parquet.ENCRYPTED:
-        raise parquet.encrypted(path, "its footer is encrypted")
+    if head[:4] == PARQUET_ENCRYPTED:
+        from gpu_profiler.readers.parquet import encrypted
+
+        raise encrypted(path, "its footer is encrypted")
     raise ProfilerError(f"{path}: not a {_titles()} file (unrecognized magic bytes)")
 
 
@@ -298,7 +349,8 @@ def _node_kind(path: Path) -> str:
 
 
 def _hf_parts(path: Path) -> list[Part]:
-    return [sized(ipc.IpcPart(p, "stream"), n) for p, n in hf.dataset_shards(path)]
+    stream = _ipc("stream")
+    return [sized(stream(p), n) for p, n in hf.dataset_shards(path)]
 
 
 def _file_part(path: str | Path, size: int, head: bytes | None, fmt: str | None,

@@ -1,23 +1,32 @@
-"""The reader interface: a `Part` describes one shard (or in-memory object), a `Reading`
-says how one scan reads every part (decided once, by the engine, with the user's
-`SourceOptions`), and a `ShardFormat` registers a file format
-(`gpu_profiler.readers.FORMATS`)."""
+"""The reader interface: a `Part` describes one shard (or in-memory object), a `LengthSpec`
+says where its lengths are (`resolve_spec`), a `Reading` says how one scan reads every part
+(decided once, by the engine, with the user's `SourceOptions`), and a `ShardFormat`
+registers a file format (`gpu_profiler.readers.FORMATS`). Nothing here loads pyarrow: a
+Megatron-LM index or a token stream is planned and read without it."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers.arrow import LengthSpec, resolve_spec
 from gpu_profiler.runs import Run, Runs
+
+if TYPE_CHECKING:  # (loaded by the readers that need it: never for a Megatron-LM index)
+    import pyarrow as pa
+
+#: The first bytes of a Parquet file (``PARE``: one whose footer is encrypted, by Parquet
+#: Modular Encryption), of an Arrow IPC file and of a zstd frame (a ``.jsonl.zst``): what
+#: the registry (`gpu_profiler.readers.FORMATS`) sniffs without loading those readers.
+PARQUET_MAGIC = b"PAR1"
+PARQUET_ENCRYPTED = b"PARE"
+ARROW_MAGIC = b"ARROW1"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 #: How each option that only some sources take is named in messages (the CLI's flags).
 FLAGS = {"column": "--column", "offsets_of": "--offsets-of", "unit": "--unit",
@@ -28,6 +37,97 @@ COLUMN_OPTIONS = frozenset({"column", "offsets_of"})
 UNITS = ("sequence", "document")
 EOT_POSITIONS = ("end", "start")
 TOKEN_DTYPES = ("uint16", "uint32")
+
+
+@dataclass(frozen=True)
+class LengthSpec:
+    """Where lengths come from: an integer column, or the offsets of a list column; for a
+    format whose lengths are no column of the user's (a Megatron-LM index, a flat token
+    stream: the ``length`` field of its schema is the reader's), ``about`` says what they
+    are (`described_by`)."""
+
+    name: str
+    offsets: bool = False
+    about: str | None = None
+
+    def describe(self) -> str:
+        """What the lengths are, as ``length_source`` says it: ``column 'length'``,
+        ``offsets of 'input_ids'``, ``Megatron-LM index: sequence lengths``, ``token
+        stream: documents split at EOT 50256``."""
+        if self.about:
+            return self.about
+        return f"offsets of {self.name!r}" if self.offsets else f"column {self.name!r}"
+
+    def described_by(self, part: Any, options: Any) -> LengthSpec:
+        """This spec, saying what ``part``'s format makes its lengths of under the source
+        ``options`` (a `SourceOptions`), when the part's class has a ``length_source``
+        (`gpu_profiler.readers.megatron.MegatronPart`,
+        `gpu_profiler.readers.tokens.TokenPart`); itself otherwise."""
+        about = getattr(part, "length_source", None)
+        return replace(self, about=about(options)) if about is not None else self
+
+
+def _is_int(t: pa.DataType) -> bool:
+    import pyarrow as pa  # (loaded: ``t`` is one of its types)
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_integer(t)
+
+
+def _columns_listing(schema: pa.Schema) -> str:
+    return ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"
+
+
+def _only_one(names: list[str], name: str, where: str) -> None:
+    """A name that several fields carry does not say which one holds the lengths."""
+    if names.count(name) > 1:
+        raise ProfilerError(f"{where}: {names.count(name)} fields are named {name!r}; which "
+                            "one holds the lengths is ambiguous")
+
+
+def resolve_spec(schema: pa.Schema, column: str | None, offsets_of: str | None,
+                 where: str, list_offsets: bool = True) -> LengthSpec:
+    """Pick and check the length source in ``schema``; ``where`` names the input in errors;
+    ``list_offsets``: whether its format can give lengths as a list column's offsets (the
+    fix an error offers)."""
+    import pyarrow as pa  # (loaded: ``schema`` is one of its schemas)
+
+    if column and offsets_of:
+        raise ProfilerError("give either --column or --offsets-of, not both")
+    names = schema.names
+    if offsets_of:
+        if offsets_of not in names:
+            raise ProfilerError(f"{where}: no column {offsets_of!r}; columns: "
+                                f"{_columns_listing(schema)}")
+        _only_one(names, offsets_of, where)
+        t = schema.field(offsets_of).type
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+            raise ProfilerError(f"{where}: --offsets-of needs a list column, {offsets_of!r} "
+                                f"has type {t}")
+        return LengthSpec(offsets_of, offsets=True)
+    if column is None:
+        ints = [f.name for f in schema if _is_int(f.type)]
+        if "length" in names:
+            column = "length"
+        elif len(ints) == 1:
+            column = ints[0]
+        else:
+            what = "several integer columns" if ints else "no integer column"
+            fix = "--column or --offsets-of" if list_offsets else "--column"
+            raise ProfilerError(f"{where}: no 'length' column and {what}; pick one with "
+                                f"{fix}; columns: {_columns_listing(schema)}")
+    if column not in names:
+        raise ProfilerError(f"{where}: no column {column!r}; columns: "
+                            f"{_columns_listing(schema)}")
+    _only_one(names, column, where)
+    t = schema.field(column).type
+    if not _is_int(t):
+        hint = " (use --offsets-of for a list column)" if list_offsets and (
+            pa.types.is_list(t) or pa.types.is_large_list(t)) else ""
+        raise ProfilerError(f"{where}: column {column!r} has type {t}; lengths must be "
+                            f"integers{hint}")
+    return LengthSpec(column)
 
 
 @dataclass(frozen=True)
@@ -175,7 +275,9 @@ class Part(Protocol):
     ``joins(reading)``: whether that reader takes the part in such a scan; and
     ``batches(columns, codes=())``: pyarrow record batches of those columns (``codes``: read
     as dictionaries where the format stores them so), for a scan that needs a column besides
-    the lengths (`gpu_profiler.columns`; formats without columns lack it).
+    the lengths (`gpu_profiler.columns`; formats without columns lack it); and
+    ``length_source(options)``: what its lengths are, for a format whose lengths are its
+    own, no column of the user's (its schema is then `fixed_schema`: see `fixed`).
 
     Attributes:
         label: names the part in errors and progress.
@@ -254,11 +356,34 @@ def spelled(path: str) -> str:
     return path
 
 
+def fixed(part: Any) -> bool:
+    """Whether ``part``'s lengths are its format's own (a Megatron-LM index, a token stream:
+    ``length_source``): its schema is `fixed_schema`, with nothing to resolve or compare
+    against another such part's, so a scan of them never builds it (nor loads pyarrow)."""
+    return getattr(part, "length_source", None) is not None
+
+
+def fixed_schema() -> pa.Schema:
+    """The schema of a part whose lengths are its format's own (`fixed`): one non-null
+    int64 ``length``."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field("length", pa.int64(), nullable=False)])
+
+
+def unlike(part: Any, like: tuple[str, Any]) -> bool:
+    """Whether ``part``'s schema is to be checked against ``like`` (the scan's first part's
+    label and schema: None for a `fixed` part): any other part, but a fixed one after a
+    fixed one."""
+    return part.label != like[0] and not (like[1] is None and fixed(part))
+
+
 def same_schema(label: str, schema: Any, like: tuple[str, Any], spec: LengthSpec) -> None:
     """A `ProfilerError` unless ``schema`` (of the part ``label``) holds the scan's length
-    source as ``like`` 's does (a label and the schema of the scan's first part): the same
-    column, of any integer type (read as int64) or, for ``spec.offsets``, a list. The other
-    columns are never read, and may differ."""
+    source as ``like`` 's does (a label and the schema of the scan's first part, None for
+    `fixed_schema`): the same column, of any integer type (read as int64) or, for
+    ``spec.offsets``, a list. The other columns are never read, and may differ."""
+    like = like if like[1] is not None else (like[0], fixed_schema())
     if schema.equals(like[1], check_metadata=False):
         return
     try:

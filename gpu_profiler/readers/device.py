@@ -16,8 +16,7 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
-from gpu_profiler.readers.arrow import LengthSpec
-from gpu_profiler.readers.base import Reading
+from gpu_profiler.readers.base import LengthSpec, Reading
 
 
 def _is_cudf(obj: Any) -> bool:

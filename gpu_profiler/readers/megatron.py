@@ -27,15 +27,20 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
-import pyarrow as pa
 
 from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
-from gpu_profiler.readers.base import FileShard, Reading, ShardFormat, SourceOptions
+from gpu_profiler.readers.base import (
+    FileShard,
+    Reading,
+    ShardFormat,
+    SourceOptions,
+    fixed_schema,
+)
 
 MAGIC = b"MMIDIDX\x00\x00"
 HEADER = 34  # magic, version, dtype code, sequence and document counts
@@ -137,8 +142,8 @@ class MegatronPart(FileShard):
     on_device = False
     read_ahead = True  # positioned reads in the scan's thread: reading ahead overlaps them
 
-    def schema(self) -> pa.Schema:
-        return pa.schema([pa.field("length", pa.int64(), nullable=False)])  # as tokens.py
+    def schema(self) -> Any:
+        return fixed_schema()
 
     def length_source(self, options: SourceOptions) -> str:
         """What its lengths are (``length_source``; the schema's ``length`` is ours)."""

@@ -23,15 +23,21 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
-import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk, Documents
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers import megatron
-from gpu_profiler.readers.base import FileShard, Reading, ShardFormat, SourceOptions, suffix
+from gpu_profiler.readers.base import (
+    FileShard,
+    Reading,
+    ShardFormat,
+    SourceOptions,
+    fixed_schema,
+    suffix,
+)
 
 LLMC_MAGIC = 20240520
 LLMC_HEADER = 256 * 4
@@ -192,8 +198,8 @@ class TokenPart(FileShard):
     on_device = False
     read_ahead = True  # positioned reads in the scan's thread: reading ahead overlaps them
 
-    def schema(self) -> pa.Schema:
-        return pa.schema([pa.field("length", pa.int64(), nullable=False)])
+    def schema(self) -> Any:
+        return fixed_schema()
 
     def length_source(self, options: SourceOptions) -> str:
         """What its lengths are (``length_source``; the schema's ``length`` is ours)."""

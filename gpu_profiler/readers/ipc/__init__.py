@@ -23,10 +23,8 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.kernels import ipc_format as fmt
-from gpu_profiler.readers.arrow import LengthSpec
-from gpu_profiler.readers.base import FileShard, Joined, Reading, ShardFormat, suffix
+from gpu_profiler.readers.base import ARROW_MAGIC, FileShard, Joined, LengthSpec, Reading
 from gpu_profiler.readers.ipc.metadata import (
-    FILE_MAGIC,
     SCHEMA_ERRORS,
     arrow_schema,
     big_endian_error,
@@ -190,20 +188,6 @@ def batch_ranges(part: IpcPart, target: int, spec: LengthSpec) -> list[IpcPart |
                                           needs, strict=True)]
 
 
-def _is_stream(head: bytes, path: str) -> bool:
-    """A stream opens with a continuation marker (or, before format 0.15, a length)."""
-    return head[:4] == b"\xff\xff\xff\xff" or (
-        len(head) >= 4 and head[:4] != b"\x00\x00\x00\x00"
-        and suffix(path) in (".arrow", ".arrows", ".ipc"))
-
-
-FILE_FORMAT = ShardFormat("ipc", "Arrow IPC", (".arrow", ".feather", ".ipc"),
-                          lambda head, path: head.startswith(FILE_MAGIC),
-                          lambda path: IpcPart(path, "file"))
-STREAM_FORMAT = ShardFormat("ipc-stream", "Arrow IPC", (".arrows",), _is_stream,
-                            lambda path: IpcPart(path, "stream"))
-
-
 def schema(path: Path, kind: str) -> pa.Schema:
     """The schema of an IPC file (``kind='file'``) or stream (``kind='stream'``).
 
@@ -246,7 +230,7 @@ def _schema_message(path: Path, kind: str) -> tuple[bytes, bytes]:
     try:
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        if kind == "file" and os.pread(fd, 6, 0) != FILE_MAGIC:
+        if kind == "file" and os.pread(fd, 6, 0) != ARROW_MAGIC:
             raise corrupt(path, kind, 0, "no ARROW1 magic (not an Arrow IPC file)")
         head = os.pread(fd, 8, start)
         if len(head) == 8:

@@ -13,8 +13,6 @@ import pyarrow as pa
 from gpu_profiler import native
 from gpu_profiler.errors import ProfilerError
 
-FILE_MAGIC = b"ARROW1"
-
 
 def corrupt(path: Path, kind: str, offset: int, reason: str) -> ProfilerError:
     """The one-line error for a damaged IPC file: names the file and the byte offset."""

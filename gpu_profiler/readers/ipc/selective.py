@@ -27,10 +27,11 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.io.pread import ALIGN, PAGE, Fetched, PositionedFile, Reuse
 from gpu_profiler.kernels import ipc_format as fmt
-from gpu_profiler.readers.arrow import CHUNK_ROWS, LengthSpec
+from gpu_profiler.readers.arrow import CHUNK_ROWS
+from gpu_profiler.readers.base import ARROW_MAGIC, LengthSpec
 from gpu_profiler.readers.ipc import metadata as parsers
 from gpu_profiler.readers.ipc.layout import column_layout
-from gpu_profiler.readers.ipc.metadata import FILE_MAGIC, big_endian_error, corrupt
+from gpu_profiler.readers.ipc.metadata import big_endian_error, corrupt
 
 #: First read of a stream (its schema and first messages' metadata).
 FIRST_READ = 16 << 10
@@ -134,7 +135,7 @@ class SelectiveReader:
     def _read_schema(self) -> tuple[int, np.ndarray, pa.Schema]:
         pos = 0
         if self.kind == "file":
-            if bytes(self._file.read(0, 6).data) != FILE_MAGIC:
+            if bytes(self._file.read(0, 6).data) != ARROW_MAGIC:
                 raise self.error(0, "no ARROW1 magic (not an Arrow IPC file)")
             pos = 8
         b = self._file.read(pos, FIRST_READ).data
@@ -341,7 +342,7 @@ class SelectiveReader:
         if size < 8 + 10:
             raise self.error(size, "too short for an Arrow IPC file")
         tail = self._file.read(size - 10, 10).data
-        if bytes(tail[4:]) != FILE_MAGIC:
+        if bytes(tail[4:]) != ARROW_MAGIC:
             raise self.error(size - 6, "no ARROW1 magic at the end of the file")
         flen = int(tail[:4].view("<i4")[0])
         fstart = size - 10 - flen

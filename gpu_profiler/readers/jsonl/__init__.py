@@ -50,10 +50,9 @@ from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import prefetched
-from gpu_profiler.readers.arrow import LengthSpec, arrays_to_chunks
-from gpu_profiler.readers.base import FileShard, Joined, Reading, ShardFormat
+from gpu_profiler.readers.arrow import arrays_to_chunks
+from gpu_profiler.readers.base import ZSTD_MAGIC, FileShard, Joined, LengthSpec, Reading
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 BOM = b"\xef\xbb\xbf"  # pyarrow takes one at the start of a file, and so do we
 #: Bytes of text read and parsed at a time (the buffer grows only for a longer line; 16 MiB
 #: held 55 MiB more over 1e7 lines, in no less time).
@@ -137,16 +136,6 @@ def plain_name(name: str) -> bool:
     """Whether the native pass can find the field ``name`` by its raw bytes (JSON would
     escape none of them)."""
     return not _UNPLAIN.search(name.encode())
-
-
-def _sniff(head: bytes, path: str) -> bool:
-    """By name (text has no magic bytes); a ``.jsonl.zst`` must also be a zstd stream."""
-    return path.endswith(".jsonl") or (path.endswith(".jsonl.zst")
-                                       and head.startswith(ZSTD_MAGIC))
-
-
-FORMAT = ShardFormat("jsonl", "JSON Lines", (".jsonl", ".jsonl.zst"), _sniff, JsonlPart,
-                     takes=frozenset({"column"}))
 
 
 def schema(path: Path) -> pa.Schema:

@@ -21,8 +21,8 @@ import pyarrow as pa
 from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.io.pread import read_whole
-from gpu_profiler.readers.base import Joined, Leave, Reading
-from gpu_profiler.readers.jsonl import ZSTD_MAGIC, JsonlPart
+from gpu_profiler.readers.base import ZSTD_MAGIC, Joined, Leave, Reading
+from gpu_profiler.readers.jsonl import JsonlPart
 
 #: A shard larger than this is read by its own reader (its blocks parsed on every core).
 MOST_BYTES = 1 << 20

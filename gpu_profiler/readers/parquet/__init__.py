@@ -30,17 +30,18 @@ import pyarrow as pa
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.prefetch import put_unless_stopped
-from gpu_profiler.readers.arrow import LengthSpec, array_to_chunk, arrays_to_chunks
-from gpu_profiler.readers.base import COLUMN_OPTIONS, FileShard, Joined, Reading, ShardFormat
+from gpu_profiler.readers.arrow import array_to_chunk, arrays_to_chunks
+from gpu_profiler.readers.base import (
+    FileShard,
+    Joined,
+    LengthSpec,
+    Reading,
+)
 from gpu_profiler.readers.parquet import pages
 from gpu_profiler.runs import Run, Runs
 
 if TYPE_CHECKING:  # pyarrow.parquet is imported when a file is opened (~50 ms of start-up)
     import pyarrow.parquet as pq
-
-MAGIC = b"PAR1"
-#: The magic of a Parquet file whose footer is encrypted (Parquet Modular Encryption).
-ENCRYPTED = b"PARE"
 
 #: Worker threads decoding row groups (None: one per CPU).
 THREADS: int | None = None
@@ -266,11 +267,6 @@ def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
     cuts.append(len(sizes))
     return [RowGroups(part.path, first=a, stop=b, size=sum(sizes[a:b]), version=version)
             for a, b in itertools.pairwise(cuts)]
-
-
-FORMAT = ShardFormat("parquet", "Parquet", (".parquet", ".pq"),
-                     lambda head, path: head.startswith(MAGIC), ParquetPart,
-                     takes=COLUMN_OPTIONS | {"trust_statistics"})
 
 
 def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,

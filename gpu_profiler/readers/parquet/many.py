@@ -31,8 +31,7 @@ from gpu_profiler.io import files
 from gpu_profiler.io.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
 from gpu_profiler.kernels import parquet_format as fmt
 from gpu_profiler.readers import arrow
-from gpu_profiler.readers.arrow import LengthSpec
-from gpu_profiler.readers.base import Joined, Leave, Reading, same_schema
+from gpu_profiler.readers.base import Joined, Leave, LengthSpec, Reading, same_schema
 from gpu_profiler.readers.parquet import metadata as parsers
 from gpu_profiler.readers.parquet import pages
 

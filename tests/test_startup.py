@@ -100,8 +100,8 @@ def test_import_and_help_stay_light():
 
 def test_a_profile_loads_what_it_runs(corpus):
     """A plain ``profile`` builds only its own command's options and loads no module of the
-    analyses, options and strategies it does not use (each one costs a small scan's
-    process a few milliseconds); asking for one loads it."""
+    commands, analyses, options and strategies it does not use (each one costs a small
+    scan's process a few milliseconds); asking for one loads it."""
     code = textwrap.dedent("""
         import json, sys
         import typer.main
@@ -116,18 +116,24 @@ def test_a_profile_loads_what_it_runs(corpus):
         print(json.dumps([built, sorted(m for m in sys.modules if m.startswith("gpu_profiler"))]))
     """)
     lazy = {"gpu_profiler.analysis.blend", "gpu_profiler.analysis.schedule",
-            "gpu_profiler.analysis.compare", "gpu_profiler.shapes", "gpu_profiler.gates",
-            "gpu_profiler.tasks", "gpu_profiler.groups"}
+            "gpu_profiler.analysis.compare", "gpu_profiler.analysis.mixture",
+            "gpu_profiler.shapes", "gpu_profiler.gates", "gpu_profiler.tasks",
+            "gpu_profiler.groups", "gpu_profiler.cli.report", "gpu_profiler.cli.diagnose",
+            "gpu_profiler.cli.blend"}
     hf = str(corpus[0])
     built, loaded = json.loads(run(code, "profile", hf, "-q", "-f", "json").splitlines()[-1])
     assert built == [1] and "gpu_profiler.api" in loaded and not lazy & set(loaded)
     built, loaded = json.loads(run(code, "profile", hf, "-q", "-f", "json", "--fail-if",
                                    "p99>1e9", "--group-by", "@file").splitlines()[-1])
     assert {"gpu_profiler.gates", "gpu_profiler.groups"} <= set(loaded)
-    from gpu_profiler.cli.app import app
+    from gpu_profiler.cli.app import ELSEWHERE, app
 
-    built, _ = json.loads(run(code, "--help").splitlines()[-1])
-    assert built == [len(app.registered_commands)]
+    built, loaded = json.loads(run(code, "--help").splitlines()[-1])
+    assert built == [len(app.registered_commands) + len(ELSEWHERE)]
+    assert {f"gpu_profiler.cli.{name}" for name in ELSEWHERE} <= set(loaded)
+    built, loaded = json.loads(run(code, "blend", "--help").splitlines()[-1])
+    assert built == [1] and "gpu_profiler.cli.blend" in loaded
+    assert "gpu_profiler.cli.report" not in loaded
 
 
 def test_public_names_resolve_lazily():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+import importlib
 from typing import Annotated, Any
 
 import typer
@@ -169,35 +171,40 @@ def backends() -> None:
             typer.echo(f"       kernels: {native.status()}")
 
 
-from gpu_profiler.cli.blend import blend  # noqa: E402
-from gpu_profiler.cli.compare import compare  # noqa: E402
-from gpu_profiler.cli.diagnose import diagnose  # noqa: E402
-from gpu_profiler.cli.merge import merge  # noqa: E402
-from gpu_profiler.cli.plan import plan  # noqa: E402
-from gpu_profiler.cli.report import report  # noqa: E402
-from gpu_profiler.cli.schedule import schedule  # noqa: E402
-from gpu_profiler.cli.suggest import suggest  # noqa: E402
+#: The commands defined in modules of their own (``gpu_profiler.cli.NAME``, its function
+#: ``NAME``), in the order help lists them after the three above, with their short help: a
+#: module is imported only when its command runs, or help lists them all.
+ELSEWHERE = {
+    "suggest": "Propose bucket bounds and compare them with yours.",
+    "schedule": "Simulate an epoch's batch order and its loss curve.",
+    "plan": "Write one epoch's batches for training (-o FILE.npz).",
+    "compare": "Compare two corpora, runs or bucketings (B - A).",
+    "report": "Write one offline HTML page of every analysis.",
+    "merge": "Sum the partial histograms of a --part I/N scan.",
+    "diagnose": "Say whether batch composition bands a training loss log.",
+    "blend": "Profile a Megatron-LM data blend as it trains (--data-path).",
+}
 
-app.command(short_help="Propose bucket bounds and compare them with yours.")(suggest)
-app.command(short_help="Simulate an epoch's batch order and its loss curve.")(schedule)
-app.command(short_help="Write one epoch's batches for training (-o FILE.npz).")(plan)
-app.command(short_help="Compare two corpora, runs or bucketings (B - A).")(compare)
-app.command(short_help="Write one offline HTML page of every analysis.")(report)
-app.command(short_help="Sum the partial histograms of a --part I/N scan.")(merge)
-app.command(short_help="Say whether batch composition bands a training loss log.")(diagnose)
-# A negative weight (-0.3) is an argument, refused with its reason, not an unknown option.
-app.command(short_help="Profile a Megatron-LM data blend as it trains (--data-path).",
-            context_settings={"ignore_unknown_options": True})(blend)
+
+@functools.cache
+def _elsewhere(name: str) -> Any:
+    """The typer command ``name`` of `ELSEWHERE`, its module imported."""
+    function = getattr(importlib.import_module(f"gpu_profiler.cli.{name}"), name)
+    # A negative weight (-0.3) is blend's argument, refused with its reason, not an option.
+    settings = {"ignore_unknown_options": True} if name == "blend" else None
+    scratch = typer.Typer()
+    scratch.command(short_help=ELSEWHERE[name], context_settings=settings)(function)
+    return scratch.registered_commands[0]
 
 
 def command(args: list[str]) -> Any:
     """The click command that runs ``args``: the app with only the command they start with,
-    when they name one (building every command's options would cost ~10 ms a run), else
-    the whole app (its help, ``--version``, a mistyped name)."""
-    chosen = [c for c in app.registered_commands if args and not args[0].startswith("-")
-              and (c.name or getattr(c.callback, "__name__", "")) == args[0]]
-    if not chosen:
-        return typer.main.get_command(app)
+    when they name one (building every command's options would cost ~10 ms a run, and
+    importing every command's module ~5), else with every command (its help,
+    ``--version``, a mistyped name)."""
+    name = args[0] if args and not args[0].startswith("-") else None
+    here = [c for c in app.registered_commands if getattr(c.callback, "__name__", "") == name]
     one = copy.copy(app)
-    one.registered_commands = chosen
+    one.registered_commands = here or ([_elsewhere(name)] if name in ELSEWHERE else
+                                       [*app.registered_commands, *map(_elsewhere, ELSEWHERE)])
     return typer.main.get_command(one)

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 from gpu_profiler.analysis.buckets import BucketTable
-from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.histogram import PERCENTILES
 
 #: The one CSV schema of ``profile`` (README, "CSV"): a row per bucket and an ``all`` row
@@ -106,6 +105,8 @@ def to_markdown(result: Any) -> str:
         prefix = f"**{split}**: " if named else ""
         parts += [prefix + summary_line(t), "", prefix + distribution_line(t), ""]
     if result.mixture is not None:
+        from gpu_profiler.analysis.mixture import NOUNS
+
         split = f" (split {result.group_split})" if result.group_split else ""
         by = NOUNS.get(result.mixture.by, result.mixture.by)
         parts.append(f"**By {by}**{split}:\n")

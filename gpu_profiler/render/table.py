@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable
-from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.render.formats import (
     composition_rows,
     distribution_line,
@@ -121,6 +120,8 @@ def _si(n: float) -> str:
 def group_views(result: Any) -> list[Any]:
     """Two rich Tables of a grouped profile: each group's shares and lengths, and each
     bucket's composition by group."""
+    from gpu_profiler.analysis.mixture import NOUNS
+
     by = NOUNS.get(result.mixture.by, result.mixture.by)
     split = f" (split {result.group_split})" if result.group_split else ""
     return [_rows_view(group_rows(result), f"by {by}{split}"),

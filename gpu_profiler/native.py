@@ -104,7 +104,7 @@ EXPORTS: dict[str, Export] = {
                                 (Arr(t), Arr(t), I, I, I, I, Arr("int32", out=True), _OUT_I8), 2)
        for t in ("uint16", "uint32")},
     "running_sums": Export("documents", "running_sums",
-                           (Arr("int32"), _I8, I, I, _OUT_I8), 1),
+                           (Arr("int32"), _I8, I, I, _OUT_I8, _OUT_I8), 1),
     "document_bounds": Export("documents", "document_bounds", (_I8, I), 2),
     "interleave": Export("plan", "interleave", (_I8, _I8, I, I, I, Arr("int32", out=True), _OUT_I8),
                          1),

@@ -319,16 +319,22 @@ def test_document_kernels_equal_numpy(how):
     sums = native.kernel("running_sums") if how == "native" else documents.running_sums
     check = native.kernel("document_bounds") if how == "native" else documents.document_bounds
     rng = np.random.default_rng(26)
-    for _ in range(200):
-        sizes = rng.integers(-5, 9000, int(rng.integers(1, 50)), dtype=np.int32)
+    for i in range(200):
+        n = int(rng.integers(1, 50 if i % 4 else 3000))  # a window of one span, or many
+        sizes = rng.integers(-5, 9000, n, dtype=np.int32)
         pos, total = int(rng.integers(0, 1000)), int(rng.integers(-10, 10**12))
-        bounds = np.sort(rng.integers(pos + 1, pos + sizes.size + 1, int(rng.integers(0, 60))))
+        bounds = np.sort(rng.integers(pos + 1, pos + n + 1, int(rng.integers(0, 2 * n + 10))))
         out = np.zeros(bounds.size, np.int64)
+        spans = np.empty(int(rng.choice([2, 17, 1025])), np.int64)  # 1, 16 or 1024 a span
         cum = total + np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-        assert sums(sizes, bounds, pos, total, out) == (cum[-1],)
+        assert sums(sizes, bounds, pos, total, out, spans) == (cum[-1],)
         assert out.tolist() == cum[bounds - pos].tolist()
         seq = int(rng.integers(0, 60))
         index = rng.integers(-3, 70, int(rng.integers(0, 12)))
+        if i % 3 == 0:  # mostly valid: one entry outside, or one step back, at most
+            index = np.sort(rng.integers(0, seq + 1, int(rng.integers(0, 300))))
+            if index.size and i % 2:
+                index[int(rng.integers(0, index.size))] = rng.choice([-1, seq + 1, 0])
         outside = np.flatnonzero((index < 0) | (index > seq))
         down = np.flatnonzero(np.diff(index) < 0) + 1
         want = (int(outside[0]) if outside.size else -1, int(down[0]) if down.size else -1)

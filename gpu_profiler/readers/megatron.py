@@ -49,6 +49,9 @@ DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float64
           7: "float32", 8: "uint16"}
 #: Sizes (or document boundaries) per chunk.
 WINDOW = 1 << 22
+#: Sizes summed at a time before the document boundaries among them are read (8 KiB of
+#: sums: L1).
+SPAN = 1 << 10
 
 
 def read_at(f: BinaryIO, dtype: str, count: int, offset: int, path: Path,
@@ -212,6 +215,7 @@ class _RunningSum:
         self.pos = 0  # sizes before this sequence are summed ...
         self.total = 0  # ... to this
         self.sizes = np.empty(min(index.sequences, WINDOW), "<i4")
+        self.spans = np.empty(SPAN + 1, np.int64)  # the kernel's prefix sums of a span
 
     def at(self, bounds: np.ndarray) -> np.ndarray:
         out = np.empty(bounds.size, np.int64)
@@ -227,7 +231,7 @@ class _RunningSum:
                             self.index.path, self.sizes)
             k = int(np.searchsorted(bounds, self.pos + count, side="right"))
             total = native.kernel("running_sums")(sizes, bounds[i:k], self.pos, self.total,
-                                                  out[i:k])[0]
+                                                  out[i:k], self.spans)[0]
             i, self.pos, self.total = k, self.pos + count, total
         return out
 

@@ -1,7 +1,7 @@
 """CPU kernels (numba ``njit``) for blocks of JSON Lines text (`gpu_profiler.readers.jsonl`),
-natively compiled (`gpu_profiler.native`), allocating nothing: `tally` counts a block's
-newlines and tells a blank one; `screen` finds the non-blank lines and the first that does
-not open a JSON object, before pyarrow parses a block; `lengths` parses the common case
+natively compiled (`gpu_profiler.native`), allocating nothing: `screen` finds the
+non-blank lines and the first that does not open a JSON object, before pyarrow parses a
+block; `lengths` parses the common case
 whole, for one integer field, walking each line by the bit masks of its structure
 (`_tokens`: 64 bytes a few vector compares) rather than byte by byte.
 
@@ -108,26 +108,6 @@ def _line_end(a, i, n):
     while i < n and a[i] != _NL:
         i += 1
     return i
-
-
-@kernel(nogil=True)
-def tally(a):
-    """``(newlines, solid)``: the newlines in the text ``a`` (uint8), and whether any byte is
-    above a space (the text is not all whitespace): 64 bytes a compare, their newlines a
-    `_count` of a bit mask (~0.03 ns a byte; numpy's two tests took 0.4 ns)."""
-    n = a.size
-    newlines = 0
-    solid = np.uint64(0)
-    i = 0
-    while i + _GROUP <= n:
-        newlines += _count(_equal(a, i, _NL))
-        solid |= _above(a, i, _SP)
-        i += _GROUP
-    while i < n:
-        newlines += np.int64(a[i] == _NL)
-        solid |= np.uint64(a[i] > _SP)
-        i += 1
-    return newlines, np.int64(solid != 0)
 
 
 @kernel(nogil=True)

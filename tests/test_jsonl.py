@@ -405,6 +405,32 @@ def test_a_line_without_end_is_refused_in_bounded_memory(tmp_path, capsys):
     assert peak < 8 << 20
 
 
+@pytest.mark.parametrize("block", [256, 4096])
+@pytest.mark.parametrize("zstd", [False, True])
+def test_an_overlong_line_after_many_blocks_is_named(block, zstd, tmp_path):
+    """The reader of a plainly named field counts no lines (the parse does): an error of
+    its own, blocks into the file, names its line all the same, as the checked read (of a
+    name JSON escapes) names it."""
+    good = '{"n": 1, "q\\"": 2, "t": "a"}\n'  # q": a name JSON escapes
+    handed = '{"\\u006e": 4, "q\\"": 5}\n' * 20  # "n" escaped: parsed by pyarrow, 8 at once
+    text = (good * 300 + "\n" * 7 + ' {"n": 2, "q\\"": 3}\r\n' * 9 + handed).encode() \
+        + b'{"n": 1, "t": "' + b"y" * (9 << 10) + b'"}\n' + good.encode()
+    path = tmp_path / ("long.jsonl.zst" if zstd else "long.jsonl")
+    if zstd:
+        write_zstd(path, text)
+    else:
+        path.write_bytes(text)
+    said = []
+    for column in ("n", 'q"'):  # fast, then checked (read alone: not with small shards)
+        with mock.patch.multiple(jsonl, MAX_LINE=1 << 11, BLOCK=block), \
+                pytest.raises(ProfilerError) as exc:
+            gp.lengths(str(path), column=column)
+        said.append(str(exc.value))
+    assert said[0] == f"{path}: line 337 runs over 0.00195312 MiB without a newline: not " \
+        "JSON Lines"
+    assert said[0] == said[1]
+
+
 def test_streaming_holds_a_block_not_the_file(tmp_path):
     """A file of 40 blocks is read with Python-side buffers of about one block."""
     path = tmp_path / "big.jsonl"

@@ -2,8 +2,7 @@
 JIT, equal a plain Python reading of the same bytes: newlines counted, non-blank lines
 found (start, index, end), the first that does not open an object, on random text made of
 runs of whitespace longer and shorter than its 64-byte groups, objects, stray bytes and
-byte order marks; `tally`'s newlines and whether a byte is above a space, at every length
-and offset around its 64-byte groups."""
+byte order marks."""
 
 from __future__ import annotations
 
@@ -89,29 +88,3 @@ def test_a_block_of_blank_lines_is_screened_in_no_memory_of_its_own():
         tracemalloc.stop()
     assert got == (16 << 20, 0, -1)
     assert peak < 1 << 20
-
-
-def _check_tally(tally, seed: int, n: int) -> None:
-    rng = np.random.default_rng(seed)
-    alphabet = np.frombuffer(b"\n \t\r!{\x80\xff\x00\x0b", np.uint8)
-    blank = alphabet[:4]
-    for _ in range(n):
-        size = int(rng.integers(0, 300))
-        text = rng.choice(blank, size)
-        if rng.random() < 0.5 and size:  # one byte that is not whitespace, anywhere
-            text[int(rng.integers(0, size))] = alphabet[int(rng.integers(4, alphabet.size))]
-        for at in (0, 1, 63):  # unaligned views, as a block's pieces are
-            view = text[min(at, size):]
-            want = (int(np.count_nonzero(view == 10)), int(np.count_nonzero(view > 32) > 0))
-            assert tuple(tally(view)) == want, (bytes(view), at)
-
-
-def test_native_tally_equals_numpy():
-    _check_tally(native.kernel("jsonl_tally"), 3, 3000)
-
-
-def test_jit_tally_equals_numpy():
-    pytest.importorskip("numba")
-    from gpu_profiler.kernels.jsonl import tally
-
-    _check_tally(tally, 4, 300)

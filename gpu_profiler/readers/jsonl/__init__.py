@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +150,7 @@ def schema(path: Path) -> pa.Schema:
     for block, line, seen in _blocks(path, SCHEMA_BYTES, grow=True):
         if seen is None or not seen.solid:  # blank lines only (in blocks growing to BLOCK)
             continue
+        assert line is not None  # (checked blocks are counted)
         # the first block's lines, or those of a later one (after blank blocks) within
         # SCHEMA_BYTES of its first non-blank line
         first = line == 1
@@ -202,11 +203,12 @@ def chunks(path: Path, spec: LengthSpec, ahead: bool = True) -> Iterator[Chunk]:
                             unexpected_field_behavior="ignore")
     name = np.frombuffer(spec.name.encode(), np.uint8)
     fast = plain_name(spec.name)
-    # blocks are read (and screened) ahead in a thread while the last two are parsed: four
-    # buffers, one being read, one queued, two parsed
+    # blocks are read (and screened, unless fast) ahead in a thread while the last two are
+    # parsed: four buffers, one being read, one queued, two parsed
     blocks = _blocks(path, BLOCK, buffers=4, checked=not fast)
     if ahead:
         blocks = prefetched(blocks, depth=1)
+    at = 1  # the line a fast block starts at: its parse counts its lines
     with ThreadPoolExecutor(PIECES) as pool:
         held: _Scan | None = None  # finished once the next block's pieces are parsing
         try:
@@ -214,17 +216,35 @@ def chunks(path: Path, spec: LengthSpec, ahead: bool = True) -> Iterator[Chunk]:
                 scan = _Scan(block, line, name, pool) if seen is None else None
                 if held is not None:
                     done, held = held, None
-                    yield from done.finish(parse, path, spec)
+                    at = yield from done.finish(parse, path, spec, at)
                 held = scan
                 if seen is not None and seen.solid:  # else blank lines only: none to parse
+                    assert line is not None  # (checked blocks are counted)
                     table = _parse(block, line, seen, parse, path)
                     yield from arrays_to_chunks(table.column(0).chunks, spec)
-        except Exception:  # reading a later block failed: the lines before come first
+        except Exception as exc:  # reading a later block failed: the lines before come first
             if held is not None:
-                yield from held.finish(parse, path, spec)
+                at = yield from held.finish(parse, path, spec, at)
+            if isinstance(exc, _AtLine):
+                raise ProfilerError(exc.said(at)) from None
             raise
         if held is not None:
-            yield from held.finish(parse, path, spec)
+            yield from held.finish(parse, path, spec, at)
+
+
+class _AtLine(Exception):
+    """An error of the text after the blocks read so far, in a read that does not count
+    their lines (`_blocks`, not ``checked``): ``said(line)`` is its message, once the caller
+    (whose parse counts them) knows the number of the line it begins."""
+
+    def __init__(self, said: Callable[[int], str]) -> None:
+        super().__init__(said(0))
+        self.said = said
+
+
+def _said(said: Callable[[int], str], line: int | None) -> Exception:
+    """The error ``said(line)``; an `_AtLine` when the line is not counted (None)."""
+    return ProfilerError(said(line)) if line is not None else _AtLine(said)
 
 
 class _Scan:
@@ -237,9 +257,9 @@ class _Scan:
     the rest of the block at once (a file of lines the kernel never takes costs what
     pyarrow's parse does, not a call a line)."""
 
-    def __init__(self, block: memoryview, line: int, name: np.ndarray,
+    def __init__(self, block: memoryview, line: int | None, name: np.ndarray,
                  pool: ThreadPoolExecutor) -> None:
-        self.block, self.line = block, line
+        self.block = block
         text = np.frombuffer(block, np.uint8)
         pieces = PIECES if len(text) >= PIECE_BYTES else 1
         cuts = [0]
@@ -247,7 +267,7 @@ class _Scan:
             cuts.append(_line_after(block, max(cuts[-1], len(text) * k // pieces)))
         cuts.append(len(text))
         lengths = native.kernel("jsonl_lengths")
-        bom = line == 1
+        bom = line == 1  # (the first block: a byte order mark may open it)
 
         def scan(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
             values = np.empty((hi - lo) // 3 + 1, np.int64)  # a line has 3 bytes or more
@@ -260,9 +280,9 @@ class _Scan:
         self.pieces = [pool.submit(scan, lo, hi) if pieces > 1 else _Done(scan(lo, hi))
                        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
 
-    def finish(self, parse: pj.ParseOptions, path: Path, spec: LengthSpec
-               ) -> Iterator[Chunk]:
-        line = self.line
+    def finish(self, parse: pj.ParseOptions, path: Path, spec: LengthSpec, line: int
+               ) -> Generator[Chunk, None, int]:
+        """The block's chunks, its first line being ``line``; returns the line after it."""
         values: list[np.ndarray] = []
         valid: list[np.ndarray] = []
         handed = 0
@@ -281,13 +301,14 @@ class _Scan:
                     table = _parse(one, line + newlines, seen, parse, path)
                     yield from arrays_to_chunks(table.column(0).chunks, spec)
                 if handed == HANDED:
-                    return
+                    return line + newlines + seen.newlines
                 v, ok, stop, _, more = self.scan(end, hi)
                 values.append(v)
                 valid.append(ok)
                 newlines += seen.newlines + more
             line += newlines
         yield from _gathered(values, valid)
+        return line
 
 
 def _gathered(values: list[np.ndarray], valid: list[np.ndarray]) -> Iterator[Chunk]:
@@ -346,15 +367,18 @@ def _line_after(block: memoryview, at: int) -> int:
 
 
 def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
-            checked: bool = True) -> Iterator[tuple[memoryview, int, Screened | None]]:
+            checked: bool = True) -> Iterator[tuple[memoryview, int | None, Screened | None]]:
     """The file's text in blocks of whole lines (the last may lack its newline), each
-    checked to be UTF-8 and screened (unless not ``checked``: the caller does both, and
-    gets None for what `screen` found), read ``size`` bytes at a time (doubled after each
+    checked to be UTF-8 and screened, read ``size`` bytes at a time (doubled after each
     blank block, up to `BLOCK`, if ``grow``): ``(block, number of its first line, what
-    `screen` found)``. Ends after a block with a stray line (whose reader stops there). A
-    block is a view of one of ``buffers`` buffers, taken in turn: the caller may still
-    hold ``buffers - 1`` blocks when it asks for the next. No buffer starts larger than
-    a plain file (a small shard's block is not 4 MiB of zeroed memory)."""
+    `screen` found)``. Ends after a block with a stray line (whose reader stops there).
+    Unless ``checked``, the caller's parse does all three (a pass over the text fewer:
+    ~5% of a scan of short lines): every block comes with None for what `screen` found and
+    for its first line's number, but the first's (1); an error of the text read next is
+    an `_AtLine`. A block is a view of one of ``buffers`` buffers, taken in turn: the
+    caller may still hold ``buffers - 1`` blocks when it asks for the next. No buffer
+    starts larger than a plain file (a small shard's block is not 4 MiB of zeroed
+    memory)."""
     with _open(path) as f:
         plain = not isinstance(f, pa.CompressedInputStream)
         if plain:
@@ -363,37 +387,42 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
         k, buf = 0, ring[0]
         assert buf is not None
         view = memoryview(buf)
-        have, line = 0, 1  # buf[:have]: the start of a line whose newline is still unread
+        # buf[:have]: the start of a line whose newline is still unread; line: its number,
+        # while counted (checked, or before the first block: then the caller counts)
+        have, line, counted = 0, 1, True
         while True:
-            if have == len(buf) and not screen(view[:have], line)[0].solid:
+            if have == len(buf) and not screen(view[:have], line if counted else 0)[0].solid:
                 have = 0  # the start of a line, all whitespace: dropped, not buffered
             elif have == len(buf):  # no newline in the whole buffer: a longer one
                 if have > MAX_LINE:
-                    raise ProfilerError(f"{path}: line {line} runs over {_mib(MAX_LINE)} "
-                                        "without a newline: not JSON Lines")
+                    raise _said(lambda at: f"{path}: line {at} runs over {_mib(MAX_LINE)} "
+                                "without a newline: not JSON Lines", line if counted else None)
                 buf = ring[k] = bytearray(min(2 * len(buf), MAX_LINE + 1))
                 buf[:have] = view[:have]
                 view = memoryview(buf)
             try:
                 n = f.readinto(view[have:])
             except (OSError, pa.ArrowException) as exc:
-                what = "read error" if plain else "corrupt or truncated zstd stream"
-                raise ProfilerError(f"{path}: {what} at line {line}: {first_line(exc)}") \
-                    from None
+                def said(at: int, what: str = "read error" if plain else
+                         "corrupt or truncated zstd stream", why: str = first_line(exc)) -> str:
+                    return f"{path}: {what} at line {at}: {why}"
+                raise _said(said, line if counted else None) from None
             if not n:
                 if have:
-                    yield view[:have], line, _checked(view[:have], line, path, checked)[0]
+                    yield (view[:have], line if counted else None,
+                           _checked(view[:have], line, path)[0] if checked else None)
                 return
             end = have + n
             cut = buf.rfind(b"\n", have, end) + 1
             if not cut:
                 have = end
                 continue
-            seen, newlines = _checked(view[:cut], line, path, checked)
-            yield view[:cut], line, seen
+            seen, newlines = _checked(view[:cut], line, path) if checked else (None, 0)
+            yield view[:cut], line if counted else None, seen
             if seen is not None and seen.stray is not None:
                 return
             line += newlines
+            counted = checked
             if grow and seen is not None and not seen.solid:
                 size = min(2 * size, max(size, BLOCK))
             # the unfinished line moves to the start of the next buffer (one that fits it,
@@ -409,18 +438,9 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
             buf, view = nxt, nxt_view
 
 
-def _checked(block: memoryview, line: int, path: Path, checked: bool
-             ) -> tuple[Screened | None, int]:
-    """What `screen` finds in the block once it is checked to be UTF-8, and the block's
-    newlines. Unless ``checked``, None (the caller checks), but for a block with no byte
-    above a space (whitespace, or what screening names as a bad line), which is screened:
-    both told by one vectorized pass (`gpu_profiler.kernels.jsonl.tally`)."""
-    if checked:
-        _check_utf8(block, line, path)
-    else:
-        newlines, solid = native.kernel("jsonl_tally")(np.frombuffer(block, np.uint8))
-        if solid:
-            return None, newlines
+def _checked(block: memoryview, line: int, path: Path) -> tuple[Screened, int]:
+    """What `screen` finds in the block once it is checked to be UTF-8, and its newlines."""
+    _check_utf8(block, line, path)
     seen = screen(block, line)[0]
     return seen, seen.newlines
 

@@ -213,15 +213,17 @@ def chunks(path: Path, spec: LengthSpec, ahead: bool = True) -> Iterator[Chunk]:
         held: _Scan | None = None  # finished once the next block's pieces are parsing
         try:
             for block, line, seen in blocks:
+                at = at if line is None else line
                 scan = _Scan(block, line, name, pool) if seen is None else None
                 if held is not None:
                     done, held = held, None
                     at = yield from done.finish(parse, path, spec, at)
                 held = scan
-                if seen is not None and seen.solid:  # else blank lines only: none to parse
-                    assert line is not None  # (checked blocks are counted)
-                    table = _parse(block, line, seen, parse, path)
-                    yield from arrays_to_chunks(table.column(0).chunks, spec)
+                if seen is not None:  # screened: checked, or blank lines only
+                    if seen.solid:
+                        table = _parse(block, at, seen, parse, path)
+                        yield from arrays_to_chunks(table.column(0).chunks, spec)
+                    at += seen.newlines
         except Exception as exc:  # reading a later block failed: the lines before come first
             if held is not None:
                 at = yield from held.finish(parse, path, spec, at)
@@ -373,12 +375,12 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
     blank block, up to `BLOCK`, if ``grow``): ``(block, number of its first line, what
     `screen` found)``. Ends after a block with a stray line (whose reader stops there).
     Unless ``checked``, the caller's parse does all three (a pass over the text fewer:
-    ~5% of a scan of short lines): every block comes with None for what `screen` found and
-    for its first line's number, but the first's (1); an error of the text read next is
-    an `_AtLine`. A block is a view of one of ``buffers`` buffers, taken in turn: the
-    caller may still hold ``buffers - 1`` blocks when it asks for the next. No buffer
-    starts larger than a plain file (a small shard's block is not 4 MiB of zeroed
-    memory)."""
+    ~5% of a scan of short lines): every block comes with None for its first line's number
+    but the first's (1), and for what `screen` found but in a blank one (`_blank`); an
+    error of the text read next is an `_AtLine`. A block is a view of one of ``buffers``
+    buffers, taken in turn: the caller may still hold ``buffers - 1`` blocks when it asks
+    for the next. No buffer starts larger than a plain file (a small shard's block is not
+    4 MiB of zeroed memory)."""
     with _open(path) as f:
         plain = not isinstance(f, pa.CompressedInputStream)
         if plain:
@@ -417,7 +419,8 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
             if not cut:
                 have = end
                 continue
-            seen, newlines = _checked(view[:cut], line, path) if checked else (None, 0)
+            seen, newlines = _checked(view[:cut], line, path) if checked else \
+                (_blank(view[:cut], line if counted else 0), 0)
             yield view[:cut], line if counted else None, seen
             if seen is not None and seen.stray is not None:
                 return
@@ -436,6 +439,16 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
             nxt_view = view if nxt is buf else memoryview(nxt)
             nxt_view[:have] = view[cut:end]
             buf, view = nxt, nxt_view
+
+
+def _blank(block: memoryview, line: int) -> Screened | None:
+    """What `screen` finds in a block of blank lines only (none to parse: a file of them is
+    crossed at the screen's speed, not a line at a time), told by its first 64 bytes, then
+    screened whole; None for any other block, whose parse counts its lines."""
+    if (np.frombuffer(block[:64], np.uint8) > 32).any():
+        return None
+    seen = screen(block, line)[0]
+    return None if seen.solid else seen
 
 
 def _checked(block: memoryview, line: int, path: Path) -> tuple[Screened, int]:

@@ -21,12 +21,13 @@ the values parsed from two (at most 3 bytes a byte of text), and the longest lin
 over while it is buffered (a line is at most :data:`MAX_LINE`,
 256 MiB); naming a bad line costs 24 bytes per non-blank line of its block. Time: linear in
 the text. Blank lines (nothing but JSON whitespace) cost no memory: a block of nothing
-else is told by one vectorized pass and never parsed (~0.06 ns a byte); the native parse
-crosses the blank lines among others; a block that pyarrow parses is first screened by one
-native pass (`gpu_profiler.kernels.jsonl.screen`: newlines counted, every line's first byte
-checked, nothing allocated per line); and whitespace running on without a newline is
-dropped as it comes instead of buffered. So 1 GiB of newlines in a 33 KB ``.jsonl.zst``
-reads in 0.4 s (the whole process), in the memory of any small file.
+else is told by its first 64 bytes and one screening pass and never parsed (~0.06 ns a
+byte); the native parse crosses the blank lines among others; a block that pyarrow parses
+is first screened by one native pass (`gpu_profiler.kernels.jsonl.screen`: newlines
+counted, every line's first byte checked, nothing allocated per line); and whitespace
+running on without a newline is dropped as it comes instead of buffered. So 1 GiB of
+newlines in a 33 KB ``.jsonl.zst`` reads in ~0.5 s (the whole process), in the memory of
+any small file.
 
 Runs of small shards are read together, one native pass a file and no stream, thread or
 schema of their own (`many`).

@@ -407,7 +407,8 @@ def test_a_line_without_end_is_refused_in_bounded_memory(tmp_path, capsys):
 
 @pytest.mark.parametrize("block", [256, 4096])
 @pytest.mark.parametrize("zstd", [False, True])
-def test_an_overlong_line_after_many_blocks_is_named(block, zstd, tmp_path):
+@pytest.mark.parametrize("piece", [1, 1 << 20])  # read ahead in a thread, in pieces; or not
+def test_an_overlong_line_after_many_blocks_is_named(block, zstd, piece, tmp_path):
     """The reader of a plainly named field counts no lines (the parse does): an error of
     its own, blocks into the file, names its line all the same, as the checked read (of a
     name JSON escapes) names it."""
@@ -422,7 +423,7 @@ def test_an_overlong_line_after_many_blocks_is_named(block, zstd, tmp_path):
         path.write_bytes(text)
     said = []
     for column in ("n", 'q"'):  # fast, then checked (read alone: not with small shards)
-        with mock.patch.multiple(jsonl, MAX_LINE=1 << 11, BLOCK=block), \
+        with mock.patch.multiple(jsonl, MAX_LINE=1 << 11, BLOCK=block, PIECE_BYTES=piece), \
                 pytest.raises(ProfilerError) as exc:
             gp.lengths(str(path), column=column)
         said.append(str(exc.value))

@@ -413,7 +413,8 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
             if not n:
                 if have:
                     yield (view[:have], line if counted else None,
-                           _checked(view[:have], line, path)[0] if checked else None)
+                           _checked(view[:have], line, path)[0] if checked else
+                           _blank(view[:have], line if counted else 0))
                 return
             end = have + n
             cut = buf.rfind(b"\n", have, end) + 1

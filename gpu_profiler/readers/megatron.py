@@ -47,8 +47,9 @@ HEADER = 34  # magic, version, dtype code, sequence and document counts
 #: Megatron-LM's ``DType`` codes (the .bin's token dtype; named in messages only).
 DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float64",
           7: "float32", 8: "uint16"}
-#: Sizes (or document boundaries) per chunk.
-WINDOW = 1 << 22
+#: Sizes (or document boundaries) per chunk: 4 MiB of sizes stay in cache from their read
+#: to their count (4 times as many took 1e8 sequences 157 ms, not 98; documents 633, not 414).
+WINDOW = 1 << 20
 #: Sizes summed at a time before the document boundaries among them are read (8 KiB of
 #: sums: L1).
 SPAN = 1 << 10

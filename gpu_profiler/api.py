@@ -331,7 +331,7 @@ def _shaped(src: Source, shape: Shape, ex: Execution, params: BucketParams, tabl
 def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
           data_args_path: str | None = None, per_split_data_args_path: str | None = None,
           data_split: str = "train", train_samples: int | None = None,
-          train_tokens: int | None = None, warn_epochs: float = 4.0,
+          train_tokens: int | None = None, warn_epochs: float | None = None,
           seq_length: int | None = None, megatron_split: str | None = None,
           execution: Execution | None = None, sharding: Sharding | None = None,
           **options: Any) -> Blend:
@@ -346,11 +346,14 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
     ``train_tokens``; default: every source's samples added up) sizes the blend, whose
     samples are Megatron-LM GPTDataset windows of ``seq_length`` tokens when given. With
     ``megatron_split`` (Megatron-LM's ``--split``, ``"969,30,1"``) each source holds only
-    the rows of its ``data_split`` (the rows read in order, `gpu_profiler.lengths`). The bucket
+    the rows of its ``data_split`` (the rows read in order, `gpu_profiler.lengths`). A source
+    repeated more than ``warn_epochs`` epochs is warned about (None:
+    `gpu_profiler.analysis.blend.WARN_EPOCHS`, 4). The bucket
     options (``bounds``, ``max_seq_len``, ``token_budget``...: `BucketParams`) make the
     bucket table of the blend as trained (``result.table``, with its advice, as `profile`
     makes it)."""
     from gpu_profiler.analysis.blend import (
+        WARN_EPOCHS,
         BlendSpec,
         parse_blend,
         read_data_args,
@@ -395,7 +398,8 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
                     f"reads every one as a path: is a weight missing its path?)") from None
             raise
     result = run_blend(parsed, [scanned[p] for p in parsed.prefixes], train_samples,
-                       train_tokens, warn_epochs, seq_length)
+                       train_tokens, WARN_EPOCHS if warn_epochs is None else warn_epochs,
+                       seq_length)
     if megatron_split is not None:
         result = replace(result, megatron_split=megatron_split, data_split=data_split)
     trained = profile(result.histogram, **bucket)  # the bucket table, with its advice

@@ -28,7 +28,7 @@ from gpu_profiler.readers import (
     open_source,
     resolve_spec,
 )
-from gpu_profiler.readers.base import fixed, same_schema, unlike
+from gpu_profiler.readers.base import FIXED, fixed, same_schema, unlike
 from gpu_profiler.request import DEFAULT, Execution, Source
 
 #: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
@@ -156,7 +156,7 @@ def _planned(source: Source, execution: Execution, splits: dict[str, list[Part]]
     if not parts:
         return Planned(source, execution, splits, engine, None, ("", None), started)
     label, first = _reference(parts, skip_bad)
-    spec = (LengthSpec("length") if first is None else  # (a fixed part's own lengths)
+    spec = (FIXED if first is None else
             resolve_spec(first, source.column, source.offsets_of, label,
                          getattr(parts[0], "list_offsets", True))
             ).described_by(parts[0], source.options)
@@ -168,15 +168,17 @@ def _reference(parts: list[Part], skip_bad: bool) -> tuple[str, Any]:
     """The label and schema of the first part, which every other part must match (with
     ``skip_bad``: of the first part whose schema can be read); None for the schema of a
     `fixed` part (never built: see `gpu_profiler.readers.base.unlike`)."""
+    def schema(part: Part) -> Any:
+        return None if fixed(part) else part.schema()
+
     candidates = parts if skip_bad else parts[:1]
     for part in candidates[:-1]:
         try:
-            return part.label, None if fixed(part) else part.schema()
+            return part.label, schema(part)
         except Exception as exc:
             if not shard_error(exc):
                 raise
-    last = candidates[-1]
-    return last.label, None if fixed(last) else last.schema()
+    return candidates[-1].label, schema(candidates[-1])
 
 
 def run_local(planned: Planned) -> Scan:

@@ -1,9 +1,9 @@
 """CPU kernels (numba ``njit``) for blocks of JSON Lines text (`gpu_profiler.readers.jsonl`),
 natively compiled (`gpu_profiler.native`), allocating nothing: `screen` finds the
 non-blank lines and the first that does not open a JSON object, before pyarrow parses a
-block; `lengths` parses the common case
-whole, for one integer field, walking each line by the bit masks of its structure
-(`_tokens`: 64 bytes a few vector compares) rather than byte by byte.
+block; `lengths` parses the common case whole, for one integer field, walking each line
+by the bit masks of its structure (`_tokens`: 64 bytes a few vector compares) rather than
+byte by byte.
 
 Runs of whitespace, the rest of a line and plain text in strings are crossed a vector at a
 time (branch-free tests, or one load and a few compares into a bit mask: `_compare`,

@@ -71,6 +71,7 @@ SftMask = Annotated[str | None, typer.Option(
     help="Samples are SFT sequences whose list COLUMN is non-zero on loss tokens (a loss or "
          "completion mask).", show_default=False)]
 
+
 def shape(sft: str | None, dpo: str | None, labels: str | None, mask: str | None) -> Any:
     """The `gpu_profiler.shapes.Shape` these options ask for, None without any (its module,
     which loads the column readers, only then)."""

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from gpu_profiler.analysis.blend import WARN_EPOCHS
 from gpu_profiler.cli import options as o
 from gpu_profiler.cli.output import enforce, gates, guard, show
 
@@ -68,7 +69,7 @@ def blend(
     global_batch_size: GlobalBatchSize = None,
     seq_length: SeqLength = None,
     megatron_split: MegatronSplit = None,
-    warn_epochs: WarnEpochs = 4.0,
+    warn_epochs: WarnEpochs = WARN_EPOCHS,
     report: Annotated[str | None, typer.Option(
         "--report", metavar="FILE", help="Also write the blend as one offline HTML page "
         "(as gpu-profiler report writes one), with its figures.", show_default=False)] = None,

@@ -349,8 +349,9 @@ def _node_kind(path: Path) -> str:
 
 
 def _hf_parts(path: Path) -> list[Part]:
-    stream = _ipc("stream")
-    return [sized(stream(p), n) for p, n in hf.dataset_shards(path)]
+    from gpu_profiler.readers.ipc import IpcPart
+
+    return [sized(IpcPart(p, "stream"), n) for p, n in hf.dataset_shards(path)]
 
 
 def _file_part(path: str | Path, size: int, head: bytes | None, fmt: str | None,

@@ -363,12 +363,16 @@ def fixed(part: Any) -> bool:
     return getattr(part, "length_source", None) is not None
 
 
+#: The length source of a part whose lengths are its format's own (`fixed`).
+FIXED = LengthSpec("length")
+
+
 def fixed_schema() -> pa.Schema:
     """The schema of a part whose lengths are its format's own (`fixed`): one non-null
-    int64 ``length``."""
+    int64 field, `FIXED` 's."""
     import pyarrow as pa
 
-    return pa.schema([pa.field("length", pa.int64(), nullable=False)])
+    return pa.schema([pa.field(FIXED.name, pa.int64(), nullable=False)])
 
 
 def unlike(part: Any, like: tuple[str, Any]) -> bool:

@@ -397,10 +397,13 @@ def measure(row: Row, repeat: int, tmp: Path, baseline: str) -> dict:
                      f"({int(got.sum())} vs {int(want.sum())} samples)")
     methods = {"gpu-profiler": lambda: common.process(
         [common.CLI, "profile", str(path), "-q", "-f", "json", *row.args])}
-    if baseline:  # the same CLI on other sources of the package, e.g. a main checkout
-        env = dict(os.environ, PYTHONPATH=baseline)
+    if baseline:  # the same CLI on other sources of the package, e.g. a main checkout:
+        # its own install (and native kernels) where it has a venv, else by PYTHONPATH
+        own = Path(baseline, ".venv", "bin", "gpu-profiler")
+        env = None if own.exists() else dict(os.environ, PYTHONPATH=baseline)
+        cli = str(own) if own.exists() else common.CLI
         methods[BASELINE] = lambda: common.process(
-            [common.CLI, "profile", str(path), "-q", "-f", "json", *row.args], env)
+            [cli, "profile", str(path), "-q", "-f", "json", *row.args], env)
     for name in row.peers:
         methods[name] = lambda name=name: common.python(peer_code(name), path, CAP, out)
     runs = common.alternate(methods, repeat)
@@ -493,7 +496,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the generated data")
     ap.add_argument("--out", default="layouts", help="results name under bench/results/")
     ap.add_argument("--baseline", default="", metavar="DIR",
-                    help="also time the CLI on the package sources in DIR (PYTHONPATH)")
+                    help="also time the CLI of the checkout DIR (its .venv if it has one, "
+                         "else its sources by PYTHONPATH)")
     args = ap.parse_args()
     sizes = [10**7] if args.quick else [10**7, 10**8]
     common.check_disk((25 << 30) if args.big else (12 << 30), LAYOUTS)

@@ -565,8 +565,9 @@ def _tokens(a, i, ins, esc, run):
     64 bytes. A token: a structural character (``{}[]:,``) or newline outside strings, a
     quote not escaped, the first byte of a run of other bytes outside strings (a number or
     literal, or what its parse finds wrong), and inside a string a control byte, every
-    backslash unless each escape in the 64 bytes is a two-byte one (`_escapes`), and every
-    byte above 127 unless they are whole UTF-8 characters (`_whole`). Carries: ``ins``,
+    backslash unless each escape in the 64 bytes is a two-byte one (`_escapes`) or a
+    ``\\uXXXX`` of no surrogate (`_unicode`), and every byte above 127 unless they are
+    whole UTF-8 characters (`_whole`). Carries: ``ins``,
     all ones when ``a[i]`` is inside a string; ``esc``, 1 when it is escaped; ``run``, 1
     when ``a[i - 1]`` is in a run. Escaped: the bytes after odd runs of backslashes
     (simdjson's subtraction)."""
@@ -595,8 +596,10 @@ def _tokens(a, i, ins, esc, run):
     starts = other & ~((other << _ONE) | run)
     run = other >> np.uint64(63)
     special = ~_above(a, i, 31)  # control bytes; escapes and UTF-8 where not all whole
-    if slash and (esc or escaped & ~_escapes(a, i)):
-        special |= slash
+    if slash:
+        odd = escaped & ~_escapes(a, i)
+        if esc or (odd and not _unicode(a, i, odd)):
+            special |= slash
     high = _above(a, i, 127)
     if high and not _whole(a, i, high):
         special |= high
@@ -606,10 +609,35 @@ def _tokens(a, i, ins, esc, run):
 @kernel(inline="always")
 def _escapes(a, i):
     """The bytes of ``a[i:i + 64]`` that make a two-byte escape after a backslash, ``\\/``
-    left out: only these escapes can never spell the field's name in a key (which holds no
-    quote, backslash or control byte), so a key crossed in one step is its raw bytes."""
+    left out: these escapes can never spell the field's name in a key (which holds no
+    quote, backslash or control byte); a key with a ``\\u`` escape can, and `_object`
+    hands every key with a backslash and at least the name's length to pyarrow."""
     return (_equal(a, i, _QUOTE) | _equal(a, i, _BACKSLASH) | _equal(a, i, 98)
             | _equal(a, i, 102) | _equal(a, i, 110) | _equal(a, i, 114) | _equal(a, i, 116))
+
+
+@kernel(inline="always")
+def _unicode(a, i, odd):
+    """Whether the escaped bytes ``odd`` of ``a[i:i + 64]`` (bit k for ``a[i + k]``) are
+    each the ``u`` of a ``\\uXXXX`` whose 4 hex digits lie within these 64 bytes, a UTF-16
+    surrogate only as a high one followed at once by a low one (`_char`'s rules; Python's
+    json writes every character outside ASCII so): such text is plain to pyarrow."""
+    u = odd & _equal(a, i, 117)
+    if u != odd or u >> np.uint64(60):
+        return False
+    digit = _above(a, i, 47) & ~_above(a, i, 57)
+    upper, lower = _above(a, i, 64) & ~_above(a, i, 70), _above(a, i, 96) & ~_above(a, i, 102)
+    need = (u << _ONE) | (u << np.uint64(2)) | (u << np.uint64(3)) | (u << np.uint64(4))
+    if need & ~(digit | upper | lower):
+        return False
+    two = np.uint64(2)
+    d = u & ((_equal(a, i, 100) | _equal(a, i, 68)) >> _ONE)  # \uD...
+    if not d:
+        return True
+    surrogate = d & (((digit | upper | lower) & ~(digit & ~_above(a, i, 55))) >> two)
+    high = surrogate & ((_above(a, i, 55) & ~_above(a, i, 57) | upper & ~_above(a, i, 66)
+                         | lower & ~_above(a, i, 98)) >> two)  # D800-DBFF
+    return (high << np.uint64(6)) == surrogate & ~high and not high >> np.uint64(54)
 
 
 @kernel(inline="always")
@@ -786,7 +814,7 @@ def _object(a, n, name, st):
             if v < 0:
                 return v, value, found, st
             match = e - 2 - p == name.size
-            if crossed or match:
+            if crossed or e - 2 - p >= name.size:  # escapes only lengthen a key
                 for k in range(p + 1, e - 1):
                     if a[k] == _BACKSLASH:  # an escaped key may spell the name: pyarrow's
                         return -1, value, found, st

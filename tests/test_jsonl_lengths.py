@@ -265,8 +265,9 @@ def test_the_walk_is_compiled_for_avx512bw_targets_only(cpu, features, walked):
 
 def reference_tokens(text: bytes) -> list[int]:
     """The bytes `kernels.jsonl._tokens` marks, by its definition, one byte at a time (and a
-    decision per 64 bytes: their backslashes are tokens unless each makes a two-byte escape
-    other than ``\\/`` within them, their bytes above 127 unless they decode as UTF-8 by
+    decision per 64 bytes: their backslashes are tokens unless each makes, within them, a
+    two-byte escape other than ``\\/`` or a ``\\uXXXX``, a UTF-16 surrogate only as a high
+    one followed at once by a low one, their bytes above 127 unless they decode as UTF-8 by
     themselves)."""
     out, slashes, inside, other = [], 0, False, False
     for k, c in enumerate(text):
@@ -277,12 +278,22 @@ def reference_tokens(text: bytes) -> list[int]:
                 high = False
             except UnicodeDecodeError:
                 high = True
-            runs, partners = slashes, []
-            for b in group:
-                if runs % 2:
-                    partners.append(b)
+            runs, odd, units = slashes, False, {}
+            for j, b in enumerate(group):
+                if runs % 2 and b not in b'"\\bfnrt':
+                    digits = group[j + 1:j + 5].decode("latin-1")
+                    if b == 117 and len(digits) == 4 and all(
+                            h in "0123456789abcdefABCDEF" for h in digits):
+                        units[j] = int(digits, 16)
+                    else:
+                        odd = True
                 runs = runs + 1 if b == 92 else 0
-            slash = 92 in group and (runs % 2 == 1 or any(b not in b'"\\bfnrt' for b in partners))
+            for j, unit in units.items():  # a surrogate: high, then at once low
+                if 0xD800 <= unit <= 0xDBFF:
+                    odd |= not 0xDC00 <= units.get(j + 6, 0) <= 0xDFFF
+                elif 0xDC00 <= unit <= 0xDFFF:
+                    odd |= not 0xD800 <= units.get(j - 6, 0) <= 0xDBFF
+            slash = 92 in group and (runs % 2 == 1 or odd)
         quote = c == 34 and slashes % 2 == 0  # not escaped: after an even run of backslashes
         slashes = slashes + 1 if c == 92 else 0
         inside ^= quote
@@ -315,11 +326,16 @@ def test_tokens_are_the_bytes_their_definition_marks():
 
     rng = np.random.default_rng(7)
     pieces = [b'"', b'"', b"\\", b"\\", b"{", b"}", b"[", b"]", b":", b",", b"\n", b" ", b"\t",
-              b"\r", b"1", b"a", b"n", b"u", b"t", b"/", b"-", b".", b"\x00", b"\x1f", b"\x7f",
+              b"\r", b"1", b"a", b"n", b"u", b"t", b"/", b"-", b".", b"u00e9", b"ud83d", b"uDE00",
+              b"uDBFF", b"udc00", b"uD7ff", b"u12", b"U0041", b"f", b"\x00", b"\x1f", b"\x7f",
               b"\xc3\xa9", b"\xe6\x97\xa5", b"\xf0\x9f\x98\x80", b"\x80", b"\xff", b"\xc0\xaf",
               b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80", b"plain text"]
-    for k in range(600):
-        mix = pieces if k % 3 else pieces[:-11] + [b"plain text"] * 20  # some all whole
+    # strings as Python's json writes them: \\u escapes, surrogate pairs (whole, cut by a
+    # group's end, or alone), two-byte escapes
+    escaped = [b"ab ", b"x", b"\\u00e9", b"\\u65e5", b"\\ud83d\\ude00", b"\\uDBFF\\uDFFF",
+               b"\\ud83d", b"\\ude00", b"\\ud83d\\u0041", b"\\n", b'"', b"\\u12g4"]
+    for k in range(900):
+        mix = [pieces, pieces[:-11] + [b"plain text"] * 20, escaped][k % 3]  # some all whole
         text = b"".join(mix[i] for i in rng.integers(0, len(mix), 64 * 6))
         a = np.frombuffer(text[:64 * int(rng.integers(1, 6))], np.uint8).copy()
         out = np.zeros(a.size, np.uint8)

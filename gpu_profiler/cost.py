@@ -83,8 +83,7 @@ class CostModel:
 
     def __post_init__(self) -> None:
         a = self.attention_weight
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) \
-                or a < 0 or a > MAX_VALUE:
+        if not _real(a) or a < 0:
             raise ProfilerError(f"attention-weight must be a finite number >= 0, got {a!r}")
         object.__setattr__(self, "attention_weight", float(a))
         curve = tuple(_point(pt, i) for i, pt in enumerate(self.curve))
@@ -92,8 +91,7 @@ class CostModel:
         object.__setattr__(self, "curve", curve)
         b = self.budget
         if b is not None:
-            if isinstance(b, bool) or not isinstance(b, (int, float)) or \
-                    not math.isfinite(b) or b <= 0 or b > MAX_VALUE:
+            if not _real(b) or b <= 0:
                 raise ProfilerError(f"cost-budget must be a finite number > 0, got {b!r}")
             object.__setattr__(self, "budget", float(b))
         if curve and self.attention_weight:
@@ -133,6 +131,12 @@ class CostModel:
                 "curve": [[length, cost] for length, cost in self.curve] or None,
                 "budget": self.budget, "unit": self.unit, "rows_per_sample": self.rows_per_sample,
                 **({"varlen": True} if self.varlen else {})}
+
+
+def _real(x: Any) -> bool:
+    """A finite int or float (not a bool) of at most `MAX_VALUE`."""
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) \
+        and x <= MAX_VALUE
 
 
 def _point(pt: Any, i: int) -> tuple[int, float]:
@@ -206,14 +210,6 @@ def row_cost(lengths: Any, model: CostModel) -> Any:
         return lengths if n == 1 else lengths * n
     out = out * n if n != 1 else out
     return float(out) if out.ndim == 0 else out
-
-
-def batch_cost(rows: Any, longest: Any, model: CostModel) -> Any:
-    """``rows x row_cost(longest)``: what a batch (or arrays of them) costs."""
-    import numpy as np
-
-    return np.asarray(rows) * row_cost(longest, model) if np.ndim(rows) or np.ndim(longest) \
-        else rows * row_cost(longest, model)
 
 
 def padded_price(lengths: Any, model: CostModel) -> Any:

@@ -37,13 +37,13 @@ import numpy as np
 from gpu_profiler.analysis.buckets import clipped_counts
 from gpu_profiler.analysis.policies import (
     PolicyResult,
-    batch_size_for,
     draw_all_below,
     evaluate_policy,
     log_falling,
     present_lengths,
 )
 from gpu_profiler.cost import (
+    batch_rows,
     batch_rows_array,
     budget_option,
     budget_words,
@@ -174,11 +174,12 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
     if not balance >= 0:
         raise ProfilerError(f"--balance must be >= 0, got {balance!r}")
     lo, hi = p.bounds[0], p.bounds[-1]
-    hist = _clipped(hist, p.max_seq_len)  # once, not in every evaluate_policy
-    values, cnt = present_lengths(clipped_counts(hist, p.max_seq_len), lo, hi)
+    counts = clipped_counts(hist, p.max_seq_len)
+    hist = LengthHistogram(counts)  # all a policy reads, clipped once, not in each one
+    values, cnt = present_lengths(counts, lo, hi)
     if not values.size:
         raise ProfilerError(f"no samples inside the bounds [{lo}, {hi}) to split")
-    if not batch_size_for(int(values[-1]), p):
+    if not batch_rows(int(values[-1]), p):
         raise ProfilerError(
             f"the longest sample ({int(values[-1])} tokens) exceeds the {budget_words(p)}, "
             f"so no bounds can batch it; raise {budget_option(p)} or lower --max-seq-len")
@@ -238,16 +239,6 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
     return Suggestion(p, buckets, float(balance), drop_last, tuple(out), tuple(
         f"{q.method}: {len(q.bounds) - 1} buckets, not {buckets}: {q.why_fewer}"
         for q in out if q.why_fewer))
-
-
-def _clipped(hist: LengthHistogram, cap: int) -> LengthHistogram:
-    """A histogram of ``clipped_counts(hist, cap)`` (all a policy reads), binned to ``cap``:
-    without `LengthHistogram.with_cap`'s exact statistics above it (half a millisecond)."""
-    if cap >= hist.cap:
-        return hist.with_cap(cap)
-    counts = hist.counts[:cap + 1].copy()
-    counts[cap] += int(hist.counts[cap + 1:].sum()) + hist.above_count
-    return LengthHistogram(counts)
 
 
 def _weights(method: str, values: np.ndarray, cnt: np.ndarray, p: BucketParams) -> np.ndarray:
@@ -583,7 +574,7 @@ def _interval_cost(values: np.ndarray, cum: np.ndarray, gaps: np.ndarray, a: int
     budget."""
     base = int(cum[a - 1]) if a else 0
     n = int(cum[b - 1]) - base
-    size = batch_size_for(int(values[b - 1]), p)
+    size = batch_rows(int(values[b - 1]), p)
     if not size:
         return np.inf, 0
     full, rest = divmod(n, size)

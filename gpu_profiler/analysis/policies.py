@@ -165,7 +165,7 @@ def evaluate_policy(hist: LengthHistogram, name: str, params: BucketParams | Non
     p = params or BucketParams()
     if name not in POLICIES:
         raise ProfilerError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
-    counts = _clipped_counts(hist, p.max_seq_len)
+    counts = clipped_counts(hist, p.max_seq_len)
     if name in _PACKING:
         return _packed(counts, p, drop_last, _PACKING[name])
     rows = [_BUCKET_FNS[name](present_lengths(counts, lo, hi), lo, p, drop_last)
@@ -174,17 +174,6 @@ def evaluate_policy(hist: LengthHistogram, name: str, params: BucketParams | Non
 
 
 # ---------------------------------------------------------------- histogram segments
-def _clipped_counts(hist: LengthHistogram, cap: int) -> np.ndarray:
-    """`clipped_counts` (the same array), without `LengthHistogram.with_cap`'s exact
-    statistics above ``cap``, which no policy reads: half a millisecond on a histogram
-    binned to 151k."""
-    if cap >= hist.cap:
-        return clipped_counts(hist, cap)
-    counts = hist.counts[:cap + 1].copy()
-    counts[cap] += int(hist.counts[cap + 1:].sum()) + hist.above_count
-    return counts
-
-
 def present_lengths(counts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """The present lengths of bucket ``[lo, hi)`` (ascending) and their counts, out of
     `clipped_counts`: what every policy, and the bounds search (`analysis.bounds`), works
@@ -192,12 +181,6 @@ def present_lengths(counts: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, n
     lo_, hi_ = min(lo, counts.size), min(hi, counts.size)
     nz = np.flatnonzero(counts[lo_:hi_])
     return (lo_ + nz).astype(np.int64), counts[lo_:hi_][nz]
-
-
-def batch_size_for(max_len: int, p: BucketParams) -> int:
-    """Rows per batch when the longest row is ``max_len`` (0: does not fit the budget):
-    `gpu_profiler.cost.batch_rows`, the one place a batch is sized."""
-    return batch_rows(max_len, p)
 
 
 # ---------------------------------------------------------------- expected batch maximum
@@ -292,7 +275,7 @@ def _estimate_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParam
     values, cnt = seg
     n, tokens = int(cnt.sum()), int(cnt @ values)
     max_len = int(values[-1]) if n else 0
-    size = batch_size_for(max_len, p)
+    size = batch_rows(max_len, p)
     cost = varlen_cost(n * max_len, squares(values, cnt), p.cost) if p.cost.varlen else \
         n * float(row_cost(max_len, p.cost))
     return dict(samples=n, batches=n / max(size, 1), batch_size=size, min_batch_size=size,
@@ -304,7 +287,7 @@ def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
                   drop_last: bool) -> dict[str, Any]:
     values, cnt = seg
     n, tokens = int(cnt.sum()), int(cnt @ values)
-    size = batch_size_for(int(values[-1]) if n else 0, p)
+    size = batch_rows(int(values[-1]) if n else 0, p)
     if n and not size:
         return dict(samples=0, batches=0, batch_size=0, min_batch_size=0, max_batch_size=0,
                     tokens=0, padded_tokens=0, dropped_samples=0, unbatchable_samples=n,
@@ -355,7 +338,7 @@ def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
         max_rows = max(max_rows, r)
 
     mbs = p.max_batch_size
-    # `batch_size_for` of every length at once; varlen: a fresh batch of one length
+    # `batch_rows` of every length at once; varlen: a fresh batch of one length
     caps = [varlen_take(0, 0.0, v, mbs, p) for v in values.tolist()] if varlen else \
         batch_rows_array(values, p).tolist()
     for v, c, cap in zip(values.tolist(), cnt.tolist(), caps, strict=True):
@@ -383,7 +366,7 @@ def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
     dropped = 0
     if rows:
         more = varlen_take(rows, sumsq, longest, 1, p) if varlen else \
-            rows < batch_size_for(longest, p)
+            rows < batch_rows(longest, p)
         if drop_last and more:
             dropped = rows
         else:
@@ -451,7 +434,7 @@ def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
     values, cnt = present_lengths(counts, lo, hi)
     samples, tokens = int(cnt.sum()), int(cnt @ values)
     rows = pack_rows(values, cnt, p.max_seq_len, algorithm)
-    per_batch = batch_size_for(p.max_seq_len, p)
+    per_batch = batch_rows(p.max_seq_len, p)
     warnings = []
     if per_batch == 0:
         per_batch = 1

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpu_profiler.analysis.bounds import Proposal, Suggestion, suggest_bounds
-from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable
+from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable, pct
 from gpu_profiler.analysis.interleave import min_run
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
 from gpu_profiler.histogram import LengthHistogram
@@ -122,7 +122,7 @@ def advise(hist: LengthHistogram, params: BucketParams | None = None,
     if proposal is None and run is None:
         return None
     est = estimated(current)
-    est_pct = est[top.index] / sum(est) * 100 if sum(est) else 0.0
+    est_pct = pct(est[top.index], sum(est))
     return Advice(top.index, top.lo, top.hi, top.batch_pct, int(current.total_batches), k,
                   proposal, current.padding_pct, run,
                   _text(current, top, k, proposal, run, est_pct, sum(est)),

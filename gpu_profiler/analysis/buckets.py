@@ -92,7 +92,7 @@ class BucketTable:
     @property
     def truncated_pct(self) -> float:
         """Share of the samples longer than max_seq_len."""
-        return self.truncated_samples / self.total_samples * 100 if self.total_samples else 0.0
+        return pct(self.truncated_samples, self.total_samples)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)
@@ -102,7 +102,7 @@ class BucketTable:
         d["percentiles"] = dict(self.percentiles)
         d["percentile_bounds"] = {k: list(v) for k, v in self.percentile_bounds.items()}
         d["params"] = self.params.to_dict()
-        d["buckets"] = [_without_cost(asdict(b)) for b in self.buckets]
+        d["buckets"] = [without_cost(asdict(b), "est_cost") for b in self.buckets]
         d["warnings"] = list(self.warnings)
         d["advice"] = self.advice.to_dict() if self.advice else None
         if self.params.cost.is_default:
@@ -110,10 +110,18 @@ class BucketTable:
         return d
 
 
-def _without_cost(d: dict[str, Any]) -> dict[str, Any]:
-    if d.get("est_cost") is None:
-        del d["est_cost"], d["cost_pct"]
+def without_cost(d: dict[str, Any], key: str) -> dict[str, Any]:
+    """``d`` less ``key`` and ``cost_pct`` when no cost model priced it (``key`` None): the
+    outputs stay as they were without one."""
+    if d.get(key) is None:
+        for k in (key, "cost_pct"):
+            d.pop(k, None)
     return d
+
+
+def pct(part: float, whole: float) -> float:
+    """``part`` in percent of ``whole`` (0 when ``whole`` is 0)."""
+    return part / whole * 100 if whole else 0.0
 
 
 def clipped_counts(hist: LengthHistogram, max_seq_len: int) -> np.ndarray:
@@ -148,7 +156,7 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
         max_len = lo + int(nz[-1]) if nz.size else 0
         size = batch_rows(max_len, p)
         rows.append(dict(index=b, lo=lo, hi=hi, samples=samples,
-                         sample_pct=samples / total * 100 if total else 0.0, tokens=tokens,
+                         sample_pct=pct(samples, total), tokens=tokens,
                          avg_len=tokens / samples if samples else 0.0, max_len=max_len,
                          est_batch_size=size, est_batches=samples / max(size, 1),
                          over_budget=size == 0,
@@ -157,10 +165,9 @@ def bucket_table(hist: LengthHistogram, params: BucketParams | None = None) -> B
                          if p.cost.varlen else samples * float(row_cost(max_len, p.cost))))
     total_batches = float(sum(r["est_batches"] for r in rows))
     total_cost = None if p.cost.is_default else float(sum(r["est_cost"] for r in rows))
-    buckets = tuple(BucketRow(**r, batch_pct=r["est_batches"] / total_batches * 100
-                              if total_batches else 0.0,
+    buckets = tuple(BucketRow(**r, batch_pct=pct(r["est_batches"], total_batches),
                               cost_pct=None if total_cost is None else
-                              r["est_cost"] / total_cost * 100 if total_cost else 0.0)
+                              pct(r["est_cost"], total_cost))
                     for r in rows)
     unbucketed = total - sum(r.samples for r in buckets)
     pcts = hist.percentiles()

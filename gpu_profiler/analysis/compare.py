@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.analysis.buckets import BucketTable, bucket_table
+from gpu_profiler.analysis.buckets import BucketTable, bucket_table, pct
 from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
 from gpu_profiler.histogram import PERCENTILES, LengthHistogram
@@ -194,7 +194,7 @@ def compare(a: LengthHistogram, b: LengthHistogram, params_a: BucketParams,
         ga = hists_a.get(name) or LengthHistogram.empty(0)
         gb = hists_b.get(name) or LengthHistogram.empty(0)
         g = _compare(ga, gb, params_a, params_b, name, name, drop_last)
-        shares = {f"{key}_{side}": _pct(getattr(mine.table, attr), getattr(all_.table, attr))
+        shares = {f"{key}_{side}": pct(getattr(mine.table, attr), getattr(all_.table, attr))
                   for key, attr in (("sample_pct", "total_samples"),
                                     ("token_pct", "total_tokens"))
                   for side, mine, all_ in (("a", g.a, whole.a), ("b", g.b, whole.b))}
@@ -217,10 +217,6 @@ def _listed(items: list[str], most: int = 10) -> str:
     """``items`` joined, the first `most` of them and how many more."""
     more = len(items) - most
     return ", ".join(items[:most]) + (f" and {more:,} more" if more > 0 else "")
-
-
-def _pct(part: int, whole: int) -> float:
-    return part / whole * 100 if whole else 0.0
 
 
 def _compare(a: LengthHistogram, b: LengthHistogram, params_a: BucketParams,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.analysis.buckets import BucketTable
+from gpu_profiler.analysis.buckets import BucketTable, pct
 
 #: A group making more than this share of a bucket's samples...
 MOST_PCT = 50.0
@@ -77,9 +77,9 @@ def dominant(counts: np.ndarray, corpus_pct: np.ndarray) -> np.ndarray:
         return np.full(len(counts), -1, np.int64)
     totals = counts.sum(axis=1)
     top = counts.argmax(axis=1)
-    pct = np.divide(counts[np.arange(len(counts)), top], totals,
-                    out=np.zeros(len(counts)), where=totals > 0) * 100
-    return np.where((pct > MOST_PCT) & (pct - corpus_pct[top] >= OVER_POINTS), top, -1)
+    share = np.divide(counts[np.arange(len(counts)), top], totals,
+                      out=np.zeros(len(counts)), where=totals > 0) * 100
+    return np.where((share > MOST_PCT) & (share - corpus_pct[top] >= OVER_POINTS), top, -1)
 
 
 def bucket_counts(groups: dict[str, BucketTable], buckets: int) -> np.ndarray:
@@ -93,9 +93,6 @@ def bucket_counts(groups: dict[str, BucketTable], buckets: int) -> np.ndarray:
 def mixture(by: str, groups: dict[str, BucketTable], total: BucketTable) -> Mixture:
     """The shares and composition of ``groups`` (tables under the same parameters as
     ``total``, whose histograms sum to its histogram)."""
-    def pct(part: float, whole: float) -> float:
-        return part / whole * 100 if whole else 0.0
-
     batches = {name: sum(pct(b.samples, tb.samples) / 100 * tb.est_batches
                          for b, tb in zip(t.buckets, total.buckets, strict=True))
                for name, t in groups.items()}

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_profiler.analysis.buckets import clipped_counts
+from gpu_profiler.analysis.buckets import clipped_counts, pct, without_cost
 from gpu_profiler.cost import (
     batch_rows,
     batch_rows_array,
@@ -118,21 +118,12 @@ class PolicyResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["buckets"] = [_without_cost(asdict(b)) for b in self.buckets]
+        d["buckets"] = [without_cost(asdict(b), "cost") for b in self.buckets]
         d["warnings"] = list(self.warnings)
         if self.rows is None:
             for key in ("rows", "rows_per_batch", "packing_efficiency", "algorithm"):
                 del d[key]
-        return _without_cost(d)
-
-
-def _without_cost(d: dict[str, Any]) -> dict[str, Any]:
-    """``d`` less its cost keys when no cost model priced it (the outputs stay as they were
-    without one)."""
-    if d.get("cost") is None:
-        for key in ("cost", "cost_pct"):
-            d.pop(key, None)
-    return d
+        return without_cost(d, "cost")
 
 
 def evaluate_policies(hist: LengthHistogram, names: Any = POLICIES,
@@ -383,10 +374,6 @@ def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
 _BUCKET_FNS = {"estimate": _estimate_bucket, "fixed": _fixed_bucket, "sorted": _sorted_bucket}
 
 
-def _pct(part: float, whole: float) -> float:
-    return part / whole * 100 if whole else 0.0
-
-
 def _steps(batches: float, p: BucketParams, name: str, drop_last: bool) -> int | float:
     per_step = p.grad_accum * p.world_size
     if name == "estimate":
@@ -399,7 +386,7 @@ def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last:
     priced = not p.cost.is_default
     total_cost = float(sum(r["cost"] for r in rows))
     for r in rows:
-        r["cost"], r["cost_pct"] = (r["cost"], _pct(r["cost"], total_cost)) if priced else \
+        r["cost"], r["cost_pct"] = (r["cost"], pct(r["cost"], total_cost)) if priced else \
             (None, None)
     samples = sum(r["samples"] for r in rows)
     tokens = sum(r["tokens"] for r in rows)
@@ -407,9 +394,9 @@ def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last:
     batches = sum(r["batches"] for r in rows)
     buckets = tuple(
         PolicyBucket(index=i, lo=lo, hi=hi, **r,
-                     padding_pct=_pct(r["padded_tokens"] - r["tokens"], r["padded_tokens"]),
-                     sample_pct=_pct(r["samples"], samples), token_pct=_pct(r["tokens"], tokens),
-                     batch_pct=_pct(r["batches"], batches))
+                     padding_pct=pct(r["padded_tokens"] - r["tokens"], r["padded_tokens"]),
+                     sample_pct=pct(r["samples"], samples), token_pct=pct(r["tokens"], tokens),
+                     batch_pct=pct(r["batches"], batches))
         for i, (r, lo, hi) in enumerate(zip(rows, p.bounds[:-1], p.bounds[1:], strict=True)))
     warnings = []
     for b in buckets:
@@ -420,7 +407,7 @@ def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last:
                 f"{budget_option(p)} or lower --max-seq-len")
     return PolicyResult(
         name=name, drop_last=drop_last, expected=expected, buckets=buckets, samples=samples,
-        tokens=tokens, padded_tokens=padded, padding_pct=_pct(padded - tokens, padded),
+        tokens=tokens, padded_tokens=padded, padding_pct=pct(padded - tokens, padded),
         total_batches=batches, steps_per_epoch=_steps(batches, p, name, drop_last),
         dropped_samples=sum(b.dropped_samples for b in buckets),
         unbatchable_samples=sum(b.unbatchable_samples for b in buckets),
@@ -449,7 +436,7 @@ def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
     return PolicyResult(
         name=name, drop_last=drop_last, expected=bool(drop_last and rest), buckets=(),
         samples=samples, tokens=kept_tokens, padded_tokens=padded,
-        padding_pct=_pct(padded - kept_tokens, padded), total_batches=batches,
+        padding_pct=pct(padded - kept_tokens, padded), total_batches=batches,
         steps_per_epoch=_steps(batches, p, name, drop_last), dropped_samples=0,
         unbatchable_samples=0, rows=rows, rows_per_batch=per_batch,
         packing_efficiency=tokens / (rows * p.max_seq_len) if rows else 0.0,

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.analysis.bounds import Suggestion
-from gpu_profiler.analysis.buckets import bucket_table
+from gpu_profiler.analysis.buckets import bucket_table, pct
 from gpu_profiler.analysis.interleave import (
     TAIL_PCT,
     check_max_run,
@@ -467,8 +467,7 @@ def _made_of(groups: tuple[str, dict[str, LengthHistogram]], hist: LengthHistogr
     tables = {n: bucket_table(hists[n], p) for n in names}
     counts = bucket_counts(tables, len(pol.buckets))
     whole = bucket_table(hist, p).total_samples
-    corpus = np.array([t.total_samples / whole * 100 if whole else 0.0
-                       for t in tables.values()])
+    corpus = np.array([pct(t.total_samples, whole) for t in tables.values()])
     batches_of = np.array([b.batches for b in pol.buckets], np.float64)[:, None]
     per_batch = np.divide(counts, batches_of, out=np.zeros(counts.shape), where=batches_of > 0)
     return names, per_batch, dominant(counts, corpus)

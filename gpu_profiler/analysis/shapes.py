@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_profiler.analysis.buckets import pct
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -100,7 +101,7 @@ def shape_profile(keys: np.ndarray, counts: np.ndarray, shape: dict[str, Any],
         buckets.append(ShapeBucket(b, bounds[b], bounds[b + 1], int(n.sum()),
                                    int(n.sum()) * rows_each, t, lo_,
                                    int(n @ kept_p[inside]) * rows_each,
-                                   lo_ / t * 100 if t else 0.0))
+                                   pct(lo_, t)))
     all_tokens, all_loss = int(counts @ tokens), int(counts @ loss)
     names = ("prompt", "completion") if not dpo else ("prompt", "chosen", "rejected")
     parts = {}
@@ -110,7 +111,7 @@ def shape_profile(keys: np.ndarray, counts: np.ndarray, shape: dict[str, Any],
         parts[name] = {"tokens": h.tokens, "mean": h.mean, "max": h.max,
                        "percentiles": h.percentiles()}
     return ShapeProfile(shape, int(counts.sum()), int(counts.sum()) * rows_each, all_tokens,
-                        all_loss, all_loss / all_tokens * 100 if all_tokens else 0.0,
+                        all_loss, pct(all_loss, all_tokens),
                         int(counts @ cut), parts, tuple(buckets),
                         _heatmap(p, answers.max(axis=1, initial=0), counts))
 

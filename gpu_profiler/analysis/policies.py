@@ -136,17 +136,22 @@ def evaluate_policies(hist: LengthHistogram, names: Any = POLICIES,
 
 def parse_policies(names: Any) -> tuple[str, ...]:
     """``"all"`` / ``"fixed,sorted"`` / ``["fixed", "packed"]`` -> validated unique names."""
+    return parse_names(names, POLICIES, "policy")
+
+
+def parse_names(names: Any, choices: tuple[str, ...], noun: str) -> tuple[str, ...]:
+    """``"all"`` / ``"a,b"`` / ``["a", "b"]`` -> the unique ``choices`` named, in order; a
+    name not among them is a `ProfilerError` calling it an unknown ``noun``."""
     items = [names] if isinstance(names, str) else list(names)
     out: list[str] = []
     for item in items:
         for name in str(item).replace(" ", "").split(","):
-            picked = POLICIES if name == "all" else (name,) if name else ()
-            for p in picked:
-                if p not in POLICIES:
-                    raise ProfilerError(f"unknown policy {p!r}; choose from "
-                                        f"{', '.join(POLICIES)} or all")
-                if p not in out:
-                    out.append(p)
+            for n in choices if name == "all" else (name,) if name else ():
+                if n not in choices:
+                    raise ProfilerError(f"unknown {noun} {n!r}; choose from "
+                                        f"{', '.join(choices)} or all")
+                if n not in out:
+                    out.append(n)
     return tuple(out)
 
 

@@ -39,7 +39,7 @@ from gpu_profiler.analysis.interleave import (
     tail_size,
 )
 from gpu_profiler.analysis.mixture import NOUNS, bucket_counts, dominant
-from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
+from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy, parse_names
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
@@ -515,16 +515,7 @@ def sources_of(s: Suggestion, hist: LengthHistogram,
 
 def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:
     """``"random,stride"`` / ``["random", "stride"]`` / ``"all"`` -> validated names."""
-    items = [orders] if isinstance(orders, str) else list(orders)
-    out: list[str] = []
-    for item in items:
-        for name in str(item).replace(" ", "").split(","):
-            for o in ORDERS if name == "all" else (name,) if name else ():
-                if o not in ORDERS:
-                    raise ProfilerError(f"unknown order {o!r}; choose from "
-                                        f"{', '.join(ORDERS)} or all")
-                if o not in out:
-                    out.append(o)
+    out = parse_names(orders, ORDERS, "order")
     if not out:
         raise ProfilerError("no order given; choose from " + ", ".join(ORDERS))
     return tuple(out)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_profiler.analysis import curve
 from gpu_profiler.analysis.bounds import Suggestion
 from gpu_profiler.analysis.buckets import bucket_table, pct
 from gpu_profiler.analysis.interleave import (
@@ -376,11 +377,7 @@ def window_means(order: np.ndarray, mean_len: np.ndarray, log_window: int) -> np
     """The mean batch length over each whole window of ``log_window`` consecutive batches
     (what a logged loss curve averages); one window of all batches when the epoch is
     shorter than a window."""
-    x = mean_len[order]
-    windows = x.size // log_window
-    if windows:
-        return x[:windows * log_window].reshape(windows, log_window).mean(axis=1)
-    return x.mean(keepdims=True) if x.size else np.zeros(0)
+    return curve.window_means(mean_len[order], log_window)
 
 
 def default_trials(batches: int) -> int:

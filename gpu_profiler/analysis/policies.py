@@ -199,8 +199,7 @@ def log_falling(m: np.ndarray, k: Any) -> np.ndarray:
     z, w = m + 1.0, m - kf + 1.0
     small = w < _STIRLING_MIN
     if not small.any():  # the common case: no masks
-        return (kf * np.log(z) - (w - 0.5) * np.log1p(-kf / z) - kf
-                + _stirling_tail(z) - _stirling_tail(w))
+        return _stirling(z, w, kf)
     kf = np.broadcast_to(kf, m.shape)
     out = np.empty_like(m)
     ms, ks = m[small], kf[small]
@@ -212,10 +211,14 @@ def log_falling(m: np.ndarray, k: Any) -> np.ndarray:
                           -np.inf)
     big = ~small
     if big.any():
-        zb, wb, kb = z[big], w[big], kf[big]
-        out[big] = (kb * np.log(zb) - (wb - 0.5) * np.log1p(-kb / zb) - kb
-                    + _stirling_tail(zb) - _stirling_tail(wb))
+        out[big] = _stirling(z[big], w[big], kf[big])
     return out
+
+
+def _stirling(z: np.ndarray, w: np.ndarray, kf: np.ndarray) -> np.ndarray:
+    """``lgamma(z) - lgamma(w)`` for ``z = m + 1``, ``w = z - k``, by Stirling's series."""
+    return (kf * np.log(z) - (w - 0.5) * np.log1p(-kf / z) - kf
+            + _stirling_tail(z) - _stirling_tail(w))
 
 
 def _stirling_tail(z: np.ndarray) -> np.ndarray:

@@ -188,24 +188,25 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
     tokens: float = max(int(cnt @ values), 1) if p.cost.is_default else \
         max(float(cnt @ np.asarray(row_cost(values, p.cost), np.float64)), 1e-300)
     score = _Scorer(hist, p, balance, drop_last, tokens)
+
+    def propose(method: str, idx: Any) -> Proposal:  # edges: indices into ``values``
+        return score(method, _with_edges(lo, hi, values, idx))
+
     out = [score("current", p.bounds, current)]
     for method in ("equal-samples", "equal-tokens", "equal-batches"):
-        edges = _quantile_edges(_weights(method, values, cnt, p), buckets)
-        out.append(score(method, _with_edges(lo, hi, values, edges)))
+        out.append(propose(method, _quantile_edges(_weights(method, values, cnt, p), buckets)))
     rivals = [q for q in out if len(q.bounds) - 1 <= buckets]
     dp = _Dp(values, cnt, p, drop_last, buckets, [q.bounds for q in out])
 
     def padding(costs: Any, batches: Any) -> Any:  # lists, or arrays (parts x splits)
         return sum(costs)
 
-    found = [score("min-padding", _with_edges(lo, hi, values, _refine(dp.solve(), dp,
-                                                                     padding)))]
+    found = [propose("min-padding", _refine(dp.solve(), dp, padding))]
     if not dp.exact and len(found[0].bounds) - 1 == buckets:
         dp.all_buckets = found[0]
     elif not dp.exact and dp.solve(buckets=buckets):
         # binned costs chose fewer buckets: the cheapest split into all of them, scored too
-        dp.all_buckets = score("min-padding", _with_edges(lo, hi, values, _refine(
-            dp.solve(buckets=buckets), dp, padding)))
+        dp.all_buckets = propose("min-padding", _refine(dp.solve(buckets=buckets), dp, padding))
         found.append(dp.all_buckets)
     # Every proposal is scored exactly: the least padding of the search's and the others'
     # (on exact costs the grid holds every rival's edges, so a rival is taken on a tie only).
@@ -230,8 +231,7 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
                         ** (1 / 64))
 
             tried.append(_refine(_refine(edges, dp, smooth), dp, objective))
-        bal = min((score("balanced", _with_edges(lo, hi, values, e)) for e in tried),
-                  key=lambda q: q.objective)
+        bal = min((propose("balanced", e) for e in tried), key=lambda q: q.objective)
         bal = min([bal, *(replace(q, method="balanced") for q in [*rivals, best])],
                   key=lambda q: q.objective)
         out.append(bal)
@@ -346,6 +346,10 @@ def _why_fewer(q: Proposal, k: int, values: np.ndarray, cnt: np.ndarray, p: Buck
             "largest share)")
 
 
+#: The refinement's moves of one edge: -1, +1, -2, +2, -4, ... +-`REFINE_SPAN` places.
+_STEPS = np.array([d * 2 ** i for i in range(int(np.log2(REFINE_SPAN)) + 1) for d in (-1, 1)])
+
+
 def _refine(idx: list[int], dp: _Dp, key: Any) -> list[int]:
     """Hill-climb the edges ``idx`` (indices into the present lengths) while ``key(costs,
     batches)`` of the split decreases: `_refine_exact` where the DP is exact, else
@@ -354,8 +358,7 @@ def _refine(idx: list[int], dp: _Dp, key: Any) -> list[int]:
 
 
 def _refine_exact(idx: list[int], dp: _Dp, key: Any) -> list[int]:
-    """Move single edges by +-1, 2, 4, ... ``REFINE_SPAN`` places, first improvement first."""
-    steps = [s * d for s in 2 ** np.arange(int(np.log2(REFINE_SPAN)) + 1) for d in (-1, 1)]
+    """Move single edges by `_STEPS` places, first improvement first."""
     current = key(*_parts(dp, idx))
     improved = True
     while improved:
@@ -363,8 +366,8 @@ def _refine_exact(idx: list[int], dp: _Dp, key: Any) -> list[int]:
         for e in range(len(idx)):
             left = idx[e - 1] + 1 if e else 1
             right = idx[e + 1] - 1 if e + 1 < len(idx) else dp.size - 1
-            for step in steps:
-                j = idx[e] + int(step)
+            for step in _STEPS.tolist():
+                j = idx[e] + step
                 if left <= j <= right:
                     trial = idx[:e] + [j] + idx[e + 1:]
                     v = key(*_parts(dp, trial))
@@ -375,15 +378,12 @@ def _refine_exact(idx: list[int], dp: _Dp, key: Any) -> list[int]:
 
 def _refine_binned(idx: list[int], dp: _Dp, key: Any) -> list[int]:
     """Coordinate descent on `_Binned` prices, all edges in one call a round: an edge's
-    trials are its own +-1, 2, 4, ... ``REFINE_SPAN`` places and the bin edges between its
-    neighbours (all of them in the first round, then the `REFINE_BINS` nearest each side).
-    Each edge's best trial, when it lowers ``key`` by more than `REFINE_TOL`, is taken
-    (the largest gain first) unless a neighbouring edge has moved or it no longer lowers
-    ``key`` (a key that is no sum, as the balanced objective, does not add the gains up);
-    until no edge moves."""
+    trials are its moves by `_STEPS` and the bin edges between its neighbours (all of them
+    in the first round, then the `REFINE_BINS` nearest each side). Each edge's best trial,
+    when it lowers ``key`` by more than `REFINE_TOL`, is taken (the largest gain first)
+    unless a neighbouring edge has moved or it no longer lowers ``key`` (a key that is no
+    sum, as the balanced objective, does not add the gains up); until no edge moves."""
     ends = np.array([0, *idx, dp.size], dtype=np.int64)
-    steps = np.concatenate([s * np.array([-1, 1]) for s in
-                            2 ** np.arange(int(np.log2(REFINE_SPAN)) + 1)])
     bins = dp.model.edges if dp.model is not None else np.zeros(0, np.int64)
     active, parts = list(range(len(idx))), ends.size - 1
     while active:
@@ -392,7 +392,7 @@ def _refine_binned(idx: list[int], dp: _Dp, key: Any) -> list[int]:
             left, at, right = ends[e:e + 3]
             i = int(np.searchsorted(bins, at))
             near = bins if parts else bins[max(i - REFINE_BINS, 0):i + REFINE_BINS + 1]
-            t = _ascending(np.concatenate([near, at + steps]))
+            t = _ascending(np.concatenate([near, at + _STEPS]))
             trials.append(t[(t > left) & (t < right) & (t != at)])
         edge = np.repeat(active, [t.size for t in trials])
         pos = np.concatenate(trials)
@@ -464,10 +464,7 @@ class _Dp:
         #: With binned costs, the search's split into all k buckets, scored exactly (None
         #: when the grid has too few edges; see `suggest_bounds`).
         self.all_buckets: Proposal | None = None
-        grid = set(np.searchsorted(self.cum, self.cum[-1] * np.arange(1, GRID // 2) /
-                                   (GRID // 2), side="right").tolist())
-        grid |= set(np.searchsorted(
-            values, np.linspace(values[0], values[-1], GRID // 2 + 1)[1:-1]).tolist())
+        grid = set(_cuts(values, self.cum, GRID // 2).tolist())
         self.exact = self.size <= GRID
         for bounds in seeds:
             grid |= set(np.searchsorted(values, bounds[1:-1]).tolist())
@@ -565,6 +562,15 @@ class _Dp:
         return [e for e in splits if e] or [[]]
 
 
+def _cuts(values: np.ndarray, cum: np.ndarray, half: int) -> np.ndarray:
+    """Indices into the present lengths ``values`` (``cum``: their cumulative counts) at
+    the ``i / half`` sample quantiles, then at ``half - 1`` evenly spaced lengths: the DP's
+    candidate edges, and `_Binned`'s bins."""
+    return np.concatenate([
+        np.searchsorted(cum, cum[-1] * np.arange(1, half) / half, side="right"),
+        np.searchsorted(values, np.linspace(values[0], values[-1], half + 1)[1:-1])])
+
+
 def _interval_cost(values: np.ndarray, cum: np.ndarray, gaps: np.ndarray, a: int, b: int,
                    p: BucketParams, drop_last: bool, priced: np.ndarray | None = None
                    ) -> tuple[float, int]:
@@ -637,11 +643,8 @@ class _Binned:
         else:
             half = max(bins // 2, 1)
             heavy = np.flatnonzero(cnt * half >= self.cum[-1])
-            cuts = np.concatenate([
-                np.searchsorted(self.cum, self.cum[-1] * np.arange(1, half) / half,
-                                side="right"),
-                np.searchsorted(values, np.linspace(values[0], values[-1], half + 1)[1:-1]),
-                heavy, heavy + 1, np.asarray(edges, np.int64), [0, d]]).astype(np.int64)
+            cuts = np.concatenate([_cuts(values, self.cum, half), heavy, heavy + 1,
+                                   np.asarray(edges, np.int64), [0, d]]).astype(np.int64)
             t = _ascending(cuts[(cuts >= 0) & (cuts <= d)])
         #: The bins' edges (indices into the present lengths, 0 and the count included).
         self.edges = t

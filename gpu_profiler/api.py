@@ -355,6 +355,7 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
     from gpu_profiler.analysis.blend import (
         WARN_EPOCHS,
         BlendSpec,
+        number,
         parse_blend,
         read_data_args,
         read_per_split_data_args,
@@ -392,7 +393,7 @@ def blend(spec: Sequence[str] | str | BlendSpec | None = None, *,
                                         **options) if megatron_split is None else \
                 _split_histogram(prefix, megatron_split, data_split, execution, options)
         except ProfilerError as e:
-            if parsed.weights is None and len(parsed.prefixes) % 2 and _is_number(prefix):
+            if parsed.weights is None and len(parsed.prefixes) % 2 and number(prefix) is not None:
                 raise ProfilerError(
                     f"{first_line(e)} (the blend has an odd number of items, so Megatron-LM "
                     f"reads every one as a path: is a weight missing its path?)") from None
@@ -429,11 +430,3 @@ def _split_histogram(prefix: str, ratios: str, which: str, execution: Execution 
     nulls = int(np.count_nonzero(part == NULL))
     return replace(histogram(part[part != NULL], execution=execution),
                    null_count=nulls)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

@@ -92,7 +92,8 @@ class BlendSpec:
                 "weights": None if self.weights is None else list(self.weights)}
 
 
-def _number(text: str) -> float | None:
+def number(text: str) -> float | None:
+    """``text`` as Megatron-LM reads a weight (``float``), or None when it is no number."""
     try:
         return float(text)
     except ValueError:
@@ -113,7 +114,7 @@ def parse_blend(items: Sequence[str], form: str = "data-path",
         prefixes, weights = items, None
     else:
         raw = items[0::2]
-        numbers = [_number(w) for w in raw]
+        numbers = [number(w) for w in raw]
         if all(n is None for n in numbers):
             prefixes, weights = items, None
         elif any(n is None for n in numbers):

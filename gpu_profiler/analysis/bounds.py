@@ -187,7 +187,16 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
     # batches' cost over the least it could be (every sample in a batch of its own length)
     tokens: float = max(int(cnt @ values), 1) if p.cost.is_default else \
         max(float(cnt @ np.asarray(row_cost(values, p.cost), np.float64)), 1e-300)
-    score = _Scorer(hist, p, balance, drop_last, tokens)
+
+    def score(method: str, bounds: tuple[int, ...], pol: PolicyResult | None = None
+              ) -> Proposal:  # under the fixed policy
+        pol = pol or evaluate_policy(hist, "fixed", replace(p, bounds=bounds),
+                                     drop_last=drop_last)
+        max_pct = max((b.batch_pct for b in pol.buckets), default=0.0)
+        cost = pol.padded_tokens if pol.cost is None else pol.cost
+        return Proposal(method, bounds, float(pol.padded_tokens), pol.padding_pct,
+                        int(pol.total_batches), int(pol.steps_per_epoch), max_pct,
+                        cost / tokens + balance * max_pct / 100, pol)
 
     def propose(method: str, idx: Any) -> Proposal:  # edges: indices into ``values``
         return score(method, _with_edges(lo, hi, values, idx))
@@ -247,25 +256,6 @@ def _weights(method: str, values: np.ndarray, cnt: np.ndarray, p: BucketParams) 
     if method == "equal-tokens":
         return (cnt * values).astype(np.float64)
     return cnt / np.maximum(batch_rows_array(values, p), 1)
-
-
-class _Scorer:
-    """Scores bounds under the ``fixed`` policy."""
-
-    def __init__(self, hist: LengthHistogram, p: BucketParams, balance: float,
-                 drop_last: bool, tokens: float):
-        self.hist, self.p, self.balance, self.drop_last = hist, p, balance, drop_last
-        self.tokens = tokens
-
-    def __call__(self, method: str, bounds: tuple[int, ...],
-                 pol: PolicyResult | None = None) -> Proposal:
-        pol = pol or evaluate_policy(self.hist, "fixed", replace(self.p, bounds=bounds),
-                                     drop_last=self.drop_last)
-        max_pct = max((b.batch_pct for b in pol.buckets), default=0.0)
-        cost = pol.padded_tokens if pol.cost is None else pol.cost
-        return Proposal(method, bounds, float(pol.padded_tokens), pol.padding_pct,
-                        int(pol.total_batches), int(pol.steps_per_epoch), max_pct,
-                        cost / self.tokens + self.balance * max_pct / 100, pol)
 
 
 def _parts(dp: _Dp, edges: list[int]) -> tuple[Any, Any]:

@@ -492,36 +492,30 @@ def _bfd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
             whole = free[:k]
             np.add.at(level, whole % length, level[whole])
             level[whole] = 0
-            if k < free.size:
+            if k < free.size:  # the c items left, fewer than level free[k] holds
                 c -= int(done[k - 1]) if k else 0
-                _partial_fill(level, int(free[k]), length, c)
+                r = int(free[k])
+                for f, m in _filled(r, length, c):
+                    level[r] -= m
+                    level[f] += m
                 continue
             c -= int(done[-1])
             top = length - 1
-        if c:
-            rows += _open_rows(level, capacity, length, c)
-            top = max(top, capacity - (c % (capacity // length) or capacity // length) * length)
+        if c:  # new rows
+            opened = _filled(capacity, length, c)
+            for f, m in opened:
+                level[f] += m
+                rows += m
+            top = max(top, opened[-1][0])
     return rows
 
 
-def _partial_fill(level: np.ndarray, r: int, length: int, c: int) -> None:
-    """``c`` items (fewer than the level holds) go into rows with ``r`` tokens free."""
-    per_row = r // length
-    full, rest = divmod(c, per_row)
-    level[r] -= full + (1 if rest else 0)
-    level[r % length] += full
-    if rest:
-        level[r - rest * length] += 1
-
-
-def _open_rows(level: np.ndarray, capacity: int, length: int, c: int) -> int:
-    """Open new rows for ``c`` items that fit no open row; returns how many."""
-    per_row = capacity // length
-    full, rest = divmod(c, per_row)
-    level[capacity % length] += full
-    if rest:
-        level[capacity - rest * length] += 1
-    return full + (1 if rest else 0)
+def _filled(free: int, length: int, c: int) -> list[tuple[int, int]]:
+    """Rows with ``free`` tokens free that take ``c`` items of ``length``, one row filled
+    before the next, as ``(tokens free after, rows)``: the full rows, then the one with
+    the rest (if any); the last has the most room left."""
+    full, rest = divmod(c, free // length)
+    return [(free % length, full)] + ([(free - rest * length, 1)] if rest else [])
 
 
 def _ffd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
@@ -547,23 +541,19 @@ def _ffd(values: np.ndarray, counts: np.ndarray, capacity: int) -> int:
             elif k < fit.size:
                 c -= int(done[k - 1]) if k else 0
                 j = int(fit[k])
-                per_row = int(free[j]) // length
-                full, rest = divmod(c, per_row)
-                new_free = [int(free[j]) % length, int(free[j]) - rest * length, int(free[j])]
-                new_n = [full, 1 if rest else 0, int(n[j]) - full - (1 if rest else 0)]
-                free = np.concatenate((free[:j], new_free, free[j + 1:]))
-                n = np.concatenate((n[:j], new_n, n[j + 1:]))
+                taken = _filled(int(free[j]), length, c)  # then the run's untouched rows
+                left = int(n[j]) - sum(m for _, m in taken)
+                free = np.concatenate((free[:j], [f for f, _ in taken], [free[j]], free[j + 1:]))
+                n = np.concatenate((n[:j], [m for _, m in taken], [left], n[j + 1:]))
                 keep = n > 0
                 free, n = free[keep], n[keep]
                 c = 0
             else:
                 c -= int(done[-1])
                 top = length - 1
-        if c:
-            per_row = capacity // length
-            full, rest = divmod(c, per_row)
-            pending += [(capacity % length, full)] + ([(capacity - rest * length, 1)] if rest
-                                                      else [])
-            rows += full + (1 if rest else 0)
-            top = max(top, capacity - (rest or per_row) * length)
+        if c:  # new rows
+            opened = _filled(capacity, length, c)
+            pending += opened
+            rows += sum(m for _, m in opened)
+            top = max(top, opened[-1][0])
     return rows

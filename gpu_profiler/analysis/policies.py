@@ -164,7 +164,7 @@ def evaluate_policy(hist: LengthHistogram, name: str, params: BucketParams | Non
     counts = clipped_counts(hist, p.max_seq_len)
     if name in _PACKING:
         return _packed(counts, p, drop_last, _PACKING[name])
-    rows = [_BUCKET_FNS[name](present_lengths(counts, lo, hi), lo, p, drop_last)
+    rows = [_BUCKET_FNS[name](present_lengths(counts, lo, hi), p, drop_last)
             for lo, hi in zip(p.bounds[:-1], p.bounds[1:], strict=True)]
     return _assemble(name, rows, p, drop_last, expected=name == "fixed")
 
@@ -268,8 +268,8 @@ def _expected_max(values: np.ndarray, cum: np.ndarray, gaps: np.ndarray, n: int,
 
 
 # ---------------------------------------------------------------- per-bucket policies
-def _estimate_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
-                     drop_last: bool) -> dict[str, Any]:
+def _estimate_bucket(seg: tuple[np.ndarray, np.ndarray], p: BucketParams, drop_last: bool
+                     ) -> dict[str, Any]:
     """The bucket table's numbers, unchanged (an over-budget bucket is flagged, not dropped)."""
     values, cnt = seg
     n, tokens = int(cnt.sum()), int(cnt @ values)
@@ -282,8 +282,8 @@ def _estimate_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParam
                 dropped_samples=0, unbatchable_samples=n if n and not size else 0, cost=cost)
 
 
-def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
-                  drop_last: bool) -> dict[str, Any]:
+def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], p: BucketParams, drop_last: bool
+                  ) -> dict[str, Any]:
     values, cnt = seg
     n, tokens = int(cnt.sum()), int(cnt @ values)
     size = batch_rows(int(values[-1]) if n else 0, p)
@@ -315,8 +315,8 @@ def _fixed_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
                 dropped_samples=dropped, unbatchable_samples=0, cost=cost)
 
 
-def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], lo: int, p: BucketParams,
-                   drop_last: bool) -> dict[str, Any]:
+def _sorted_bucket(seg: tuple[np.ndarray, np.ndarray], p: BucketParams, drop_last: bool
+                   ) -> dict[str, Any]:
     values, cnt = seg
     batches = padded = tokens = kept = unbatchable = 0
     cost = 0.0

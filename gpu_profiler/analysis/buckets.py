@@ -199,14 +199,9 @@ def _warnings(p: BucketParams, buckets: tuple[BucketRow, ...], unbucketed: int,
     if not h.total:
         return ["the source holds no samples: nothing to bucket (an empty dataset, or "
                 "shards without rows)"]
-    out = []
-    for b in buckets:
-        if b.over_budget:
-            out.append(
-                f"bucket {b.index} [{b.lo}, {b.hi}): its longest sample ({b.max_len} tokens) "
-                f"exceeds the {budget_words(p)}, so no batch fits; raise "
-                f"{budget_option(p)} or lower "
-                "--max-seq-len")
+    out = [f"bucket {b.index} [{b.lo}, {b.hi}): its longest sample ({b.max_len} tokens) "
+           f"exceeds the {budget_words(p)}, so no batch fits; raise {budget_option(p)} or "
+           "lower --max-seq-len" for b in buckets if b.over_budget]
     if unbucketed:
         fix = (f": every sample of {p.max_seq_len} tokens or more is clipped to "
                f"{p.max_seq_len}, past the last bound; end the bounds at {p.max_seq_len + 1} "

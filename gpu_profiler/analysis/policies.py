@@ -406,13 +406,10 @@ def _assemble(name: str, rows: list[dict[str, Any]], p: BucketParams, drop_last:
                      sample_pct=pct(r["samples"], samples), token_pct=pct(r["tokens"], tokens),
                      batch_pct=pct(r["batches"], batches))
         for i, (r, lo, hi) in enumerate(zip(rows, p.bounds[:-1], p.bounds[1:], strict=True)))
-    warnings = []
-    for b in buckets:
-        if b.unbatchable_samples:
-            warnings.append(
-                f"{name}: {b.unbatchable_samples} samples of bucket {b.index} [{b.lo}, {b.hi}) "
-                f"are longer than the {budget_words(p)} and fit no batch; raise "
-                f"{budget_option(p)} or lower --max-seq-len")
+    warnings = [f"{name}: {b.unbatchable_samples} samples of bucket {b.index} [{b.lo}, {b.hi})"
+                f" are longer than the {budget_words(p)} and fit no batch; raise "
+                f"{budget_option(p)} or lower --max-seq-len"
+                for b in buckets if b.unbatchable_samples]
     return PolicyResult(
         name=name, drop_last=drop_last, expected=expected, buckets=buckets, samples=samples,
         tokens=tokens, padded_tokens=padded, padding_pct=pct(padded - tokens, padded),

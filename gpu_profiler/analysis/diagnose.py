@@ -508,10 +508,8 @@ def _with_order(common: dict[str, Any], order: TrainedOrder, steps: np.ndarray,
     ranks = slice(None) if rank is None else [rank]
     rows = order.bucket[:, ranks]
     k = order.buckets
-    alignment, point_rows = _align(steps, d0, rows, row_lo, row_hi, k, every, logged,
-                                   step_offset, accum, order, rank)
-    lo, hi = point_rows
-    mix = _mix(rows, lo, hi, k)
+    alignment, lo, hi, mix = _align(steps, d0, rows, row_lo, row_hi, k, every, logged,
+                                    step_offset, accum, order, rank)
     trend, beta = y - d0, np.zeros(k)
     taken = mix.sum(axis=0)
     weights = taken / taken.sum()
@@ -603,9 +601,10 @@ def _persistence(fitted: np.ndarray, beta: np.ndarray, rows: np.ndarray, lo: np.
 def _align(steps: np.ndarray, d0: np.ndarray, rows: np.ndarray, row_lo: np.ndarray,
            row_hi: np.ndarray, k: int, every: int, logged: str, step_offset: int | None,
            accum: int, order: TrainedOrder, rank: int | None
-           ) -> tuple[Alignment, tuple[np.ndarray, np.ndarray]]:
+           ) -> tuple[Alignment, np.ndarray, np.ndarray, np.ndarray]:
     """The alignment of logged points with plan rows: the given one, else the candidate
-    (logging mode x step offset) whose bucket mix fits the detrended loss best."""
+    (logging mode x step offset) whose bucket mix fits the detrended loss best; with each
+    point's plan rows ``[lo, hi)`` and bucket mix under it."""
     modes = ("sample",) if every == 1 else ("mean", "sample") if logged == "auto" \
         else (logged,)
     offsets = OFFSETS if step_offset is None else (step_offset,)
@@ -621,7 +620,7 @@ def _align(steps: np.ndarray, d0: np.ndarray, rows: np.ndarray, row_lo: np.ndarr
             label = "step" if every == 1 else mode
             tried.append((label, offset, r2))
             if best is None or r2 > best[0] + 1e-12:
-                best = (r2, label, offset, (lo, hi))
+                best = (r2, label, offset, lo, hi, mix)
     if best is None:
         first, last = int(steps[0]), int(steps[-1])
         raise ProfilerError(
@@ -631,9 +630,9 @@ def _align(steps: np.ndarray, d0: np.ndarray, rows: np.ndarray, row_lo: np.ndarr
             f"{len(order.epochs)} epoch{'s' * (len(order.epochs) > 1)}) at step offsets "
             f"{', '.join(map(str, offsets))}: give every epoch's plan (--plan per epoch), "
             "or --grad-accum / --step-offset as trained")
-    _, label, offset, span = best
+    _, label, offset, lo, hi, mix = best
     return Alignment(label, offset, accum, order.world_size, rank,
-                     step_offset is None or len(modes) > 1, tuple(tried)), span
+                     step_offset is None or len(modes) > 1, tuple(tried)), lo, hi, mix
 
 
 def _bucket_effects(seq: np.ndarray, loss: np.ndarray, above: np.ndarray, lo: np.ndarray,

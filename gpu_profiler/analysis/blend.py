@@ -48,6 +48,7 @@ source (``tokens_drawn``, ``token_share``) is that histogram's.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -200,9 +201,7 @@ def split_rows(split: str, which: str, rows: int) -> tuple[int, int]:
         raise ProfilerError(f"--megatron-split {split!r}: write Megatron-LM's --split, up to "
                             "three non-negative ratios of train, valid and test (969,30,1)")
     vector = normalize(ratios + [0.0] * (len(SPLITS) - len(ratios))).tolist()
-    ends = [0.0]
-    for r in vector:
-        ends.append(ends[-1] + r)
+    ends = [0.0, *itertools.accumulate(vector)]
     i = SPLITS.index(which)
     if ends[i] == ends[i + 1]:
         raise ProfilerError(f"--megatron-split {split}: the {which} split holds no rows")

@@ -203,7 +203,7 @@ def suggest_bounds(hist: LengthHistogram, buckets: int, params: BucketParams | N
 
     out = [score("current", p.bounds, current)]
     for method in ("equal-samples", "equal-tokens", "equal-batches"):
-        out.append(propose(method, _quantile_edges(_weights(method, values, cnt, p), buckets)))
+        out.append(propose(method, _quantile_picks(_weights(method, values, cnt, p), buckets)))
     rivals = [q for q in out if len(q.bounds) - 1 <= buckets]
     dp = _Dp(values, cnt, p, drop_last, buckets, [q.bounds for q in out])
 
@@ -275,7 +275,8 @@ def _parts_of(dp: _Dp, splits: list[list[int]]) -> list[tuple[Any, Any]]:
 
 
 def _with_edges(lo: int, hi: int, values: np.ndarray, idx: Any) -> tuple[int, ...]:
-    """Bounds ``lo, values[j] for j in idx, hi`` (indices into the present lengths)."""
+    """Bounds ``lo, values[j] for j in idx, hi`` (indices into the present lengths; each
+    once, ascending)."""
     return (lo, *(int(values[j]) for j in sorted(set(int(j) for j in idx))), hi)
 
 
@@ -290,11 +291,6 @@ def _quantile_picks(w: np.ndarray, k: int) -> np.ndarray:
     left = np.maximum(right - 1, 0)
     pick = np.where(np.abs(below[left] - targets) <= np.abs(below[right] - targets), left, right)
     return pick + 1
-
-
-def _quantile_edges(w: np.ndarray, k: int) -> list[int]:
-    """The distinct `_quantile_picks`, ascending."""
-    return sorted(set(_quantile_picks(w, k).tolist()))
 
 
 _WEIGHED = {"equal-samples": "samples", "equal-tokens": "tokens", "equal-batches": "batches"}

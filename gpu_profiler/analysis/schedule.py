@@ -463,7 +463,7 @@ def _made_of(groups: tuple[str, dict[str, LengthHistogram]], hist: LengthHistogr
     names = sorted(hists)
     tables = {n: bucket_table(hists[n], p) for n in names}
     counts = bucket_counts(tables, len(pol.buckets))
-    whole = bucket_table(hist, p).total_samples
+    whole = hist.valid  # the samples every bucket table of hist counts
     corpus = np.array([pct(t.total_samples, whole) for t in tables.values()])
     batches_of = np.array([b.batches for b in pol.buckets], np.float64)[:, None]
     per_batch = np.divide(counts, batches_of, out=np.zeros(counts.shape), where=batches_of > 0)

@@ -515,7 +515,7 @@ def parse_orders(orders: Sequence[str] | str) -> tuple[str, ...]:
     out = parse_names(orders, ORDERS, "order")
     if not out:
         raise ProfilerError("no order given; choose from " + ", ".join(ORDERS))
-    return tuple(out)
+    return out
 
 
 def _early_note(stride: OrderStats, max_run: int | None, least: int) -> list[str]:

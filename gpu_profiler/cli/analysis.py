@@ -15,8 +15,7 @@ from gpu_profiler.cli import options as o
 Policy = Annotated[list[str] | None, typer.Option(
     "--policy", metavar="[estimate|fixed|sorted|packed|packed-ffd|all]",
     help="Add exact batching policies: estimate, fixed, sorted, packed, "
-    "packed-ffd, or all (repeat the option or separate with commas).",
-    show_default=False)]
+    "packed-ffd, or all (repeat the option or separate with commas).")]
 DropLast = Annotated[bool, typer.Option(
     "--drop-last", metavar="",
     help="Drop each bucket's incomplete last batch; steps per epoch round down.")]
@@ -24,8 +23,7 @@ DropLast = Annotated[bool, typer.Option(
 MaxRun = Annotated[int | None, typer.Option(
     "--max-run", metavar="N",
     help="Hard cap on same-bucket batches back to back in the interleaved "
-    "(stride) order (default: the least possible; an infeasible cap names the minimum).",
-    show_default=False)]
+    "(stride) order (default: the least possible; an infeasible cap names the minimum).")]
 
 # The sampler's options, as ``plan`` takes them (and ``diagnose`` with a SOURCE).
 PlanPolicy = Annotated[str, typer.Option(
@@ -51,25 +49,23 @@ PlanGroupBy = Annotated[str | None, typer.Option(
     "dictionary or integer column) names each sample's source; buckets made mostly of one "
     "source are interleaved as that source, keeping its runs of steps as short as the "
     "same-bucket cap allows. plan also reports each source's share of every 50 steps and "
-    "the most steps in a row made mostly of one.", show_default=False)]
+    "the most steps in a row made mostly of one.")]
 
 Sft = Annotated[str | None, typer.Option(
     "--sft", metavar="PROMPT,COMPLETION",
     help="Samples are SFT prompt + completion: two columns, each an integer length or a "
          "list of token ids; adds each bucket's loss (completion) tokens and the prompt x "
-         "completion heat map.", show_default=False)]
+         "completion heat map.")]
 Dpo = Annotated[str | None, typer.Option(
     "--dpo", metavar="PROMPT,CHOSEN,REJECTED",
     help="Samples are DPO triples (integer lengths or token lists): the memory length is "
-         "the prompt and its longer answer, two rows a sample.", show_default=False)]
+         "the prompt and its longer answer, two rows a sample.")]
 SftLabels = Annotated[str | None, typer.Option(
     "--sft-labels", metavar="COLUMN",
-    help="Samples are SFT sequences whose list COLUMN marks the prompt with -100 (labels).",
-    show_default=False)]
+    help="Samples are SFT sequences whose list COLUMN marks the prompt with -100 (labels).")]
 SftMask = Annotated[str | None, typer.Option(
-    "--sft-mask", metavar="COLUMN",
-    help="Samples are SFT sequences whose list COLUMN is non-zero on loss tokens (a loss or "
-         "completion mask).", show_default=False)]
+    "--sft-mask", metavar="COLUMN", help="Samples are SFT sequences whose list COLUMN is "
+    "non-zero on loss tokens (a loss or completion mask).")]
 
 
 def shape(sft: str | None, dpo: str | None, labels: str | None, mask: str | None) -> Any:
@@ -131,11 +127,11 @@ GroupBy = Annotated[str | None, typer.Option(
          "integer COLUMN (a source, language, dataset), each file (@file) or top-level "
          "subdirectory (@dir). profile: each group's share of samples, tokens and batches "
          "and each bucket's composition; compare: each group of B against A's; schedule, "
-         "suggest: the runs of batches each order makes of one group.", show_default=False)]
+         "suggest: the runs of batches each order makes of one group.")]
 
 Plot = Annotated[str | None, typer.Option(
     "--plot", metavar="FILE", help="Also draw the result to FILE: .png, .svg or .pdf "
-    "(needs matplotlib: pip install 'gpu-profiler[plot]').", show_default=False)]
+    "(needs matplotlib: pip install 'gpu-profiler[plot]').")]
 
 
 def load_histogram(paths: str | list[str], opts: o.ScanOptions,

@@ -67,8 +67,7 @@ def profile(
     paths: o.Paths_,
     save_hist: Annotated[str | None, typer.Option(
         "--save-hist", metavar="FILE",
-        help="Also save the exact histogram (JSON) for later re-analysis.",
-        show_default=False)] = None,
+        help="Also save the exact histogram (JSON) for later re-analysis.")] = None,
     policy: analysis_opts.Policy = None,
     drop_last: analysis_opts.DropLast = False,
     group_by: analysis_opts.GroupBy = None,
@@ -124,11 +123,11 @@ def demo(
     backend: o.Backend = "auto",
     output_format: o.OutFormat = o.OutputFormat.table,
     directory: Annotated[str | None, typer.Option(
-        "--dir", metavar="DIR", help="Where to build the demo corpus (default: the user cache).",
-        show_default=False)] = None,
+        "--dir", metavar="DIR",
+        help="Where to build the demo corpus (default: the user cache).")] = None,
     report: Annotated[str | None, typer.Option(
         "--report", metavar="FILE", help="Also write the demo's HTML report (gpu-profiler "
-        "report) to FILE and print its path.", show_default=False)] = None,
+        "report) to FILE and print its path.")] = None,
 ) -> None:
     """Build the embedded demo corpus (a real HF save_to_disk dir) and profile it."""
     from gpu_profiler.api import profile as run_profile

@@ -13,40 +13,36 @@ from gpu_profiler.cli.output import enforce, gates, guard, show
 
 DataPath = Annotated[list[str] | None, typer.Argument(
     metavar="[WEIGHT] PATH...", help="The blend as Megatron-LM's --data-path takes it: "
-    "WEIGHT PATH pairs, or paths alone (weighted by their samples).", show_default=False)]
+    "WEIGHT PATH pairs, or paths alone (weighted by their samples).")]
 DataArgsPath = Annotated[str | None, typer.Option(
     "--data-args-path", metavar="FILE", help="Read the blend from FILE (its words, as "
-    "--data-path), as Megatron-LM's --data-args-path.", show_default=False)]
+    "--data-path), as Megatron-LM's --data-args-path.")]
 PerSplitDataArgsPath = Annotated[str | None, typer.Option(
     "--per-split-data-args-path", metavar="FILE", help="Read the blend from the JSON FILE of "
-    "Megatron-LM's --per-split-data-args-path (train, valid and test keys), its "
-    "--data-split.", show_default=False)]
+    "Megatron-LM's --per-split-data-args-path (train, valid and test keys), its --data-split.")]
 DataSplit = Annotated[str, typer.Option(
     "--data-split", metavar="[train|valid|test]", help="The blend of "
     "--per-split-data-args-path to read, or the rows of --megatron-split.")]
 TrainSamples = Annotated[int | None, typer.Option(
     "--train-samples", metavar="N", help="Samples to train on (Megatron-LM's "
-    "--train-samples; default: every source's samples added up).", show_default=False)]
+    "--train-samples; default: every source's samples added up).")]
 TrainTokens = Annotated[int | None, typer.Option(
     "--train-tokens", metavar="N", help="Tokens to train on instead: the fewest samples "
-    "whose expected tokens at the blend's weights reach N.", show_default=False)]
+    "whose expected tokens at the blend's weights reach N.")]
 TrainIters = Annotated[int | None, typer.Option(
     "--train-iters", metavar="N", help="Steps to train instead, with --global-batch-size: "
-    "N x the batch size samples, as Megatron-LM counts them.", show_default=False)]
+    "N x the batch size samples, as Megatron-LM counts them.")]
 GlobalBatchSize = Annotated[int | None, typer.Option(
-    "--global-batch-size", metavar="N", help="Samples per step, for --train-iters.",
-    show_default=False)]
+    "--global-batch-size", metavar="N", help="Samples per step, for --train-iters.")]
 SeqLength = Annotated[int | None, typer.Option(
     "--seq-length", metavar="N", help="The samples are Megatron-LM GPTDataset windows of N "
     "tokens cut from each source's concatenated documents (its --seq-length), not the "
-    "sources' own samples.", show_default=False)]
+    "sources' own samples.")]
 MegatronSplit = Annotated[str | None, typer.Option(
-    "--megatron-split", metavar="RATIOS", help="Megatron-LM's --split (969,30,1): each "
-    "source holds only the rows of --data-split (train by default), as Megatron-LM cuts "
-    "them.", show_default=False)]
+    "--megatron-split", metavar="RATIOS", help="Megatron-LM's --split (969,30,1): each source "
+    "holds only the rows of --data-split (train by default), as Megatron-LM cuts them.")]
 WarnEpochs = Annotated[float, typer.Option(
-    "--warn-epochs", metavar="X", help="Warn when a source is repeated more than X "
-    "epochs.")]
+    "--warn-epochs", metavar="X", help="Warn when a source is repeated more than X epochs.")]
 
 
 def _number(text: str) -> float | None:
@@ -72,7 +68,7 @@ def blend(
     warn_epochs: WarnEpochs = WARN_EPOCHS,
     report: Annotated[str | None, typer.Option(
         "--report", metavar="FILE", help="Also write the blend as one offline HTML page "
-        "(as gpu-profiler report writes one), with its figures.", show_default=False)] = None,
+        "(as gpu-profiler report writes one), with its figures.")] = None,
     fail_if: o.FailIf = None,
     *,
     opts: o.ScanOptions,

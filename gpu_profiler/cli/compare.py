@@ -12,22 +12,20 @@ from gpu_profiler.cli.output import enforce, gates, guard, show
 
 Other = Annotated[str | None, typer.Argument(
     metavar="OTHER", help="The source to compare with PATH (a dataset or a saved "
-    "histogram; default: PATH itself, under --bounds-b).", show_default=False)]
+    "histogram; default: PATH itself, under --bounds-b).")]
 BoundsB = Annotated[str | None, typer.Option(
-    "--bounds-b", metavar="EDGES", help="Bucket edges for OTHER (default: --bounds).",
-    show_default=False)]
+    "--bounds-b", metavar="EDGES", help="Bucket edges for OTHER (default: --bounds).")]
 ColumnB = Annotated[str | None, typer.Option(
     "--column-b", metavar="COLUMN", help="OTHER's integer length column (default: PATH's "
-    "length source).", show_default=False)]
+    "length source).")]
 OffsetsOfB = Annotated[str | None, typer.Option(
     "--offsets-of-b", metavar="COLUMN", help="OTHER's lengths from this list column's "
-    "offsets (default: PATH's length source).", show_default=False)]
+    "offsets (default: PATH's length source).")]
 FormatB = Annotated[str | None, typer.Option(
-    "--format-b", metavar="FORMAT", help="Force OTHER's input format (default: --format).",
-    show_default=False)]
+    "--format-b", metavar="FORMAT", help="Force OTHER's input format (default: --format).")]
 SplitB = Annotated[str | None, typer.Option(
     "--split-b", metavar="NAME", help="OTHER's split (default: --split, else train or the "
-    "only one).", show_default=False)]
+    "only one).")]
 
 
 @o.scan_options

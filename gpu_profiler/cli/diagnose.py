@@ -21,59 +21,55 @@ _OWN = ("grad_accum", "world_size", "output_format", "output", "width")
 def diagnose(
     log: Annotated[str, typer.Argument(
         metavar="LOG", help="The loss log: a TensorBoard run directory or event file, or a "
-        "CSV / JSONL / Parquet table of step and loss (a W&B or MLflow export).",
-        show_default=False)],
+        "CSV / JSONL / Parquet table of step and loss (a W&B or MLflow export).")],
     source: Annotated[list[str] | None, typer.Argument(
         metavar="SOURCE", help="The corpus the run trained on (PATHs, as plan takes them): "
         "its order is planned again as gpu-profiler plan plans it, with plan's options "
         "(--policy, --order, --seed, --bounds and the others), epoch after epoch from "
-        "--epoch.",
-        show_default=False)] = None,
+        "--epoch.")] = None,
     plan: Annotated[list[str] | None, typer.Option(
         "--plan", metavar="FILE", help="The batch order: the gpu-profiler plan file the run "
-        "trained on (repeat it for each epoch, in order).", show_default=False)] = None,
+        "trained on (repeat it for each epoch, in order).")] = None,
     bucket_order: Annotated[str | None, typer.Option(
         "--bucket-order", metavar="FILE", help="The batch order as the bucket of every "
-        "batch (--emit-order of plan or schedule: one per line, or .npy).",
-        show_default=False)] = None,
+        "batch (--emit-order of plan or schedule: one per line, or .npy).")] = None,
     world_size: Annotated[int | None, typer.Option(
         "--world-size", metavar="N", help="Ranks: batches per plan step (default 1; a plan "
-        "file says its own).", show_default=False)] = None,
+        "file says its own).")] = None,
     grad_accum: Annotated[int | None, typer.Option(
         "--grad-accum", metavar="N", help="Plan steps per optimizer step, as trained "
         "(default: what the plan file records, or plan would with SOURCE: 4 unless "
-        "told; 1 with --bucket-order).", show_default=False)] = None,
+        "told; 1 with --bucket-order).")] = None,
     rank: Annotated[int | None, typer.Option(
         "--rank", metavar="N", help="The loss logged is this rank's (default: the mean "
-        "over the ranks).", show_default=False)] = None,
+        "over the ranks).")] = None,
     tag: Annotated[str | None, typer.Option(
         "--tag", metavar="NAME", help="The loss series: a TensorBoard scalar tag or a "
-        "table column (default: the one named like a training loss).",
-        show_default=False)] = None,
+        "table column (default: the one named like a training loss).")] = None,
     step_column: Annotated[str | None, typer.Option(
         "--step-column", metavar="NAME", help="Tables: the step column (default: step, "
-        "_step, global_step or iteration; else the row number).", show_default=False)] = None,
+        "_step, global_step or iteration; else the row number).")] = None,
     log_format: Annotated[str | None, typer.Option(
         "--log-format", metavar="[tensorboard|csv|jsonl|parquet]",
-        help="The log's format (default: from the path).", show_default=False)] = None,
+        help="The log's format (default: from the path).")] = None,
     logged: Annotated[str, typer.Option(
         "--logged", metavar="[auto|sample|mean]", help="A logged value is the loss of its "
         "step (sample) or the mean since the last one (mean); auto: the better fit to the "
         "order.")] = "auto",
     step_offset: Annotated[int | None, typer.Option(
         "--step-offset", metavar="N", help="Logged step S is optimizer step S-N, counted "
-        "from 0 (default: the best fit of -2..2).", show_default=False)] = None,
+        "from 0 (default: the best fit of -2..2).")] = None,
     window: Annotated[int, typer.Option(
         "--window", metavar="N", help="Steps per reading window: the curve is judged as "
         "means over this many steps (at least one logged point).")] = 10,
     trend_window: Annotated[int | None, typer.Option(
         "--trend-window", metavar="N", help="Logged points per trend fit (default: 101, or "
-        "a tenth of the points when more).", show_default=False)] = None,
+        "a tenth of the points when more).")] = None,
     skip: Annotated[int, typer.Option(
         "--skip", metavar="N", help="Leave out the steps before N (warm-up).")] = 0,
     debanded: Annotated[str | None, typer.Option(
         "--debanded", metavar="FILE", help="Also write every point's step, loss, trend, "
-        "de-banded loss, band and bucket to FILE (CSV).", show_default=False)] = None,
+        "de-banded loss, band and bucket to FILE (CSV).")] = None,
     plot: a.Plot = None,
     fail_if: o.FailIf = None,
     output_format: o.OutFormat = o.OutputFormat.table,

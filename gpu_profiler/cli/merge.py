@@ -12,7 +12,7 @@ from gpu_profiler.cli import options as o
 def merge(
     parts: Annotated[list[str], typer.Argument(
         metavar="FILES", help="The partial histograms (profile --part I/N --save-hist "
-        "FILE), every slice once.", show_default=False)],
+        "FILE), every slice once.")],
     output: o.Output = None,
 ) -> None:
     """Sum the slices of one scan into one histogram, after checking that they come from

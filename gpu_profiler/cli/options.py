@@ -1,5 +1,5 @@
 """Options shared by every command that scans a source (typer ``Annotated``), and
-:func:`scan_options`, which gives a command all of them as one :class:`ScanOptions`."""
+`scan_options`, which gives a command all of them as one `ScanOptions`."""
 
 from __future__ import annotations
 
@@ -22,57 +22,50 @@ class OutputFormat(str, Enum):
     markdown = "markdown"
 
 
-Path_ = Annotated[str, typer.Argument(
-    metavar="PATH",
-    help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC/JSONL file, "
-         "Megatron-LM .idx or prefix, token stream .bin/.npy, a directory or glob of shards.",
-    show_default=False)]
+_PATH_HELP = ("HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC/JSONL file, "
+              "Megatron-LM .idx or prefix, token stream .bin/.npy, a directory or glob of "
+              "shards")
+Path_ = Annotated[str, typer.Argument(metavar="PATH", help=f"{_PATH_HELP}.")]
 Paths_ = Annotated[list[str], typer.Argument(
-    metavar="PATH...",
-    help="HF save_to_disk dir (Dataset or DatasetDict), Parquet/Arrow IPC/JSONL file, "
-         "Megatron-LM .idx or prefix, token stream .bin/.npy, a directory or glob of shards; "
-         "several PATHs are read together (each file once).",
-    show_default=False)]
+    metavar="PATH...", help=f"{_PATH_HELP}; several PATHs are read together (each file once).")]
 
 
 def one(paths: list[str]) -> str:
     """How several PATHs are named in titles and messages."""
     return paths[0] if len(paths) == 1 else f"{paths[0]} (and {len(paths) - 1} more)"
+
+
 Column = Annotated[str | None, typer.Option(
     "--column", "-c", metavar="COLUMN",
-    help="Integer length column (default: 'length', else the only integer "
-    "column).", show_default=False)]
+    help="Integer length column (default: 'length', else the only integer column).")]
 OffsetsOf = Annotated[str | None, typer.Option(
     "--offsets-of", metavar="COLUMN",
     help="Derive lengths from this list column's offsets (e.g. input_ids) "
-    "without reading its values.", show_default=False)]
+    "without reading its values.")]
 Format = Annotated[str | None, typer.Option(
     "--format", metavar="[hf|parquet|ipc|ipc-stream|jsonl|megatron|tokens]",
     help="Force the input format: hf, parquet, ipc (file), ipc-stream, jsonl, "
-    "megatron, tokens.",
-    show_default=False)]
+    "megatron, tokens.")]
 Split = Annotated[str | None, typer.Option(
     "--split", metavar="NAME",
     help="Only this split of a DatasetDict (default: profile's table has every "
-    "split and the total; suggest, schedule and --policy analyse train, or the only split).",
-    show_default=False)]
+    "split and the total; suggest, schedule and --policy analyse train, or the only split).")]
 Unit = Annotated[str | None, typer.Option(
     "--unit", metavar="[sequence|document]",
     help="Megatron-LM datasets: a sample is a sequence (default) or a document "
-    "(its sequences summed).", show_default=False)]
+    "(its sequences summed).")]
 Eot = Annotated[int | None, typer.Option(
     "--eot", metavar="ID",
     help="Token streams (.bin, .npy): the end-of-text token id that separates "
-    "documents (required; e.g. 50256 for GPT-2).", show_default=False)]
+    "documents (required; e.g. 50256 for GPT-2).")]
 EotPosition = Annotated[str | None, typer.Option(
     "--eot-position", metavar="[end|start]",
     help="Token streams: end (default, nanoGPT: each EOT closes the "
-    "document before it) or start (llm.c: each EOT opens the document after it).",
-    show_default=False)]
+    "document before it) or start (llm.c: each EOT opens the document after it).")]
 TokenDtype = Annotated[str | None, typer.Option(
     "--token-dtype", metavar="[uint16|uint32]",
     help="Raw .bin token streams: uint16 (default) or uint32 (llm.c and "
-    ".npy headers say it themselves).", show_default=False)]
+    ".npy headers say it themselves).")]
 TrustStatistics = Annotated[bool, typer.Option(
     "--trust-statistics", help="Parquet: count a row group whose footer statistics say "
     "every length is equal from them, unread (fast; wrong if the footer lies).")]
@@ -80,11 +73,10 @@ Backend = Annotated[str, typer.Option(
     "--backend", "-b", metavar="[auto|numpy|numba|cuda]",
     help="auto | numpy | numba | cuda.")]
 Device = Annotated[int | None, typer.Option(
-    "--device", metavar="N", help="GPU for the cuda backend (default 0).", show_default=False)]
+    "--device", metavar="N", help="GPU for the cuda backend (default 0).")]
 Devices = Annotated[str | None, typer.Option(
-    "--devices", metavar="IDS",
-    help="Several GPUs, e.g. 0,1,2,3: chunks are split across them in one "
-    "process and the histograms summed (cuda backend).", show_default=False)]
+    "--devices", metavar="IDS", help="Several GPUs, e.g. 0,1,2,3: chunks are split across "
+    "them in one process and the histograms summed (cuda backend).")]
 Quiet = Annotated[bool, typer.Option(
     "--quiet", "-q", metavar="", help="No progress bar.")]
 
@@ -105,7 +97,7 @@ CostCurve = Annotated[str | None, typer.Option(
     "--cost-curve", metavar="FILE",
     help="Cost a batch as rows x curve(longest): a measured table, CSV 'length,<unit>' "
     "lines or JSON, of one row's cost (seconds, bytes) at a padded length, linear in "
-    "between; needs --cost-budget.", show_default=False)]
+    "between; needs --cost-budget.")]
 VarlenAttention = Annotated[bool, typer.Option(
     "--varlen-attention", metavar="",
     help="With --attention-weight A: the attention is variable-length (FlashAttention "
@@ -113,8 +105,7 @@ VarlenAttention = Annotated[bool, typer.Option(
     "batches fill under that; fixed sizes stay the worst case.")]
 CostBudget = Annotated[float | None, typer.Option(
     "--cost-budget", metavar="X",
-    help="The most a batch may cost, in the cost model's unit (default: --token-budget).",
-    show_default=False)]
+    help="The most a batch may cost, in the cost model's unit (default: --token-budget).")]
 GradAccum = Annotated[int, typer.Option(
     "--grad-accum", metavar="N", help="Micro-batches per optimizer step.")]
 WorldSize = Annotated[int, typer.Option(
@@ -125,16 +116,13 @@ OutFormat = Annotated[OutputFormat, typer.Option(
     help="How to print the result.", case_sensitive=False)]
 Width = Annotated[int | None, typer.Option(
     "--width", metavar="N", help="Table width in columns (default: the terminal's; piped "
-    "or to a file: each table's natural width). Tables too wide for it are stacked.",
-    show_default=False)]
+    "or to a file: each table's natural width). Tables too wide for it are stacked.")]
 Output = Annotated[str | None, typer.Option(
-    "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.",
-    show_default=False)]
+    "--output", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout.")]
 
 FailIf = Annotated[list[str] | None, typer.Option(
     "--fail-if", metavar="EXPR", help="Exit 1 when this condition on a number of the JSON "
-    "output holds, e.g. p99>8192 (repeatable; names: README, CI gates).",
-    show_default=False)]
+    "output holds, e.g. p99>8192 (repeatable; names: README, CI gates).")]
 
 #: Every bucket default comes from `BucketParams`, the one source of them.
 DEFAULT_BOUNDS_TEXT = ",".join(map(str, BucketParams.bounds))
@@ -228,20 +216,15 @@ class ScanOptions:
 
     def params(self) -> Any:
         """The `BucketParams` (bounds parsed and checked)."""
-        from gpu_profiler.params import BucketParams, parse_bounds
+        from gpu_profiler.params import parse_bounds
 
         return BucketParams(**{**self.bucketing(), "bounds": parse_bounds(self.bounds)})
 
 
-def scan_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Add every `ScanOptions` field to ``command``'s options; the command receives them
-    as one keyword argument ``opts``."""
-    return with_options(command, ScanOptions, "opts")
-
-
 def scan_options_except(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """`scan_options` less the fields ``names`` (they keep their defaults), for a command
-    they mean nothing to (``report`` has no ``--output-format`` or ``--width``)."""
+    """Add every `ScanOptions` field but ``names`` (they keep their defaults: ``report`` has
+    no ``--output-format`` or ``--width``) to a command's options; the command receives
+    them as one keyword argument ``opts``."""
     return functools.partial(with_options, cls=ScanOptions, name="opts", without=names)
 
 
@@ -254,8 +237,7 @@ def with_options(command: Callable[..., None], cls: type, name: str,
     hints = inspect.get_annotations(cls, eval_str=True)
     names = [f.name for f in fields(cls) if f.name not in without]
     shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                annotation=hints[f.name]) for f in fields(cls)
-              if f.name in names]
+                                annotation=hints[f.name]) for f in fields(cls) if f.name in names]
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
@@ -264,3 +246,7 @@ def with_options(command: Callable[..., None], cls: type, name: str,
 
     run.__signature__ = inspect.Signature(own + shared)  # type: ignore[attr-defined]
     return run
+
+
+#: Every `ScanOptions` field as a command's options, received as ``opts``.
+scan_options = scan_options_except()

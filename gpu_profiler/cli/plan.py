@@ -19,7 +19,7 @@ def plan(
     emit_order: Annotated[str | None, typer.Option(
         "--emit-order", metavar="FILE",
         help="Also write the bucket of every batch to FILE (one per line, or "
-        "numpy .npy).", show_default=False)] = None,
+        "numpy .npy).")] = None,
     *,
     opts: o.ScanOptions,
     sampling: a.PlanOptions,

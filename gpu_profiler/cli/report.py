@@ -19,7 +19,7 @@ def report(
     paths: o.Paths_,
     buckets: Annotated[int | None, typer.Option(
         "--buckets", "-k", metavar="N", help="Buckets the bounds suggestions are for "
-        "(default: as many as --bounds has).", show_default=False)] = None,
+        "(default: as many as --bounds has).")] = None,
     seed: Annotated[int, typer.Option(
         "--seed", metavar="N", help="Seed of the random batch order.")] = 0,
     drop_last: a.DropLast = False,
@@ -30,10 +30,10 @@ def report(
     sft_mask: a.SftMask = None,
     log: Annotated[str | None, typer.Option(
         "--log", metavar="LOG", help="Also diagnose this training loss log (gpu-profiler "
-        "diagnose: from the loss alone, or with --log-plan).", show_default=False)] = None,
+        "diagnose: from the loss alone, or with --log-plan).")] = None,
     log_plan: Annotated[list[str] | None, typer.Option(
         "--log-plan", metavar="FILE", help="The plan file(s) LOG trained on, one per epoch "
-        "(its optimizer steps: the --grad-accum each records).", show_default=False)] = None,
+        "(its optimizer steps: the --grad-accum each records).")] = None,
     *,
     opts: o.ScanOptions,
 ) -> None:

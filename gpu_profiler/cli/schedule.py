@@ -17,12 +17,11 @@ def schedule(
     order: Annotated[list[str] | None, typer.Option(
         "--order", metavar="[random|uniform-bucket|sequential|stride|all]",
         help="random, uniform-bucket, sequential, stride, or all (repeat or "
-        "comma-separate) (default: random,stride).", show_default=False)] = None,
+        "comma-separate) (default: random,stride).")] = None,
     trials: Annotated[int | None, typer.Option(
         "--trials", metavar="N",
         help="Seeds per random order for the expected longest run (default: 100, "
-        "fewer, at least 10, past 20k batches an epoch; the count used is reported).",
-        show_default=False)] = None,
+        "fewer, at least 10, past 20k batches an epoch; the count used is reported).")] = None,
     log_window: Annotated[int, typer.Option(
         "--log-window", metavar="N",
         help="Batches per logging window (for the windowed spread).")] = 50,
@@ -40,7 +39,7 @@ def schedule(
         "--emit-order", metavar="[ORDER=]FILE",
         help="Write the bucket index of every batch to FILE (one per line, "
         "or numpy .npy): the interleaved (stride) order, or ORDER=FILE for another; "
-        "repeatable.", show_default=False)] = None,
+        "repeatable.")] = None,
     *,
     opts: o.ScanOptions,
 ) -> None:

@@ -10,25 +10,21 @@ from typing import Annotated, Any
 
 import typer
 
-
-def _option(flag: str, metavar: str, help: str) -> Any:
-    return typer.Option(flag, metavar=metavar, help=help, show_default=False)
-
-
-Workers = Annotated[int | None, _option(
-    "--workers", "N", "Start a local Dask cluster of N worker processes for the run (with "
-    "--backend cuda: dask-cuda, one worker per GPU).")]
-Dask = Annotated[str | None, _option(
-    "--dask", "ADDRESS", "Run the scan's tasks on this running Dask scheduler (e.g. tcp://host:8786).")]
-PartOf = Annotated[str | None, _option(
-    "--part", "I/N", "Scan only slice I of N (I/N, 0 <= I < N) of the shard list, balanced by "
-    "bytes; save it with --save-hist and sum the slices with `gpu-profiler merge`.")]
-CacheDir = Annotated[str | None, _option(
-    "--cache-dir", "DIR", "Keep each finished shard's histogram here: a rerun of a killed scan "
-    "rescans only the unfinished shards.")]
-SkipBad = Annotated[bool, _option(
-    "--skip-bad-shards", "", "Count every other shard when one cannot be read; name the "
-    "skipped ones and exit with code 3.")]
+Workers = Annotated[int | None, typer.Option(
+    "--workers", metavar="N", help="Start a local Dask cluster of N worker processes for the "
+    "run (with --backend cuda: dask-cuda, one worker per GPU).")]
+Dask = Annotated[str | None, typer.Option(
+    "--dask", metavar="ADDRESS",
+    help="Run the scan's tasks on this running Dask scheduler (e.g. tcp://host:8786).")]
+PartOf = Annotated[str | None, typer.Option(
+    "--part", metavar="I/N", help="Scan only slice I of N (I/N, 0 <= I < N) of the shard list, "
+    "balanced by bytes; save it with --save-hist and sum the slices with `gpu-profiler merge`.")]
+CacheDir = Annotated[str | None, typer.Option(
+    "--cache-dir", metavar="DIR", help="Keep each finished shard's histogram here: a rerun of a "
+    "killed scan rescans only the unfinished shards.")]
+SkipBad = Annotated[bool, typer.Option(
+    "--skip-bad-shards", metavar="", help="Count every other shard when one cannot be read; "
+    "name the skipped ones and exit with code 3.")]
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["console", "main"]
+__all__ = ["console", "main", "printable"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,8 +62,12 @@ def console() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    """One line on stderr; control characters (from file names and metadata) escaped, so
-    an input cannot drive the terminal."""
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-    print(f"gpu-profiler: error: {line}", file=sys.stderr)
+    """One line on stderr, `printable`."""
+    print(f"gpu-profiler: error: {printable(message)}", file=sys.stderr)
     sys.exit(code)
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters (from file names and metadata) escaped, so an
+    input cannot drive the terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -134,29 +134,19 @@ Plot = Annotated[str | None, typer.Option(
     "(needs matplotlib: pip install 'gpu-profiler[plot]').")]
 
 
-def load_histogram(paths: str | list[str], opts: o.ScanOptions,
-                   whole: bool = False) -> tuple[Any, str | None]:
-    """The exact histogram to analyse and the split it is of: read back when ``paths`` is
-    a saved histogram (JSON; no splits), else scanned (capped at ``--max-seq-len``, or
-    binning every length when ``whole``): the ``--split``, else the ``train`` split, else
-    the only one (see `gpu_profiler.engine.Planned.analysed_split`), the source listed
-    once."""
-    from gpu_profiler.api import analysed_histogram
-
-    return analysed_histogram(opts.source(paths),
-                              opts.execution(None if whole else opts.max_seq_len))
-
-
 def load_groups(paths: str | list[str], opts: o.ScanOptions, by: str | None,
                 whole: bool = False) -> tuple[Any, str | None, Any]:
-    """`load_histogram`'s histogram and split, and with ``by`` (``--group-by``) the
-    groups ``(by, each group's histogram)`` they sum to: scanned, or saved with a
-    histogram."""
+    """The exact histogram to analyse, the split it is of and, with ``by`` (``--group-by``),
+    the groups ``(by, each group's histogram)`` it sums to. Read back when ``paths`` is a
+    saved histogram (JSON; no splits), else scanned (capped at ``--max-seq-len``, or binning
+    every length when ``whole``): the ``--split``, else the ``train`` split, else the only
+    one (see `gpu_profiler.engine.Planned.analysed_split`), the source listed once."""
+    from gpu_profiler.api import analysed_groups, analysed_histogram
+
+    source, execution = opts.source(paths), opts.execution(None if whole else opts.max_seq_len)
     if by is None:
-        return (*load_histogram(paths, opts, whole), None)
-    from gpu_profiler.api import analysed_groups
+        return (*analysed_histogram(source, execution), None)
     from gpu_profiler.histogram import LengthHistogram, merge
 
-    hists, split = analysed_groups(opts.source(paths), by,
-                                   opts.execution(None if whole else opts.max_seq_len))
+    hists, split = analysed_groups(source, by, execution)
     return (merge(hists.values()) if hists else LengthHistogram.empty(0)), split, (by, hists)

@@ -92,10 +92,6 @@ def profile(
     conditions = gates("profile", fail_if)
     shape = analysis_opts.shape(sft, dpo, sft_labels, sft_mask)
     guard({"-o": opts.output, "--save-hist": save_hist, "--plot": plot}, *paths)
-    if plot:
-        from gpu_profiler.render import plots
-
-        plots.check_plot(plot)
     with sharding.client(workers, dask, opts) as client:
         result = run_profile(opts.source(paths), **opts.bucketing(), policies=policy or (),
                              drop_last=drop_last, group_by=group_by, shape=shape,
@@ -106,6 +102,8 @@ def profile(
                               (result.mixture.by, result.group_histograms)
                               if result.mixture else None)
     if plot:
+        from gpu_profiler.render import plots
+
         plots.save_figure(plots.mixture_figure(result) if result.mixture else
                           plots.shape_figure(result) if result.shape else
                           plots.profile_figure(result.histogram, result.table, result.source,

@@ -65,8 +65,6 @@ def compare(
     params_b = params_a if bounds_b is None else replace(params_a,
                                                          bounds=parse_bounds(bounds_b))
     guard({"-o": opts.output, "--plot": plot}, path, other)
-    if plot:
-        plots.check_plot(plot)
     opts_b = replace(opts, format=format_b or opts.format, split=split_b or opts.split)
     if column_b or offsets_of_b:
         opts_b = replace(opts_b, column=column_b, offsets_of=offsets_of_b)

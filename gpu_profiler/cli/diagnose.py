@@ -100,8 +100,6 @@ def diagnose(
                             "was given (gpu-profiler diagnose LOG SOURCE ...)")
     guard({"-o": output, "--plot": plot, "--debanded": debanded}, log, *(plan or ()),
           bucket_order, *(source or ()))
-    if plot:
-        plots.check_plot(plot)
     loss = read_loss_log(log, series=tag, step_column=step_column, format=log_format)
     sampler = sampling.sampler(opts) if source else {}
     result = diagnose(loss, plan=plan or None, buckets=bucket_order,

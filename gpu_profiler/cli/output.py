@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from gpu_profiler.cli import options as o
+from gpu_profiler.cli import printable
 
 
 def gates(command: str, exprs: list[str] | None) -> list[Any]:
@@ -22,8 +23,9 @@ def gates(command: str, exprs: list[str] | None) -> list[Any]:
 
 def guard(outputs: dict[str, str | None], *inputs: str | None) -> None:
     """Before any scan: refuse an output that would replace an input or another output
-    (`gpu_profiler.io.output.check_outputs`: one line, exit 2), then say on stderr how
-    each PATH whose name exists and whose glob would match other files is read (as itself)."""
+    (`gpu_profiler.io.output.check_outputs`: one line, exit 2), say on stderr how each PATH
+    whose name exists and whose glob would match other files is read (as itself), then
+    refuse a ``--plot`` file that cannot be written (`gpu_profiler.render.plots.check_plot`)."""
     from gpu_profiler.io.output import check_outputs
     from gpu_profiler.readers import glob_also_matches, named_paths
 
@@ -33,11 +35,15 @@ def guard(outputs: dict[str, str | None], *inputs: str | None) -> None:
         others = glob_also_matches(path)
         if others:
             n = len(others)
-            line = (f"gpu-profiler: note: {path} exists and is read as itself, not as a glob "
-                    f"(which would also match {n} other file{'s' * (n > 1)}: "
-                    f"{others[0]}{', ...' * (n > 1)})")
-            typer.echo("".join(c if c.isprintable() else repr(c)[1:-1] for c in line),
+            typer.echo(printable(f"gpu-profiler: note: {path} exists and is read as itself, "
+                                 f"not as a glob (which would also match {n} other "
+                                 f"file{'s' * (n > 1)}: {others[0]}{', ...' * (n > 1)})"),
                        err=True)
+    plot = outputs.get("--plot")
+    if plot:
+        from gpu_profiler.render.plots import check_plot
+
+        check_plot(plot)
 
 
 def enforce(conditions: list[Any], result: Any) -> None:

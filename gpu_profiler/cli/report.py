@@ -81,6 +81,7 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
                      policies="all", drop_last=drop_last, group_by=group_by, shape=shape)
     split = result.policies[0].split
     hist = result.split_histograms.get(split, result.histogram) if split else result.histogram
+    groups = None if result.mixture is None else (result.mixture.by, result.group_histograms)
     suggestion, no_suggestion = None, ""
     try:
         proposed = suggest_bounds(hist, k, params, drop_last=drop_last)
@@ -89,15 +90,12 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
     else:
         suggestion = attach(replace(proposed, split=split), advise(
             hist, params, k, drop_last=drop_last, suggestion=proposed))
-        if result.mixture is not None:
+        if groups is not None:
             from gpu_profiler.analysis.schedule import sources_of
 
-            suggestion = sources_of(suggestion, hist,
-                                    (result.mixture.by, result.group_histograms))
-    mix = result.mixture
+            suggestion = sources_of(suggestion, hist, groups)
     schedule = simulate_schedule(hist, ("random", "stride"), params, drop_last=drop_last,
-                                 seed=seed, groups=None if mix is None else
-                                 (mix.by, result.group_histograms))
+                                 seed=seed, groups=groups)
     # The advice schedule attaches is the analysed table's, which profile computed.
     analysed = result.splits.get(split or "", result.table)
     schedule = attach(replace(schedule, split=split), analysed.advice)

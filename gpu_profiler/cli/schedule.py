@@ -53,11 +53,7 @@ def schedule(
     from dataclasses import replace
 
     from gpu_profiler.analysis.advice import advise, attach
-    from gpu_profiler.analysis.schedule import (
-        parse_orders,
-        simulate_schedule,
-        write_order,
-    )
+    from gpu_profiler.analysis.schedule import parse_orders, simulate_schedule, write_order
     from gpu_profiler.render import analysis as r
     from gpu_profiler.render import plots
 
@@ -68,8 +64,6 @@ def schedule(
     guard({"-o": opts.output, "--plot": plot,
            **{f"--emit-order {e}": f for e, (_, f) in zip(emit_order or (), emits, strict=True)}},
           *paths)
-    if plot:
-        plots.check_plot(plot)
     hist, split, groups = a.load_groups(paths, opts, group_by)
     result = simulate_schedule(hist, orders, params, policy=policy, drop_last=drop_last,
                                trials=trials, log_window=log_window, seed=seed,

@@ -43,8 +43,6 @@ def suggest(
 
     params = opts.params()
     guard({"-o": opts.output, "--plot": plot}, *paths)
-    if plot:
-        plots.check_plot(plot)
     hist, split, groups = a.load_groups(paths, opts, group_by)
     result = suggest_bounds(hist, buckets, params, balance=balance, drop_last=drop_last)
     if groups is not None:

@@ -57,10 +57,11 @@ def _split_line(split: str | None) -> list[str]:
     return [f"**split `{split}`**", ""] if split else []
 
 
-def markdown_table(rows: list[list[str]]) -> str:
-    """A header row and body rows as a Markdown table (the first column left-aligned)."""
+def markdown_table(rows: list[list[str]], left: int = 1) -> str:
+    """A header row and body rows as a Markdown table, its first ``left`` columns
+    left-aligned and the others right-aligned (a ``|`` in a body cell escaped)."""
     head, *body = rows
-    align = "|---|" + "--:|" * (len(head) - 1)
+    align = "|" + "---|" * left + "--:|" * (len(head) - left)
     return "\n".join(["| " + " | ".join(head) + " |", align,
                       *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
                         for r in body)])
@@ -164,24 +165,20 @@ def print_policies(pols: Sequence[PolicyResult], params: Any, console: Any) -> N
 def policies_markdown(pols: Sequence[PolicyResult]) -> str:
     """The same tables in Markdown."""
     priced = _priced(pols)
-    out = [*_split_line(pols[0].split if pols else None),
-           "| policy | batches | steps | tokens | padded tokens | padding % |"
-           + " cost |" * priced, "|---|--:|--:|--:|--:|--:|" + "--:|" * priced]
-    for p in pols:
-        out.append(f"| {p.name} | {_n(p.total_batches)} | {_n(p.steps_per_epoch)} | "
-                   f"{_n(p.tokens)} | {_n(round(p.padded_tokens, 1))} | {p.padding_pct:.2f} |"
-                   + f" {_cost(p.cost)} |" * priced)
+    out = [*_split_line(pols[0].split if pols else None), markdown_table([
+        ["policy", "batches", "steps", "tokens", "padded tokens", "padding %", *["cost"] * priced],
+        *([p.name, _n(p.total_batches), _n(p.steps_per_epoch), _n(p.tokens),
+           _n(round(p.padded_tokens, 1)), f"{p.padding_pct:.2f}", *[_cost(p.cost)] * priced]
+          for p in pols)])]
     for p in pols:
         out += ["", f"**{p.name}**: {policy_note(p)}"]
         if p.buckets:
-            out += ["", "| bucket | bsz | batches | samples % | tokens % | batches % | pad % |"
-                    + " cost | cost % |" * priced, "|---|--:|--:|--:|--:|--:|--:|"
-                    + "--:|--:|" * priced]
-            out += [f"| [{b.lo}, {b.hi}) | {_bsz(b)} | {_n(b.batches)} | "
-                    f"{b.sample_pct:.1f} | {b.token_pct:.1f} | {b.batch_pct:.1f} | "
-                    f"{b.padding_pct:.1f} |"
-                    + f" {_cost(b.cost)} | {b.cost_pct or 0.0:.1f} |" * priced
-                    for b in p.buckets]
+            out += ["", markdown_table([
+                ["bucket", "bsz", "batches", "samples %", "tokens %", "batches %", "pad %",
+                 *["cost", "cost %"] * priced],
+                *([f"[{b.lo}, {b.hi})", _bsz(b), _n(b.batches), f"{b.sample_pct:.1f}",
+                   f"{b.token_pct:.1f}", f"{b.batch_pct:.1f}", f"{b.padding_pct:.1f}",
+                   *[_cost(b.cost), f"{b.cost_pct or 0.0:.1f}"] * priced] for b in p.buckets)])]
     if any(p.buckets for p in pols):
         out += ["", f"_{SHARES_NOTE}_"]
     out += [f"\n> **warning:** {w}" for p in pols for w in p.warnings]
@@ -244,22 +241,18 @@ def proposal_view(q: Any) -> Any:
 
 
 def suggestion_markdown(s: Any) -> str:
-    grouped = s.group_by is not None
-    out = [*_split_line(s.split),
-           "| method | bounds | padded tokens | padding % | batches | steps | largest share % |"
-           + "".join(f" {h} |" for h in _SOURCE_HEAD * grouped),
-           "|---|---|--:|--:|--:|--:|--:|" + "--:|" * (2 * grouped)]
+    out = [*_split_line(s.split), markdown_table([
+        ["method", "bounds", "padded tokens", "padding %", "batches", "steps", "largest share %",
+         *_SOURCE_HEAD * (s.group_by is not None)],
+        *([q.method, f"`{_bounds(q.bounds)}`", f"{q.padded_tokens:,.0f}", f"{q.padding_pct:.2f}",
+           f"{q.total_batches:,}", f"{q.steps_per_epoch:,}", f"{q.max_batch_pct:.1f}",
+           *_source_cells(q)] for q in s.proposals)], left=2)]
     for q in s.proposals:
-        out.append(f"| {q.method} | `{_bounds(q.bounds)}` | {q.padded_tokens:,.0f} | "
-                   f"{q.padding_pct:.2f} | {q.total_batches:,} | {q.steps_per_epoch:,} | "
-                   f"{q.max_batch_pct:.1f} |" + "".join(f" {c} |" for c in _source_cells(q)))
-    for q in s.proposals:
-        out += ["", f"**{q.method}** `{_bounds(q.bounds)}`", "",
-                "| bucket | samples | samples % | tokens % | bsz | batches | batches % | pad % |",
-                "|---|--:|--:|--:|--:|--:|--:|--:|"]
-        out += [f"| [{b.lo}, {b.hi}) | {b.samples:,} | {b.sample_pct:.1f} | {b.token_pct:.1f} | "
-                f"{b.batch_size} | {b.batches:,} | {b.batch_pct:.1f} | {b.padding_pct:.1f} |"
-                for b in q.policy.buckets]
+        out += ["", f"**{q.method}** `{_bounds(q.bounds)}`", "", markdown_table([
+            ["bucket", "samples", "samples %", "tokens %", "bsz", "batches", "batches %", "pad %"],
+            *([f"[{b.lo}, {b.hi})", f"{b.samples:,}", f"{b.sample_pct:.1f}", f"{b.token_pct:.1f}",
+               f"{b.batch_size}", f"{b.batches:,}", f"{b.batch_pct:.1f}", f"{b.padding_pct:.1f}"]
+              for b in q.policy.buckets)])]
     out += [f"\n> **warning:** {w}" for w in s.warnings]
     return "\n".join(out) + "\n"
 
@@ -363,16 +356,14 @@ def _print_groups(r: Any, console: Any) -> None:
 
 
 def schedule_markdown(r: Any) -> str:
-    out = [*_split_line(r.split),
-           "| order | longest run | of bucket | mean longest | P(run>=4) | lag-1 corr | "
-           "window spread | first out % |", "|---|--:|--:|--:|--:|--:|--:|--:|"]
-    for o in r.orders:
-        out.append(
-            f"| {o.name} | {o.longest_run} | {o.longest_run_bucket} | "
-            f"{f'{o.expected_longest_run:.1f}' if o.trials else ''} | "
-            f"{f'{o.p_run_ge[4]:.2f}' if o.p_run_ge else ''} | "
-            f"{'' if o.lag1_autocorr is None else f'{o.lag1_autocorr:+.3f}'} | "
-            f"{o.window_spread:,.1f} | {_first_out(o)} |")
+    out = [*_split_line(r.split), markdown_table([
+        ["order", "longest run", "of bucket", "mean longest", "P(run>=4)", "lag-1 corr",
+         "window spread", "first out %"],
+        *([o.name, f"{o.longest_run}", f"{o.longest_run_bucket}",
+           f"{o.expected_longest_run:.1f}" if o.trials else "",
+           f"{o.p_run_ge[4]:.2f}" if o.p_run_ge else "",
+           "" if o.lag1_autocorr is None else f"{o.lag1_autocorr:+.3f}",
+           f"{o.window_spread:,.1f}", _first_out(o)] for o in r.orders)])]
     if r.group_by is not None:
         head, rows, line = _group_rows(r)
         out += ["", f"by {r.group_by}", "", markdown_table([head, *rows]), "", line]

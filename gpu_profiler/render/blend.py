@@ -9,7 +9,7 @@ import io
 from typing import Any
 
 from gpu_profiler.render.analysis import print_warnings, rich_table
-from gpu_profiler.render.formats import distribution_line, summary_line
+from gpu_profiler.render.formats import bucket_markdown, distribution_line, summary_line
 from gpu_profiler.render.table import bucket_table_view
 
 COLUMNS = ("source", "weight", "w %", "samples", "mean len", "drawn", "epochs",
@@ -92,12 +92,8 @@ def blend_markdown(b: Any) -> str:
     lines += ["", summary(b), ""]
     if b.table is not None:
         lines += [f"**{table_title(b)}**", "",
-                  "| bucket | samples | % samples | tokens | avg len | max len | batch size | "
-                  "est batches | % batches |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
-        lines += [f"| [{r.lo}, {r.hi}) | {r.samples:,} | {r.sample_pct:.2f} | {r.tokens:,} | "
-                  f"{r.avg_len:,.1f} | {r.max_len:,} | {r.est_batch_size} | "
-                  f"{r.est_batches:,.2f} | {r.batch_pct:.2f} |" for r in b.table.buckets]
-        lines += ["", summary_line(b.table), "", distribution_line(b.table), ""]
+                  *bucket_markdown([("", b.table)], named=False, priced=False),
+                  "", summary_line(b.table), "", distribution_line(b.table), ""]
     lines += [f"> **warning:** {w}\n" for w in _warnings(b)]
     return "\n".join(lines) + "\n"
 

@@ -44,6 +44,10 @@ def _edges(d: dict[str, Any], side: str) -> str:
     return "-" if lo is None else f"[{lo},{hi})"
 
 
+_BUCKET_HEAD = ("bucket", "A", "B", "samples A", "samples B", "Δ samples", "batches Δ",
+                "padding % Δ")
+
+
 def _bucket_cells(b: Any) -> list[str]:
     """A `BucketDelta` as the per-bucket table's cells."""
     d = b.to_dict()
@@ -81,8 +85,7 @@ def print_compare(c: Any, console: Any) -> None:
         view.add_row(*row)
     console.print(view)
     console.print(distance_line(c), highlight=False)
-    per = rich_table("per bucket", ("bucket", "A", "B", "samples A", "samples B", "Δ samples",
-                                    "batches Δ", "padding % Δ"),
+    per = rich_table("per bucket", _BUCKET_HEAD,
                      caption="A, B: bucket edges; batches: est. batches; padding: fixed policy")
     for b in c.buckets:
         per.add_row(*_bucket_cells(b))
@@ -100,10 +103,8 @@ def print_compare(c: Any, console: Any) -> None:
 def compare_markdown(c: Any) -> str:
     out = ["| | A | B | B - A |", "|---|--:|--:|--:|"]
     out += [f"| {' | '.join(row)} |" for row in _summary(c)]
-    out += ["", distance_line(c), "",
-            "| bucket | A | B | samples A | samples B | Δ samples | batches Δ | padding % Δ |",
-            "|---|---|---|--:|--:|--:|--:|--:|"]
-    out += [f"| {' | '.join(_bucket_cells(b))} |" for b in c.buckets]
+    out += ["", distance_line(c), "", markdown_table([list(_BUCKET_HEAD),
+                                                      *map(_bucket_cells, c.buckets)], left=3)]
     if c.group_by is not None:
         out += ["", f"by {c.group_by}", "", markdown_table(
             [list(_GROUP_HEAD), *(_group_cells(n, g) for n, g in c.groups.items())])]

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from gpu_profiler.render.analysis import rich_table
+from gpu_profiler.render.analysis import markdown_table, print_warnings, rich_table
 
 
 def _g(x: float | None, digits: int = 3) -> str:
@@ -57,6 +57,19 @@ def _title(r: Any) -> str:
             f"{r.trend_window:,} points")
 
 
+_BAND_HEAD = ("band", "share %", "mean loss", "10-90%")
+_BUCKET_HEAD = ("bucket", "batches %", "loss at end", "effect", "longest run", "loss in it")
+
+
+def _band_cells(i: int, b: Any) -> list[str]:
+    return [str(i), f"{b.share * 100:.1f}", f"{b.level:.4g}", f"{b.lo:.4g}-{b.hi:.4g}"]
+
+
+def _bucket_cells(b: Any) -> list[str]:
+    return [str(b.index), f"{b.share:.1f}", f"{b.loss:.4g}", f"{b.effect:+.3g}",
+            f"{b.longest_run:,}", _g(b.run_loss, 4)]
+
+
 def print_diagnose(r: Any, console: Any) -> None:
     """The verdict, the numbers, the bands and (with the order) the buckets and the fix."""
     console.print(escape(_title(r)), highlight=False)
@@ -67,41 +80,32 @@ def print_diagnose(r: Any, console: Any) -> None:
         view.add_row(name, escape(value))
     console.print(view)
     if r.bands:
-        view = rich_table("bands (from the loss alone)", ("band", "share %", "mean loss",
-                                                      "10-90%"))
+        view = rich_table("bands (from the loss alone)", _BAND_HEAD)
         for i, b in enumerate(r.bands):
-            view.add_row(str(i), f"{b.share * 100:.1f}", f"{b.level:.4g}",
-                         f"{b.lo:.4g}-{b.hi:.4g}")
+            view.add_row(*_band_cells(i, b))
         console.print(view)
     if r.buckets:
-        view = rich_table("buckets (regression on each point's bucket mix)",
-                      ("bucket", "batches %", "loss at end", "effect", "longest run",
-                       "loss in it"),
-                      caption="loss at end: the de-banded trend's last value with the "
-                              "bucket's effect; longest run: plan steps back to back (the "
-                              "latest), and the mean logged loss inside it")
+        view = rich_table("buckets (regression on each point's bucket mix)", _BUCKET_HEAD,
+                          caption="loss at end: the de-banded trend's last value with the "
+                                  "bucket's effect; longest run: plan steps back to back (the "
+                                  "latest), and the mean logged loss inside it")
         for b in r.buckets:
-            view.add_row(str(b.index), f"{b.share:.1f}", f"{b.loss:.4g}", f"{b.effect:+.3g}",
-                         f"{b.longest_run:,}", _g(b.run_loss, 4))
+            view.add_row(*_bucket_cells(b))
         console.print(view)
     if r.fix:
         console.print(f"fix: {escape(r.fix)}", highlight=False)
-    for w in r.warnings:
-        console.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
+    print_warnings(console, r.warnings)
 
 
 def diagnose_markdown(r: Any) -> str:
-    out = [f"**{_title(r)}**", "", f"**{r.verdict}**", "", "| name | value |", "|---|---|"]
-    out += [f"| {name} | {value} |" for name, value in _numbers(r)]
+    out = [f"**{_title(r)}**", "", f"**{r.verdict}**", "",
+           markdown_table([["name", "value"], *map(list, _numbers(r))], left=2)]
     if r.bands:
-        out += ["", "| band | share % | mean loss | 10-90% |", "|--:|--:|--:|--:|"]
-        out += [f"| {i} | {b.share * 100:.1f} | {b.level:.4g} | {b.lo:.4g}-{b.hi:.4g} |"
-                for i, b in enumerate(r.bands)]
+        out += ["", markdown_table([list(_BAND_HEAD),
+                                    *(_band_cells(i, b) for i, b in enumerate(r.bands))], left=0)]
     if r.buckets:
-        out += ["", "| bucket | batches % | loss at end | effect | longest run | loss in it |",
-                "|--:|--:|--:|--:|--:|--:|"]
-        out += [f"| {b.index} | {b.share:.1f} | {b.loss:.4g} | {b.effect:+.3g} | "
-                f"{b.longest_run:,} | {_g(b.run_loss, 4)} |" for b in r.buckets]
+        out += ["", markdown_table([list(_BUCKET_HEAD), *map(_bucket_cells, r.buckets)],
+                                   left=0)]
     if r.fix:
         out += ["", f"Fix: {r.fix}"]
     out += [f"\n> **warning:** {w}" for w in r.warnings]

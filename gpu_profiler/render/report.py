@@ -99,17 +99,16 @@ def policies(pols: Sequence[Any], cost: Any) -> str:
     """Every policy side by side, then each one's buckets. Whether a policy's tokens and
     padded tokens are counts or expectations over random batches (``fixed``: fractions)
     is a column of its own; ``sorted``'s batch size is a mean, shown with its range."""
+    priced = any(p.cost is not None for p in pols)
     cols = (("name", "policy"), ("total_batches", "batches"),
             ("steps_per_epoch", "steps/epoch"), ("tokens", "tokens"),
             ("padded_tokens", "padded tokens"), ("padding_pct", "padding %"),
-            *((("cost", "cost"),) if any(p.cost is not None for p in pols) else ()),
-            ("expected", "tokens are"))
+            *((("cost", "cost"),) if priced else ()), ("expected", "tokens are"))
     split = pols[0].split if pols else None
     out = [table("batching policies" + (f" of split {split}" if split else "")
                  + ": padded tokens are rows x longest row, summed over batches; expected: "
                  "over random within-bucket batches, exact: counted"
-                 + (f"; cost: {cost_words(cost)}"
-                    if any(p.cost is not None for p in pols) else ""), cols,
+                 + (f"; cost: {cost_words(cost)}" if priced else ""), cols,
                  [[*(getattr(p, k) for k, _ in cols[:-1]),
                    "expected" if p.expected else "exact"] for p in pols], "policies")]
     for p in pols:

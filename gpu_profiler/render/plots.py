@@ -111,12 +111,13 @@ def _figure(rows: int, cols: int, size: tuple[float, float], title: str, **kw: A
     return fig, axes
 
 
-def _thousands(axis: Any) -> None:
-    """Tick labels with thousands separators (``12,345``)."""
+def _thousands(*axes: Any) -> None:
+    """Tick labels with thousands separators (``12,345``) on each of ``axes``."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
-    axis.set_minor_formatter(NullFormatter())
+    for axis in axes:
+        axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+        axis.set_minor_formatter(NullFormatter())
 
 
 def bucket_colours(k: int) -> list[Any]:
@@ -207,8 +208,7 @@ def distribution(ax: Any, hist: LengthHistogram, table: BucketTable, *, log: boo
         ax.set_ylim(bottom=0.8)
     ax.set_xlabel("sample length (tokens)")
     ax.set_ylabel(f"samples per {width:,}-token bin" + (" (log)" if log else ""))
-    _thousands(ax.xaxis)
-    _thousands(ax.yaxis)
+    _thousands(ax.xaxis, ax.yaxis)
     ax.legend(loc="upper right", fontsize=7, ncols=2)
     return float(top)
 
@@ -239,9 +239,13 @@ def clear_legends(fig: Any, tops: list[tuple[Any, float]]) -> Any:
     return fig
 
 
-def _bucket_labels(params: Any) -> list[str]:
-    return [f"{i}\n[{lo:,},{hi:,})" for i, (lo, hi) in
-            enumerate(zip(params.bounds[:-1], params.bounds[1:], strict=True))]
+def _bucket_axis(ax: Any, x: Any, params: Any, label: str = "bucket [lo, hi) (tokens)") -> None:
+    """An x axis of ``params``' buckets: a tick at each of ``x`` naming its bucket, and
+    ``label``."""
+    ax.set_xticks(x, [f"{i}\n[{lo:,},{hi:,})" for i, (lo, hi) in
+                      enumerate(zip(params.bounds[:-1], params.bounds[1:], strict=True))],
+                  fontsize=7)
+    ax.set_xlabel(label)
 
 
 # ---------------------------------------------------------------- profile
@@ -271,8 +275,7 @@ def shares(ax: Any, table: BucketTable) -> float:
     w = 0.27
     for j, (name, values) in enumerate(series):
         ax.bar(x + (j - 1) * w, values, w, label=name, color=OKABE_ITO[j])
-    ax.set_xticks(x, _bucket_labels(table.params), fontsize=7)
-    ax.set_xlabel("bucket [lo, hi) (tokens)")
+    _bucket_axis(ax, x, table.params)
     ax.set_ylabel("share of the corpus (%)")
     ax.set_title("per-bucket shares (batches: estimated)", fontsize=9)
     ax.legend(loc="upper center", fontsize=7, ncols=3)
@@ -284,8 +287,7 @@ def padding(ax: Any, hist: LengthHistogram, table: BucketTable, drop_last: bool)
     pol = evaluate_policy(hist, "fixed", table.params, drop_last=drop_last)
     x = np.arange(len(pol.buckets))
     ax.bar(x, [b.padding_pct for b in pol.buckets], 0.6, color=OKABE_ITO[5])
-    ax.set_xticks(x, _bucket_labels(table.params), fontsize=7)
-    ax.set_xlabel("bucket [lo, hi) (tokens)")
+    _bucket_axis(ax, x, table.params)
     ax.set_ylabel("padding (% of the computed tokens)")
     ax.set_title(f"padding per bucket, fixed policy (all buckets: {pol.padding_pct:.2f}%)",
                  fontsize=9)
@@ -330,12 +332,11 @@ def mixture_figure(result: Any) -> Any:
         ax[0, 1].bar(xb, values, 0.7, bottom=bottom, color=colours.get(g.name, "0.75"),
                      edgecolor="white", linewidth=0.3)
         bottom += values
-    ax[0, 1].set_xticks(xb, _bucket_labels(result.table.params), fontsize=7)
+    _bucket_axis(ax[0, 1], xb, result.table.params)
     for i in range(len(buckets)):
         ax[0, 1].annotate(f"{result.table.buckets[i].batch_pct:.0f}% of batches", (i, 100),
                           ha="center", va="bottom", fontsize=6)
     ax[0, 1].set_ylim(0, 110)
-    ax[0, 1].set_xlabel("bucket [lo, hi) (tokens)")
     ax[0, 1].set_ylabel("share of the bucket's samples (%)")
     ax[0, 1].set_title("bucket composition", fontsize=9)
     return fig
@@ -388,8 +389,7 @@ def shape_figure(result: Any) -> Any:
     ax[0, 0].set_xlabel(f"{answer} (tokens)")
     ax[0, 0].set_ylabel("prompt (tokens)")
     ax[0, 0].set_title(f"prompt x {answer}", fontsize=9)
-    _thousands(ax[0, 0].xaxis)
-    _thousands(ax[0, 0].yaxis)
+    _thousands(ax[0, 0].xaxis, ax[0, 0].yaxis)
     x = np.arange(len(sh.buckets))
     prompt = [b.prompt_tokens for b in sh.buckets]
     loss = [b.loss_tokens for b in sh.buckets]
@@ -398,8 +398,8 @@ def shape_figure(result: Any) -> Any:
     for i, b in enumerate(sh.buckets):
         ax[0, 1].annotate(f"{b.loss_token_pct:.0f}%", (i, b.tokens), ha="center",
                           va="bottom", fontsize=7)
-    ax[0, 1].set_xticks(x, _bucket_labels(result.table.params), fontsize=7)
-    ax[0, 1].set_xlabel("bucket [lo, hi) of the memory length (tokens)")
+    _bucket_axis(ax[0, 1], x, result.table.params,
+                 "bucket [lo, hi) of the memory length (tokens)")
     ax[0, 1].set_ylabel("tokens after truncation")
     ax[0, 1].set_title("tokens per bucket (labels: loss share)", fontsize=9)
     ax[0, 1].legend(fontsize=7)
@@ -470,8 +470,7 @@ def schedule_figure(r: Any, title: str) -> Any:
     curve.set_xlabel("batch in the epoch")
     curve.set_ylabel(f"mean sample length per window of {r.log_window:,} batches (tokens)")
     curve.set_xlim(0, max(n, 1))
-    _thousands(curve.xaxis)
-    _thousands(curve.yaxis)
+    _thousands(curve.xaxis, curve.yaxis)
     curve.legend(fontsize=7)
     return fig
 

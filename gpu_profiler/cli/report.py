@@ -124,10 +124,8 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
         tables=tables, pols=result.policies, suggestion=suggestion or no_suggestion,
         schedule=schedule, found=found, figures=figures,
         section=mixture(result, plots.mixture_figure(result)) if result.mixture else
-        shaped(result, plots.shape_figure(result)) if result.shape else "")
-    if log:
-        html = html.replace("<h2>Command</h2>", _diagnosed(log, log_plan) +
-                            "\n<h2>Command</h2>", 1)
+        shaped(result, plots.shape_figure(result)) if result.shape else "",
+        log=_diagnosed(log, log_plan) if log else "")
     emit(html, opts.output)
 
 

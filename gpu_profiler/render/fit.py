@@ -36,8 +36,7 @@ class _FittingConsole(Console):
 def console(width: int | None = None, file: IO[str] | None = None,
             record: bool = False) -> Console:
     """The console to print on (see the module docstring for its width)."""
-    out = file if file is not None else sys.stdout
-    if width is None and not (file is None and out.isatty()):
+    if width is None and not (file is None and sys.stdout.isatty()):
         width = NATURAL
     return _FittingConsole(width=width, file=file, record=record)
 

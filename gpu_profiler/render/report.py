@@ -256,12 +256,13 @@ def shaped(result: Any, fig: Any) -> str:
 def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any]],
                 tables: Sequence[tuple[str, Any]], pols: Sequence[Any], suggestion: Any | str,
                 schedule: Any, found: Sequence[tuple[str, Sequence[str]]],
-                figures: dict[str, tuple[str, Any]], section: str = "") -> str:
+                figures: dict[str, tuple[str, Any]], section: str = "", log: str = "") -> str:
     """The page. ``tables``: ``(split, BucketTable)``, the whole source last (``all``);
     ``suggestion``: a `Suggestion`, or why there is none; ``figures``: ``(caption,
     matplotlib figure)`` of the ``profile``, ``suggest`` (when there is a suggestion) and
     ``schedule`` sections; ``found``: warnings by origin; ``section``: the `mixture`
-    section of a grouped profile, or the `shaped` one of SFT/DPO samples."""
+    section of a grouped profile, or the `shaped` one of SFT/DPO samples; ``log``: the
+    section on a training loss log (`gpu_profiler.render.diagnose.diagnose_html`)."""
     params = table("parameters", (("name", "name"), ("value", "value")), parameters,
                    "parameters")
     parts = ["<h2>Summary</h2>", *(summary(s, t) for s, t in tables),
@@ -273,6 +274,7 @@ def report_html(*, title: str, command: str, parameters: Sequence[tuple[str, Any
              "<h2>Bounds suggestions</h2>", proposals(suggestion),
              figure(*figures["suggest"]) if "suggest" in figures else "",
              "<h2>Batch order</h2>", orders(schedule), figure(*figures["schedule"]),
+             *([log] if log else []),
              "<h2>Command</h2>", f"<pre id=\"command\">{escape(command)}</pre>", params]
     return page(title, parts)
 

@@ -75,9 +75,8 @@ def bucket_table_view(tables: list[tuple[str, BucketTable]], title: str) -> Any:
     for name, t in tables:
         for b in t.buckets:
             size = f"[red]{b.est_batch_size}[/]" if b.over_budget else str(b.est_batch_size)
-            share = f"{b.batch_pct:.1f}"
-            if b.batch_pct > DOMINANT_BATCH_PCT:
-                share = f"[bold yellow]{share}[/]"
+            share = (f"[bold yellow]{b.batch_pct:.1f}[/]" if b.batch_pct > DOMINANT_BATCH_PCT
+                     else f"{b.batch_pct:.1f}")
             view.add_row(*(escape(name),) * named, f"{b.index} [{b.lo},{b.hi})",
                          f"{b.samples:,}", f"{b.sample_pct:.1f}", _si(b.tokens),
                          f"{b.avg_len:,.0f}", f"{b.max_len:,}", size, f"{b.est_batches:,.1f}",

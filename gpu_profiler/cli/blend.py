@@ -85,7 +85,7 @@ def blend(
     """
     from gpu_profiler.api import blend as run_blend
     from gpu_profiler.errors import ProfilerError
-    from gpu_profiler.render.blend import blend_csv, blend_markdown, print_blend
+    from gpu_profiler.render.blend import blend_csv, blend_html, blend_markdown, print_blend
 
     conditions = gates("blend", fail_if)
     for item in data_path or ():  # unknown options reach here as arguments (see app.py)
@@ -124,7 +124,6 @@ def blend(
     if report:
         from gpu_profiler.cli.report import command_line
         from gpu_profiler.io.output import write_atomic
-        from gpu_profiler.render.blend import blend_html
 
         write_atomic(report, blend_html(result, command_line(ctx)))
     enforce(conditions, result)

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpu_profiler.params import BucketParams
+from gpu_profiler.params import BucketParams, parse_bounds
 
 
 class OutputFormat(str, Enum):
@@ -216,8 +216,6 @@ class ScanOptions:
 
     def params(self) -> Any:
         """The `BucketParams` (bounds parsed and checked)."""
-        from gpu_profiler.params import parse_bounds
-
         return BucketParams(**{**self.bucketing(), "bounds": parse_bounds(self.bounds)})
 
 

@@ -31,7 +31,7 @@ def plan(
     Batches s*W .. s*W+W-1 make step s, one per rank (W = --world-size). A DatasetDict's
     train split is planned unless --split names another (as suggest and schedule do).
     """
-    from gpu_profiler.analysis.schedule import write_order
+    from gpu_profiler.analysis.schedule import plan_mix, write_order
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.plan_file import save_plan
     from gpu_profiler.render import plan as r
@@ -46,8 +46,6 @@ def plan(
     summary = summarize(sampler, split, indexed, opts.grad_accum)
     if sampler.groups is not None:
         from dataclasses import replace
-
-        from gpu_profiler.analysis.schedule import plan_mix
 
         summary = replace(summary, group_by=sampling.group_by, groups=plan_mix(
             *indexed, opts.world_size, sampler.groups, sampler.group_names))

@@ -65,7 +65,7 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
     from gpu_profiler import __version__
     from gpu_profiler.analysis.advice import advise, attach
     from gpu_profiler.analysis.bounds import suggest_bounds
-    from gpu_profiler.analysis.schedule import simulate_schedule
+    from gpu_profiler.analysis.schedule import simulate_schedule, sources_of
     from gpu_profiler.api import profile
     from gpu_profiler.errors import ProfilerError
     from gpu_profiler.render import plots
@@ -91,8 +91,6 @@ def write_report(paths: list[str], opts: o.ScanOptions, *, command: str, buckets
         suggestion = attach(replace(proposed, split=split), advise(
             hist, params, k, drop_last=drop_last, suggestion=proposed))
         if groups is not None:
-            from gpu_profiler.analysis.schedule import sources_of
-
             suggestion = sources_of(suggestion, hist, groups)
     schedule = simulate_schedule(hist, ("random", "stride"), params, drop_last=drop_last,
                                  seed=seed, groups=groups)

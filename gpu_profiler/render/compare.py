@@ -9,7 +9,7 @@ from typing import Any
 
 from gpu_profiler.analysis.compare import SHIFTS, side_value
 from gpu_profiler.histogram import PERCENTILES
-from gpu_profiler.render.analysis import markdown_table
+from gpu_profiler.render.analysis import markdown_table, print_warnings, rich_table
 
 #: The one CSV schema of ``compare`` (README, "CSV"): a row per bucket index, then an
 #: ``all`` row with the totals, distances and shifts.
@@ -77,8 +77,6 @@ def distance_line(c: Any) -> str:
 def print_compare(c: Any, console: Any) -> None:
     """Summary side by side, the distances, then the per-bucket deltas."""
     from rich.markup import escape
-
-    from gpu_profiler.render.analysis import print_warnings, rich_table
 
     view = rich_table(escape("  vs  ".join(side_names(c))), ("", "A", "B", "B - A"))
     for row in _summary(c):

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gpu_profiler.analysis.blend import WARN_EPOCHS
+from gpu_profiler.analysis.blend import WARN_EPOCHS, number
 from gpu_profiler.cli import options as o
 from gpu_profiler.cli.output import enforce, gates, guard, show
 
@@ -43,13 +43,6 @@ MegatronSplit = Annotated[str | None, typer.Option(
     "holds only the rows of --data-split (train by default), as Megatron-LM cuts them.")]
 WarnEpochs = Annotated[float, typer.Option(
     "--warn-epochs", metavar="X", help="Warn when a source is repeated more than X epochs.")]
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 @o.scan_options
@@ -89,7 +82,7 @@ def blend(
 
     conditions = gates("blend", fail_if)
     for item in data_path or ():  # unknown options reach here as arguments (see app.py)
-        if item.startswith("-") and _number(item) is None:
+        if item.startswith("-") and number(item) is None:
             raise ProfilerError(f"no such option: {item}")
     opts.params()
     if (train_iters is None) != (global_batch_size is None):

@@ -6,6 +6,8 @@ import json
 import os
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from gpu_profiler.analysis.interleave import interleave, min_run
@@ -107,3 +109,12 @@ def test_scans_a_real_dataset(hf_dir, capsys):
     rc, out, _ = run(["schedule", hf_dir[0], "-q", "--offsets-of", "input_ids", "--policy",
                       "sorted", "--drop-last", "-f", "markdown"], capsys)
     assert rc == 0 and "| stride |" in out and "| random |" in out
+
+
+def test_markdown_leaves_what_an_order_lacks_empty(tmp_path, capsys):
+    """An empty corpus: no longest-run bucket, and Markdown leaves its cell empty as the
+    terminal table does (it printed None)."""
+    path = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"length": pa.array([], pa.int64())}), path)
+    rc, out, _ = run(["schedule", str(path), "-f", "markdown"], capsys)
+    assert rc == 0 and "| stride | 0 |  |" in out and "None" not in out

@@ -285,6 +285,16 @@ def _first_out(o: Any) -> str:
     return f"{min(done) * 100:.1f}" if done else ""
 
 
+def _order_cells(o: Any) -> list[str]:
+    """An order's row of the schedule's orders table (an empty cell for what it lacks)."""
+    return [o.name, str(o.longest_run),
+            "" if o.longest_run_bucket is None else str(o.longest_run_bucket),
+            f"{o.expected_longest_run:.1f}" if o.trials else "",
+            f"{o.p_run_ge[4]:.2f}" if o.p_run_ge else "",
+            "" if o.lag1_autocorr is None else f"{o.lag1_autocorr:+.3f}",
+            f"{o.window_spread:,.1f}", _first_out(o)]
+
+
 def print_schedule(r: Any, console: Any) -> None:
     """The orders side by side, then per bucket: exhaustion point and tail mix per order."""
     trials = next((o.trials for o in r.orders if o.trials), None)
@@ -298,13 +308,7 @@ def print_schedule(r: Any, console: Any) -> None:
                       f"{r.log_window} batches (what bands a logged loss curve). first out: "
                       "epoch fraction when the first bucket runs dry")
     for o in r.orders:
-        view.add_row(
-            o.name, str(o.longest_run), "" if o.longest_run_bucket is None
-            else str(o.longest_run_bucket),
-            f"{o.expected_longest_run:.1f}" if o.trials else "",
-            f"{o.p_run_ge[4]:.2f}" if o.p_run_ge else "",
-            "" if o.lag1_autocorr is None else f"{o.lag1_autocorr:+.3f}",
-            f"{o.window_spread:,.1f}", _first_out(o))
+        view.add_row(*_order_cells(o))
     console.print(view)
     cols = ["bucket", "batches", "%", "mean len"] + [o.name for o in r.orders]
     per = rich_table("per bucket (per order: out % / tail %)", cols,
@@ -359,11 +363,7 @@ def schedule_markdown(r: Any) -> str:
     out = [*_split_line(r.split), markdown_table([
         ["order", "longest run", "of bucket", "mean longest", "P(run>=4)", "lag-1 corr",
          "window spread", "first out %"],
-        *([o.name, f"{o.longest_run}", f"{o.longest_run_bucket}",
-           f"{o.expected_longest_run:.1f}" if o.trials else "",
-           f"{o.p_run_ge[4]:.2f}" if o.p_run_ge else "",
-           "" if o.lag1_autocorr is None else f"{o.lag1_autocorr:+.3f}",
-           f"{o.window_spread:,.1f}", _first_out(o)] for o in r.orders)])]
+        *(_order_cells(o) for o in r.orders)])]
     if r.group_by is not None:
         head, rows, line = _group_rows(r)
         out += ["", f"by {r.group_by}", "", markdown_table([head, *rows]), "", line]

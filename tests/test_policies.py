@@ -276,7 +276,8 @@ def test_packed_policy_totals():
 def test_packed_uses_one_row_per_batch_when_the_budget_is_below_a_row():
     got = evaluate_policy(hist_of([5, 9, 60], 64), "packed", TIGHT)
     assert got.rows_per_batch == 1 and got.total_batches == got.rows
-    assert any("smaller than one packed row" in w for w in got.warnings)
+    assert any("one packed row of max_seq_len (64 tokens) exceeds the token budget" in w
+               for w in got.warnings)
 
 
 def test_shares_and_json_fields():

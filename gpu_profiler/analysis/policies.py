@@ -430,8 +430,9 @@ def _packed(counts: np.ndarray, p: BucketParams, drop_last: bool, algorithm: str
     warnings = []
     if per_batch == 0:
         per_batch = 1
-        warnings.append(f"{algorithm} packing: the {budget_words(p)} is smaller "
-                        f"than one packed row ({p.max_seq_len}); each batch holds one row")
+        warnings.append(f"{algorithm} packing: one packed row of max_seq_len "
+                        f"({p.max_seq_len} tokens) exceeds the {budget_words(p)}; each batch "
+                        "holds one row")
     full, rest = divmod(rows, per_batch)
     batches = full + (1 if rest and not drop_last else 0)
     kept_rows = rows - rest if drop_last else rows

@@ -1,6 +1,6 @@
 """Every layout against the best peer a user writes in a few lines (issue 26): whole
-processes, side by side, at 1e7 and 1e8 samples (1e9 with ``--big``) and 1, 4, 64 and 4,000
-shards where the layout has shards.
+processes, side by side, at 1e7 and 1e8 samples (1e9 with ``--big``; JSON Lines at 1e7, and
+1e8 with ``--big``) and 1, 4, 64 and 4,000 shards where the layout has shards.
 
 Layouts (data generated under bench/data/layouts/, seeded, deleted after the run unless
 ``--keep``): an HF save_to_disk dir's int32 ``length`` column (the default route); an HF
@@ -307,10 +307,13 @@ def rows(sizes: list[int], sweep: int, big: bool) -> list[Row]:
             out.append(Row(f"one Parquet file, {encoding}", e, 1,
                            lambda n=n, encoding=encoding: parquet_file(n, encoding=encoding),
                            ["duckdb", "polars", "pyarrow.dataset"], need=_column_bytes(n)))
-        if n <= 10**7:
+        if n <= 10**7 or big:  # 1e8 lines: 10.8 GB, so only with --big; polars and
+            # pyarrow would hold the whole text or column there (~11 GiB and ~7 GiB)
             out.append(Row("JSONL, `num_tokens` + ~100 B text", e, 1, lambda n=n: jsonl(n),
-                           ["jsonl duckdb", "jsonl polars", "jsonl pyarrow"],
+                           ["jsonl duckdb"] + (["jsonl polars", "jsonl pyarrow"]
+                                               if n <= 10**7 else []),
                            ["--column", "num_tokens"], need=_size))
+        if n <= 10**7:
             out.append(Row("JSONL, ~100 B, ASCII-escaped (Python's json)", e, 1,
                            lambda n=n: jsonl_escaped(n),
                            ["jsonl duckdb", "jsonl polars", "jsonl pyarrow"],
@@ -489,7 +492,8 @@ def write(name: str, result: dict) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1e7 samples only (shards of 1e7)")
-    ap.add_argument("--big", action="store_true", help="also 1e9 (HF, Parquet, tokens)")
+    ap.add_argument("--big", action="store_true",
+                    help="also 1e9 (HF, Parquet, tokens) and 1e8 JSON Lines")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", default="", help="rows whose layout contains this text")
     ap.add_argument("--samples", default="", help="rows whose size contains this text")

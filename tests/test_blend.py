@@ -366,7 +366,10 @@ def test_text_markdown_and_csv(two, capsys):
     assert rc == 0
     assert "blend sources" in out and "the blend as trained" in out and "warning:" in out
     rc, out, _ = run_cli(["blend", "1", two[0], "1", two[1], "-q", "-f", "markdown"], capsys)
-    assert rc == 0 and out.startswith("| source | weight |")
+    assert rc == 0 and out.startswith("| source | weight |") and "est cost" not in out
+    rc, out, _ = run_cli(["blend", "1", two[0], "1", two[1], "-q", "-f", "markdown",
+                          "--attention-weight", "0.001"], capsys)  # priced as the terminal's
+    assert rc == 0 and "| est cost | % cost |" in out
     rc, out, _ = run_cli(["blend", "1", two[0], "1", two[1], "-q", "-f", "csv"], capsys)
     rows = out.splitlines()
     assert rc == 0 and rows[0].startswith("index,path,weight,") and len(rows) == 4

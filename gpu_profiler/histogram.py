@@ -169,15 +169,13 @@ class LengthHistogram:
     def percentile(self, q: float | str) -> int | None:
         """The exact `percentile_range` value, or None when there is no valid sample or the
         rank falls among above-cap lengths that were not binned."""
-        r = self.percentile_range(q)
-        return r[0] if r and r[0] == r[1] else None
+        return _exact_value(self.percentile_range(q))
 
     def percentiles(self) -> dict[str, int | None]:
         """`PERCENTILES` by name, e.g. ``{"p50": 812, ..., "p99.9": 8190}`` (see
         `percentile`; `percentile_range` gives the bounds of a None)."""
         ranges = self.percentile_ranges(k[1:] for k in PERCENTILES)
-        return {k: r[0] if r and r[0] == r[1] else None
-                for k, r in zip(PERCENTILES, ranges, strict=True)}
+        return {k: _exact_value(r) for k, r in zip(PERCENTILES, ranges, strict=True)}
 
     # ---------------------------------------------------------------- algebra
     def __add__(self, other: LengthHistogram) -> LengthHistogram:
@@ -186,9 +184,7 @@ class LengthHistogram:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LengthHistogram):
             return NotImplemented
-        return self.cap == other.cap and bool(np.array_equal(self.counts, other.counts)) and (
-            self._scalars() == other._scalars()
-        )
+        return self.cap == other.cap and _same(self, other)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -214,9 +210,7 @@ class LengthHistogram:
             return LengthHistogram(counts, null_count=self.null_count,
                                    invalid_count=self.invalid_count)
         tail = LengthHistogram.from_counts_slice(self.counts, cap + 1)
-        return merge([LengthHistogram(self.counts[: cap + 1], self.above_count,
-                                      self.above_tokens, self.above_min, self.above_max,
-                                      self.null_count, self.invalid_count), tail])
+        return merge([LengthHistogram(self.counts[: cap + 1], *self._scalars()), tail])
 
     @staticmethod
     def from_counts_slice(counts: np.ndarray, start: int) -> LengthHistogram:
@@ -242,12 +236,7 @@ class LengthHistogram:
             "schema": SCHEMA,
             "cap": self.cap,
             "counts": np.column_stack([nz, self.counts[nz]]).tolist(),
-            "above_count": self.above_count,
-            "above_tokens": self.above_tokens,
-            "above_min": self.above_min,
-            "above_max": self.above_max,
-            "null_count": self.null_count,
-            "invalid_count": self.invalid_count,
+            **dict(zip(SCALARS, self._scalars(), strict=True)),
         }
 
     @classmethod
@@ -296,6 +285,11 @@ class LengthHistogram:
     def load(cls, path: str | Path) -> LengthHistogram:
         """Read a histogram written by :meth:`save` (`read_saved`)."""
         return read_saved(path)[0]
+
+
+def _exact_value(r: tuple[int, int] | None) -> int | None:
+    """A percentile's value when its range is exact, else None."""
+    return r[0] if r and r[0] == r[1] else None
 
 
 #: ``(group_by, {group name: histogram})``: a histogram's groups (``--group-by``).

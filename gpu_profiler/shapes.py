@@ -9,6 +9,7 @@ the prompt x completion heat map."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -135,28 +136,22 @@ def scan(source: Source, shape: Shape, execution: Execution = DEFAULT
     dims = len(shape.parts)
 
     def part_counts(part: Any, backend: Backend) -> tuple[tuple[Any, ...], int]:
-        _check(part, shape)
         keys, counts, nulls, invalid, rows = [], [], 0, 0, 0
-        for batch in coalesced(part.batches(list(dict.fromkeys(shape.columns)))):
-            lengths, valid = _lengths(batch, shape)
-            rows += batch.num_rows
-            ok = valid & (lengths >= 0).all(axis=1)
+        for lengths, valid, ok in _batches(part, shape):
+            rows += valid.size
             nulls += int((~valid).sum())
             invalid += int((valid & ~ok).sum())
             big = lengths[ok].max(initial=0)
             if big > LIMIT[dims]:
                 raise ProfilerError(f"{part.label}: a sample part of {int(big):,} tokens: past "
                                     f"the {LIMIT[dims]:,} that {shape.option} counts")
-            k, c = _unique(_pack(lengths[ok], dims), np.ones(int(ok.sum()), np.int64))
+            k, c = _unique([_pack(lengths[ok], dims)], [np.ones(int(ok.sum()), np.int64)])
             keys.append(k)
             counts.append(c)
-        k, c = _unique(np.concatenate(keys or [np.zeros(0, np.int64)]),
-                       np.concatenate(counts or [np.zeros(0, np.int64)]))
-        return (k, c, nulls, invalid), rows
+        return (*_unique(keys, counts), nulls, invalid), rows
 
     took = list(each_part(planned, f"for {shape.option}", part_counts))
-    keys, counts = _unique(np.concatenate([t[0] for t in took] or [np.zeros(0, np.int64)]),
-                           np.concatenate([t[1] for t in took] or [np.zeros(0, np.int64)]))
+    keys, counts = _unique([t[0] for t in took], [t[1] for t in took])
     return (ShapeCounts(shape, _unpack(keys, dims), counts, sum(t[2] for t in took),
                         sum(t[3] for t in took)), split, planned)
 
@@ -177,12 +172,8 @@ def sample_lengths(source: Source, shape: Shape, execution: Execution = DEFAULT,
                             "per split)")
 
     def part_lengths(part: Any, backend: Backend) -> tuple[np.ndarray, int]:
-        _check(part, shape)
-        out = []
-        for batch in coalesced(part.batches(list(dict.fromkeys(shape.columns)))):
-            lengths, valid = _lengths(batch, shape)
-            ok = valid & (lengths >= 0).all(axis=1)
-            out.append(np.where(ok, memory_length(lengths), -1))
+        out = [np.where(ok, memory_length(lengths), -1)
+               for lengths, _, ok in _batches(part, shape)]
         got = np.concatenate(out) if out else np.zeros(0, np.int64)
         return got, got.size
 
@@ -190,12 +181,20 @@ def sample_lengths(source: Source, shape: Shape, execution: Execution = DEFAULT,
     return (np.concatenate(got) if got else np.zeros(0, np.int64)), split
 
 
-def _check(part: Any, shape: Shape) -> None:
-    """Every column of ``shape`` is in ``part``, of a type it takes."""
+def _batches(part: Any, shape: Shape) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(lengths, valid, ok)`` of each batch of ``part`` (`_lengths`; ``ok``: valid and no
+    part negative), once every column of ``shape`` is shown to be in ``part``, of a type
+    it takes."""
+    def takes(t: pa.DataType) -> bool:
+        return bool(_is_list(t) or (not shape.count and pa.types.is_integer(t)))
+
     schema = part.schema()
     for name in shape.columns:
-        check_column(part.label, schema, name, shape.option, _takes(shape),
+        check_column(part.label, schema, name, shape.option, takes,
                      "a list column" if shape.count else "an integer or list column")
+    for batch in coalesced(part.batches(list(dict.fromkeys(shape.columns)))):
+        lengths, valid = _lengths(batch, shape)
+        yield lengths, valid, valid & (lengths >= 0).all(axis=1)
 
 
 def _plan(source: Source, shape: Shape, execution: Execution) -> Planned:
@@ -208,12 +207,8 @@ def _plan(source: Source, shape: Shape, execution: Execution) -> Planned:
         return engine.plan(replace(source, column=first, offsets_of=None), execution)
 
 
-def _takes(shape: Shape) -> Any:
-    def is_list(t: pa.DataType) -> bool:
-        return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
-    if shape.count:
-        return is_list
-    return lambda t: is_list(t) or pa.types.is_integer(t)
+def _is_list(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
 
 
 def _lengths(batch: pa.RecordBatch, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
@@ -236,7 +231,7 @@ def _lengths(batch: pa.RecordBatch, shape: Shape) -> tuple[np.ndarray, np.ndarra
         return np.stack([total - completion, completion], axis=1), valid
     for name in shape.columns:
         arr = batch.column(name)
-        if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        if _is_list(arr.type):
             arr = pc.list_value_length(arr)
         values, ok = integers(arr)
         if ok is not None:
@@ -263,11 +258,13 @@ def _unpack(keys: np.ndarray, dims: int) -> np.ndarray:
     return out
 
 
-def _unique(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct keys and their summed counts (exact: integer sums)."""
-    if not keys.size:
-        return keys, counts
-    order = np.argsort(keys, kind="stable")
-    keys, counts = keys[order], counts[order]
-    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-    return keys[starts], np.add.reduceat(counts, starts)
+def _unique(keys: list[np.ndarray], counts: list[np.ndarray]
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys of ``keys`` and their summed ``counts`` (exact: integer sums)."""
+    k, c = (np.concatenate(a or [np.zeros(0, np.int64)]) for a in (keys, counts))
+    if not k.size:
+        return k, c
+    order = np.argsort(k, kind="stable")
+    k, c = k[order], c[order]
+    starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    return k[starts], np.add.reduceat(c, starts)

@@ -91,9 +91,7 @@ def sample_codes(source: Source, by: str) -> tuple[np.ndarray, list[str], str | 
         raise ProfilerError(f"--group-by {by}: that is the length source itself")
 
     def part_codes(part: Any, backend: Backend) -> tuple[tuple[np.ndarray, list[str]], int]:
-        schema = part.schema()
-        _check(part.label, schema, by)
-        labels = class_labels(schema, by)
+        labels = _labels(part, by)
         names: dict[str, int] = {}
         out = []
         for batch in coalesced(part.batches([by], codes=(by,))):
@@ -147,9 +145,7 @@ def _by_column(planned: Planned, by: str) -> Scan:
         raise ProfilerError(f"--group-by {by}: that is the length source itself")
 
     def part_groups(part: Any, backend: Backend) -> tuple[dict[str, LengthHistogram], int]:
-        schema = part.schema()
-        _check(part.label, schema, by)
-        labels = class_labels(schema, by)
+        labels = _labels(part, by)
         sums: dict[str, Sum] = {}
         for batch in coalesced(part.batches([spec.name, by], codes=(by,))):
             for name, hist in _split(batch, spec, backend, labels):
@@ -168,15 +164,18 @@ def _by_column(planned: Planned, by: str) -> Scan:
     return Scan(hists, spec, planned.backend.name, time.perf_counter() - planned.started)
 
 
-def _check(label: str, schema: pa.Schema, by: str) -> None:
-    """``by`` is one string, dictionary or integer column of ``schema``."""
+def _labels(part: Any, by: str) -> list[str] | None:
+    """`class_labels` of ``by`` in ``part``, once it is shown to be one string, dictionary
+    or integer column there."""
     def takes(t: pa.DataType) -> bool:
         value = t.value_type if pa.types.is_dictionary(t) else t
         return bool(pa.types.is_integer(value) or pa.types.is_string(value)
                     or pa.types.is_large_string(value))
 
-    check_column(label, schema, by, "--group-by", takes,
+    schema = part.schema()
+    check_column(part.label, schema, by, "--group-by", takes,
                  "a string, dictionary or integer column")
+    return class_labels(schema, by)
 
 
 #: Bins of a batch's groups x lengths counted at once (`_counted`): 32 MiB of int64.

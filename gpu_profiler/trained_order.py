@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpu_profiler.errors import ProfilerError
+from gpu_profiler.errors import ProfilerError, first_line
 
 if TYPE_CHECKING:
     from gpu_profiler.sampler import BucketBatchSampler
@@ -143,7 +143,6 @@ def read_bucket_order(path: str | os.PathLike[str], world_size: int = 1) -> Trai
             with open(path, "rb") as f:
                 b = np.array(f.read().split(), dtype=np.int64)
     except (OSError, ValueError, EOFError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ProfilerError(f"{path}: not a bucket order (one integer per batch: {first})"
-                            ) from None
+        raise ProfilerError(f"{path}: not a bucket order (one integer per batch: "
+                            f"{first_line(exc)})") from None
     return order_of(b, world_size, source=path)

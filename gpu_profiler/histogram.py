@@ -205,10 +205,8 @@ class LengthHistogram:
                     f"cannot raise the histogram cap from {self.cap} to {cap}: "
                     f"{self.above_count} lengths above {self.cap} were not binned; rescan with "
                     f"a larger cap")
-            counts = np.zeros(cap + 1, dtype=np.int64)
-            counts[: self.counts.size] = self.counts
-            return LengthHistogram(counts, null_count=self.null_count,
-                                   invalid_count=self.invalid_count)
+            return LengthHistogram(np.pad(self.counts, (0, cap - self.cap)),
+                                   null_count=self.null_count, invalid_count=self.invalid_count)
         tail = LengthHistogram.from_counts_slice(self.counts, cap + 1)
         return merge([LengthHistogram(self.counts[: cap + 1], *self._scalars()), tail])
 
@@ -505,9 +503,7 @@ class Sum:
         if h.cap > self.cap:
             if self.above_count:
                 self.histogram().with_cap(h.cap)  # raises: say which lengths
-            grown = np.zeros(h.cap + 1, dtype=np.int64)
-            grown[:self.counts.size] = self.counts
-            self.counts = grown
+            self.counts = np.pad(self.counts, (0, h.cap - self.cap))
         elif h.cap < self.cap and h.above_count:
             h.with_cap(self.cap)  # raises
         self.counts[:h.counts.size] += h.counts

@@ -85,7 +85,7 @@ def load_partial(path: str) -> tuple[LengthHistogram, dict[str, Any], Grouping |
     prov = d.get("provenance")
     if not isinstance(prov, dict) or not isinstance(prov.get("slices"), list):
         raise ProfilerError(f"{path}: not a partial histogram (saved without --part)")
-    for field, kind in _TYPES.items():
+    for field, (kind, _) in _FIELDS.items():
         if field not in prov or not isinstance(prov[field], kind) or \
                 isinstance(prov[field], bool):
             raise ProfilerError(f"{path}: its provenance has no valid {field!r} (written "
@@ -114,9 +114,12 @@ def _given(value: Any) -> Any:
     return None if value is None or value is False else value
 
 
-_TYPES: dict[str, Any] = {"listing": str, "shards": int, "length_source": str,
-                          "source": dict, "cap": (int, type(None)), "slicing": str,
-                          "parts": int, "slices": list}
+#: The fields of a provenance: their types, and how an error names them.
+_FIELDS: dict[str, tuple[Any, str]] = {
+    "listing": (str, "the source listing"), "shards": (int, "the number of shards"),
+    "length_source": (str, "the length source"), "source": (dict, "the source options"),
+    "cap": ((int, type(None)), "the cap"), "slicing": (str, "the slicing"),
+    "parts": (int, "the number of slices"), "slices": (list, "the slices")}
 
 
 def merge_partials(paths: Sequence[str]
@@ -134,7 +137,7 @@ def merge_partials(paths: Sequence[str]
     for i, path in enumerate(paths):
         hist, prov, groups = load_partial(path)
         if i == 0:
-            first_path, same = path, {k: prov[k] for k in _TYPES if k != "slices"}
+            first_path, same = path, {k: prov[k] for k in _FIELDS if k != "slices"}
             by = groups[0] if groups else None
         if (groups[0] if groups else None) != by:
             raise ProfilerError(f"{path}: grouped by {groups[0] if groups else 'nothing'}, "
@@ -148,7 +151,7 @@ def merge_partials(paths: Sequence[str]
                         raise ProfilerError(f"{path}: {FLAGS[n]} differs from {first_path} "
                                             f"({prov[field][n]!r} vs {value[n]!r})")
             elif prov[field] != value:
-                raise ProfilerError(f"{path}: {_FIELDS.get(field, field)} differs from "
+                raise ProfilerError(f"{path}: {_FIELDS[field][1]} differs from "
                                     f"{first_path} ({prov[field]!r} vs {value!r})")
         for s in prov["slices"]:
             if s in owner:
@@ -175,7 +178,3 @@ def merge_partials(paths: Sequence[str]
                                             for name, s in sorted(sums.items())})
     return total.histogram(), {**same, "slices": sorted(owner)}, grouped
 
-
-_FIELDS = {"listing": "the source listing", "shards": "the number of shards",
-           "length_source": "the length source", "cap": "the cap",
-           "slicing": "the slicing", "parts": "the number of slices"}

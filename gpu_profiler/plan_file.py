@@ -110,6 +110,7 @@ def load_plan(path: str) -> SavedPlan:
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise ProfilerError(f"{path}: not a readable plan file ({exc})") from None
     indices, offsets, bucket, params = (arrays[n] for n in ARRAYS)
+    tokens = arrays.get("tokens")
     try:
         summary = json.loads(str(params[()]), parse_constant=_no_constant)
         world = summary["params"]["world_size"]
@@ -121,12 +122,10 @@ def load_plan(path: str) -> SavedPlan:
           and _positive(world) and (accum is None or _positive(accum))
           and offsets.size == bucket.size + 1 and offsets.size >= 1 and int(offsets[0]) == 0
           and int(offsets[-1]) == indices.size and bool((np.diff(offsets) > 0).all())
-          and bucket.size % world == 0 and (indices.size == 0 or int(indices.min()) >= 0))
-    tokens = arrays.get("tokens")
-    if tokens is not None and not (tokens.ndim == 1 and tokens.dtype.kind == "i"
-                                   and tokens.size == bucket.size
-                                   and (tokens.size == 0 or int(tokens.min()) >= 0)):
-        ok = False
+          and bucket.size % world == 0 and (indices.size == 0 or int(indices.min()) >= 0)
+          and (tokens is None or (tokens.ndim == 1 and tokens.dtype.kind == "i"
+                                  and tokens.size == bucket.size
+                                  and (tokens.size == 0 or int(tokens.min()) >= 0))))
     if not ok:
         raise ProfilerError(f"{path}: a plan file's arrays do not agree (offsets, batches, "
                             "tokens, world size, grad_accum or indices out of range)")

@@ -316,8 +316,7 @@ def read_groups(d: dict[str, Any], total: LengthHistogram) -> Grouping | None:
             out[name] = validated(g)
         except ValueError as exc:
             raise ValueError(f"group {name[:40]!r}: {exc}") from None
-    summed = merge(out.values()) if out else None
-    if summed is None or not _same(summed, total):
+    if not out or not _same(merge(out.values()), total):
         raise ValueError("its groups do not add up to its histogram")
     return by, out
 
@@ -433,9 +432,8 @@ def validated(d: Any, counts: np.ndarray | None = None, max_cap: int = MAX_CAP
         raise ValueError(f"{counts.size:,} counts for the cap {cap:,}")
     if counts.size and int(counts.min()) < 0:
         raise ValueError(f"a negative count ({int(counts.min()):,})")
-    lengths = np.arange(cap + 1, dtype=np.int64)
     total = _exact(counts) + n + s["null_count"] + s["invalid_count"]
-    if total > INT64_MAX or _exact(counts, lengths) > INT64_MAX:
+    if total > INT64_MAX or _exact(counts, np.arange(cap + 1, dtype=np.int64)) > INT64_MAX:
         raise ValueError("counts or their token sum past int64")
     return LengthHistogram(counts, **s)
 

@@ -156,11 +156,9 @@ def _tensorboard(path: str, tag: str | None) -> LossLog:
     records it does not decode itself by tensorboard's protobuf classes."""
     event_pb2 = _event_pb2(path)
     scan = _EventScan(tag, event_pb2)
-    warnings = []
+    warnings: list[str] = []
     for name in event_files(path):
-        read, size = scan.file(name)
-        if read < size:
-            warnings.append(_torn(name, size - read))
+        warnings += _torn(name, *scan.file(name))
     return _tensorboard_log(path, tag, scan.values(), scan.seen(), warnings)
 
 
@@ -173,7 +171,7 @@ def _tensorboard_loader(path: str, tag: str | None) -> LossLog:
 
     values: dict[str, tuple[list[int], list[float]]] = {}
     seen: set[str] = set()
-    warnings = []
+    warnings: list[str] = []
     for name in event_files(path):
         read = 0
         for record in RawEventFileLoader(name).Load():
@@ -191,9 +189,7 @@ def _tensorboard_loader(path: str, tag: str | None) -> LossLog:
                     steps, ys = values.setdefault(v.tag, ([], []))
                     steps.append(event.step)
                     ys.append(x)
-        size = os.path.getsize(name)
-        if read < size:
-            warnings.append(_torn(name, size - read))
+        warnings += _torn(name, read, os.path.getsize(name))
     return _tensorboard_log(path, tag, values, seen, warnings)
 
 
@@ -206,9 +202,10 @@ def _event_pb2(path: str) -> Any:
     return event_pb2
 
 
-def _torn(name: str, unread: int) -> str:
-    return (f"{name}: its last {unread:,} bytes are not a whole event (a truncated or "
-            "corrupt record): the events before them are read")
+def _torn(name: str, read: int, size: int) -> list[str]:
+    """The warning of a file whose whole records end ``read`` bytes into its ``size``."""
+    return [f"{name}: its last {size - read:,} bytes are not a whole event (a truncated or "
+            "corrupt record): the events before them are read"] if read < size else []
 
 
 def _tensorboard_log(path: str, tag: str | None, values: dict[str, Any], seen: set[str],

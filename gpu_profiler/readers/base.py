@@ -375,6 +375,19 @@ def fixed_schema() -> pa.Schema:
     return pa.schema([pa.field(FIXED.name, pa.int64(), nullable=False)])
 
 
+@dataclass(frozen=True)
+class FixedShard(FileShard):
+    """A shard whose lengths are its format's own (`fixed`: a subclass says what they are
+    in ``length_source``), read with positioned reads in the scan's thread: reading ahead
+    overlaps them."""
+
+    on_device = False
+    read_ahead = True
+
+    def schema(self) -> pa.Schema:
+        return fixed_schema()
+
+
 def unlike(part: Any, like: tuple[str, Any]) -> bool:
     """Whether ``part``'s schema is to be checked against ``like`` (the scan's first part's
     label and schema: None for a `fixed` part): any other part, but a fixed one after a

@@ -27,7 +27,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import numpy as np
 
@@ -35,11 +35,10 @@ from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.readers.base import (
-    FileShard,
+    FixedShard,
     Reading,
     ShardFormat,
     SourceOptions,
-    fixed_schema,
 )
 
 MAGIC = b"MMIDIDX\x00\x00"
@@ -140,17 +139,10 @@ def companion(path: Path) -> Path | None:
 
 
 @dataclass(frozen=True)
-class MegatronPart(FileShard):
+class MegatronPart(FixedShard):
     """A Megatron-LM indexed dataset, named by its ``.idx``."""
 
-    on_device = False
-    read_ahead = True  # positioned reads in the scan's thread: reading ahead overlaps them
-
-    def schema(self) -> Any:
-        return fixed_schema()
-
     def length_source(self, options: SourceOptions) -> str:
-        """What its lengths are (``length_source``; the schema's ``length`` is ours)."""
         return f"Megatron-LM index: {options.unit or 'sequence'} lengths"
 
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
@@ -193,13 +185,11 @@ def _check_bounds(index: Index, bounds: np.ndarray, lo: int) -> None:
         raise _corrupt(index.path, at, f"the document index starts at {bounds[0]}, not 0")
     outside, down = native.kernel("document_bounds")(bounds, index.sequences)
     if outside >= 0:
-        j = outside
-        raise _corrupt(index.path, at + 8 * j, f"document boundary {bounds[j]} lies outside "
-                       f"the {index.sequences:,} sequences")
+        raise _corrupt(index.path, at + 8 * outside, f"document boundary {bounds[outside]} "
+                       f"lies outside the {index.sequences:,} sequences")
     if down >= 0:
-        j = down
-        raise _corrupt(index.path, at + 8 * j, f"document boundary {bounds[j]} comes after "
-                       f"{bounds[j - 1]} (the document index must not decrease)")
+        raise _corrupt(index.path, at + 8 * down, f"document boundary {bounds[down]} comes "
+                       f"after {bounds[down - 1]} (the document index must not decrease)")
     if lo + bounds.size == index.documents and bounds[-1] != index.sequences:
         raise _corrupt(index.path, at + 8 * (bounds.size - 1),
                        f"the document index ends at {bounds[-1]}, not at the sequence count "

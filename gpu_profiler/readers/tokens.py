@@ -23,7 +23,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import numpy as np
 
@@ -31,11 +31,10 @@ from gpu_profiler.chunk import Chunk, Documents
 from gpu_profiler.errors import ProfilerError, first_line
 from gpu_profiler.readers import megatron
 from gpu_profiler.readers.base import (
-    FileShard,
+    FixedShard,
     Reading,
     ShardFormat,
     SourceOptions,
-    fixed_schema,
     suffix,
 )
 
@@ -192,17 +191,10 @@ def _agree(path: Path, where: str, dtype: str, token_dtype: str | None) -> None:
 
 
 @dataclass(frozen=True)
-class TokenPart(FileShard):
+class TokenPart(FixedShard):
     """A flat token stream file; its samples are its documents."""
 
-    on_device = False
-    read_ahead = True  # positioned reads in the scan's thread: reading ahead overlaps them
-
-    def schema(self) -> Any:
-        return fixed_schema()
-
     def length_source(self, options: SourceOptions) -> str:
-        """What its lengths are (``length_source``; the schema's ``length`` is ours)."""
         opens = " (each EOT opens one)" if options.eot_position == "start" else ""
         return f"token stream: documents split at EOT {options.eot}{opens}"
 

@@ -96,38 +96,34 @@ def resolve_spec(schema: pa.Schema, column: str | None, offsets_of: str | None,
     if column and offsets_of:
         raise ProfilerError("give either --column or --offsets-of, not both")
     names = schema.names
-    if offsets_of:
-        if offsets_of not in names:
-            raise ProfilerError(f"{where}: no column {offsets_of!r}; columns: "
-                                f"{_columns_listing(schema)}")
-        _only_one(names, offsets_of, where)
-        t = schema.field(offsets_of).type
-        if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
-            raise ProfilerError(f"{where}: --offsets-of needs a list column, {offsets_of!r} "
-                                f"has type {t}")
-        return LengthSpec(offsets_of, offsets=True)
-    if column is None:
+    name = offsets_of or column
+    if name is None:
         ints = [f.name for f in schema if _is_int(f.type)]
         if "length" in names:
-            column = "length"
+            name = "length"
         elif len(ints) == 1:
-            column = ints[0]
+            name = ints[0]
         else:
             what = "several integer columns" if ints else "no integer column"
             fix = "--column or --offsets-of" if list_offsets else "--column"
             raise ProfilerError(f"{where}: no 'length' column and {what}; pick one with "
                                 f"{fix}; columns: {_columns_listing(schema)}")
-    if column not in names:
-        raise ProfilerError(f"{where}: no column {column!r}; columns: "
+    if name not in names:
+        raise ProfilerError(f"{where}: no column {name!r}; columns: "
                             f"{_columns_listing(schema)}")
-    _only_one(names, column, where)
-    t = schema.field(column).type
+    _only_one(names, name, where)
+    t = schema.field(name).type
+    a_list = pa.types.is_list(t) or pa.types.is_large_list(t)
+    if offsets_of:
+        if not a_list:
+            raise ProfilerError(f"{where}: --offsets-of needs a list column, {offsets_of!r} "
+                                f"has type {t}")
+        return LengthSpec(offsets_of, offsets=True)
     if not _is_int(t):
-        hint = " (use --offsets-of for a list column)" if list_offsets and (
-            pa.types.is_list(t) or pa.types.is_large_list(t)) else ""
-        raise ProfilerError(f"{where}: column {column!r} has type {t}; lengths must be "
+        hint = " (use --offsets-of for a list column)" if list_offsets and a_list else ""
+        raise ProfilerError(f"{where}: column {name!r} has type {t}; lengths must be "
                             f"integers{hint}")
-    return LengthSpec(column)
+    return LengthSpec(name)
 
 
 @dataclass(frozen=True)

@@ -210,9 +210,8 @@ def _path_splits(source: str, fmt: str | None, given: Collection[str]
         raise ProfilerError(f"{path}: is {_node_kind(path)}, not a file or a directory")
     if fmt in (None, "hf") and (hf.is_dataset_dict_dir(path) or hf.is_dataset_dir(path)):
         _refuse(given, COLUMN_OPTIONS, f"{path} (Hugging Face dataset)")
-    if fmt in (None, "hf") and hf.is_dataset_dict_dir(path):
-        return {name: _hf_parts(d) for name, d in hf.dict_splits(path).items()}
-    if fmt in (None, "hf") and hf.is_dataset_dir(path):
+        if hf.is_dataset_dict_dir(path):
+            return {name: _hf_parts(d) for name, d in hf.dict_splits(path).items()}
         return {"": _hf_parts(path)}
     if fmt == "hf":
         raise ProfilerError(f"{path}: not a Hugging Face save_to_disk directory "

@@ -26,10 +26,9 @@ def count(names: np.ndarray, name_at: np.ndarray, sizes: np.ndarray, flags: int,
     """Read the files named in ``names`` one by one and count their ``name`` column as it is
     decoded (see `gpu_profiler.kernels.parquet.count_files`): ``(outcome,)``."""
     work = np.zeros(WORK, np.int64)
-    key = np.frombuffer(name, np.uint8) if name else np.zeros(0, np.uint8)
-    return native.kernel("parquet_count")(names, name_at, sizes, flags, buf, second, key, width,
-                                          scratch, dictionary, values, valid, info, work, cap,
-                                          grow, fold_after, row, st, state)
+    return native.kernel("parquet_count")(names, name_at, sizes, flags, buf, second, _key(name),
+                                          width, scratch, dictionary, values, valid, info, work,
+                                          cap, grow, fold_after, row, st, state)
 
 
 def lengths(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, name: bytes, width: int,

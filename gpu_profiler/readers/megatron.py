@@ -27,7 +27,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar
 
 import numpy as np
 
@@ -80,10 +80,7 @@ class Index:
     path: Path
     sequences: int
     documents: int  # entries of the document index (one more than documents)
-
-    @property
-    def sizes_at(self) -> int:
-        return HEADER
+    sizes_at: ClassVar[int] = HEADER
 
     @property
     def documents_at(self) -> int:

@@ -115,8 +115,7 @@ def _npy(path: Path, f: BinaryIO, size: int, token_dtype: str | None) -> Layout:
     if fortran and len(shape) > 1:
         raise ProfilerError(f"{path}: a Fortran-order {_said(shape)} array is no token "
                             "stream (save it in C order)")
-    if token_dtype is not None and _KERNEL_DTYPES[name] != token_dtype:
-        _agree(path, "its .npy header", name, token_dtype)
+    _agree(path, "its .npy header", name, token_dtype)
     tokens = math.prod(shape)
     need = offset + tokens * np.dtype(name).itemsize
     if size != need:
@@ -185,7 +184,7 @@ def _said(value: object) -> str:
 
 
 def _agree(path: Path, where: str, dtype: str, token_dtype: str | None) -> None:
-    if token_dtype is not None and token_dtype != dtype:
+    if token_dtype is not None and token_dtype != _KERNEL_DTYPES[dtype]:
         raise ProfilerError(f"{path}: --token-dtype {token_dtype} does not apply: {where} "
                             f"says {dtype}")
 

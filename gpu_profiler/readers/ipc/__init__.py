@@ -22,16 +22,8 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
-from gpu_profiler.kernels import ipc_format as fmt
 from gpu_profiler.readers.base import ARROW_MAGIC, FileShard, Joined, LengthSpec, Reading
-from gpu_profiler.readers.ipc.metadata import (
-    SCHEMA_ERRORS,
-    arrow_schema,
-    big_endian_error,
-    corrupt,
-    schema_info,
-    what,
-)
+from gpu_profiler.readers.ipc.metadata import checked_schema, corrupt, what
 
 _MAX_SCHEMA = 64 << 20  # a larger schema message is taken for corruption
 
@@ -195,17 +187,8 @@ def schema(path: Path, kind: str) -> pa.Schema:
         ProfilerError: unreadable, corrupt or big-endian file.
     """
     framed, meta = _schema_message(path, kind)
-    at = 8 if kind == "file" else 0
-    try:
-        big = schema_info(np.frombuffer(meta, np.uint8), -1)[0]
-    except fmt.Corrupt as exc:
-        raise corrupt(path, kind, at, f"schema message: {fmt.REASONS[exc.args[1]]}") from None
-    if big:
-        raise big_endian_error(path)
-    try:
-        return arrow_schema(framed)
-    except SCHEMA_ERRORS as exc:
-        raise corrupt(path, kind, at, f"schema message: {first_line(exc)}") from None
+    return checked_schema(path, kind, 8 if kind == "file" else 0, framed,
+                          np.frombuffer(meta, np.uint8))[0]
 
 
 def chunks(path: Path, kind: str, spec: LengthSpec, segmented: bool = False,

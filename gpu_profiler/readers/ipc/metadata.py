@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 
 from gpu_profiler import native
-from gpu_profiler.errors import ProfilerError
+from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.kernels import ipc_format as fmt
 
 
 def corrupt(path: Path, kind: str, offset: int, reason: str) -> ProfilerError:
@@ -42,6 +43,22 @@ def arrow_schema(framed: bytes | np.ndarray) -> pa.Schema:
     schema = pa.ipc.read_schema(pa.py_buffer(framed))
     schema.names  # noqa: B018
     return schema
+
+
+def checked_schema(path: Path, kind: str, at: int, framed: bytes | np.ndarray,
+                   meta: np.ndarray) -> tuple[pa.Schema, int, int]:
+    """``(schema, fields its flatbuffer counts, body length)`` of the framed schema message
+    at byte ``at`` (``meta``: its flatbuffer): a damaged or big-endian one refused."""
+    try:
+        big, fields, _, body = schema_info(meta, -1)
+    except fmt.Corrupt as exc:
+        raise corrupt(path, kind, at, f"schema message: {fmt.REASONS[exc.args[1]]}") from None
+    if big:
+        raise big_endian_error(path)
+    try:
+        return arrow_schema(framed), int(fields), int(body)
+    except SCHEMA_ERRORS as exc:
+        raise corrupt(path, kind, at, f"schema message: {first_line(exc)}") from None
 
 
 def frame(b: np.ndarray, p: int) -> tuple[int, ...]:

@@ -31,7 +31,7 @@ from gpu_profiler.readers.arrow import CHUNK_ROWS
 from gpu_profiler.readers.base import ARROW_MAGIC, LengthSpec
 from gpu_profiler.readers.ipc import metadata as parsers
 from gpu_profiler.readers.ipc.layout import column_layout
-from gpu_profiler.readers.ipc.metadata import big_endian_error, corrupt
+from gpu_profiler.readers.ipc.metadata import corrupt
 
 #: First read of a stream (its schema and first messages' metadata).
 FIRST_READ = 16 << 10
@@ -141,20 +141,14 @@ class SelectiveReader:
         b = self._file.read(pos, FIRST_READ).data
         try:
             pre, m = parsers.frame(b, 0)
-            if 0 < m and pre + m > b.size:
-                b = self._file.read(pos, int(pre + m)).data
-            if m <= 0 or pre + m > b.size:
-                raise self.error(pos, "the file ends before its schema message")
-            meta = b[pre:pre + m].copy()
-            big, nfields, _, body = parsers.schema_info(meta, -1)
         except fmt.Corrupt as exc:
             raise self._corrupt(exc, pos, "schema message") from None
-        if big:
-            raise big_endian_error(self.path)
-        try:
-            sch = parsers.arrow_schema(b[:pre + m])
-        except parsers.SCHEMA_ERRORS as exc:
-            raise self.error(pos, f"schema message: {first_line(exc)}") from None
+        if 0 < m and pre + m > b.size:
+            b = self._file.read(pos, int(pre + m)).data
+        if m <= 0 or pre + m > b.size:
+            raise self.error(pos, "the file ends before its schema message")
+        meta = b[pre:pre + m].copy()
+        sch, nfields, body = parsers.checked_schema(self.path, self.kind, pos, b[:pre + m], meta)
         if len(sch) != nfields:
             raise self.error(pos, "schema message: field count mismatch")
         return int(pos + pre + m + body), meta, sch

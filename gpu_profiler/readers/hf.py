@@ -66,13 +66,12 @@ def dataset_shards(path: Path) -> list[tuple[str | Path, int]]:
     """The IPC stream shards of a Dataset dir, in ``state.json`` order, with their sizes
     (looked up at once: `files.sizes`); a plain file name's path is a string (see
     `FileShard`)."""
-    state = _read_json(path / "state.json")
-    listed = state.get("_data_files")
+    meta = path / "state.json"
+    listed = _read_json(meta).get("_data_files")
     if not isinstance(listed, list) or not all(isinstance(f, dict) and "filename" in f
                                                for f in listed):
-        raise ProfilerError(f"{path / 'state.json'}: no valid '_data_files' list")
+        raise ProfilerError(f"{meta}: no valid '_data_files' list")
     names = [f["filename"] for f in listed]
-    meta = path / "state.json"
     where = os.path.join(path, "") if path != Path() else ""  # as `path / name` would be
     at = [where + name if _plain(name) else None for name in names]
     for name, joined in zip(names, at, strict=True):  # all checked before any is looked up
@@ -112,10 +111,10 @@ def _shard(folder: Path, name: str, joined: str | None, size: int, meta: Path
 
 def dict_splits(path: Path) -> dict[str, Path]:
     """Split name -> Dataset dir of a DatasetDict dir."""
-    splits = _read_json(path / "dataset_dict.json").get("splits")
-    if not isinstance(splits, list) or not splits:
-        raise ProfilerError(f"{path / 'dataset_dict.json'}: no 'splits' list")
     meta = path / "dataset_dict.json"
+    splits = _read_json(meta).get("splits")
+    if not isinstance(splits, list) or not splits:
+        raise ProfilerError(f"{meta}: no 'splits' list")
     out = {s: _inside(path, s, meta, "a split") for s in splits}
     for name, d in out.items():
         if not is_dataset_dir(d):

@@ -185,3 +185,13 @@ def test_one_dominant_bucket_is_one_warning_naming_every_split(tmp_path, fmt, ca
     for split in ("validation", "test"):  # each split's own numbers, in the warning too
         a = d["splits"][split]["advice"]
         assert f"{split}: {a['batch_pct']:.1f}% of its {a['total_batches']:,} batches" in line
+
+
+def test_a_split_name_cannot_break_the_markdown_bucket_table(tmp_path, capsys):
+    """A ``|`` in a split's name is escaped in its cell, as in every Markdown table: each
+    row keeps the header's columns."""
+    path = save(tmp_path / "d", **{"train": train_lengths(), "te|st": answer_lengths()})
+    rc, out, _ = run(["profile", path, "-q", "-f", "markdown"], capsys)
+    rows = [r for r in out.splitlines() if r.startswith("| ")][:12]
+    assert rc == 0 and any(r.startswith("| te\\|st |") for r in rows)
+    assert {r.replace("\\|", "").count("|") for r in rows} == {rows[0].count("|")}

@@ -92,8 +92,8 @@ def blend_markdown(b: Any) -> str:
     lines += ["", summary(b), ""]
     if b.table is not None:
         lines += [f"**{table_title(b)}**", "",
-                  *bucket_markdown([("", b.table)], named=False,
-                                   priced=not b.table.params.cost.is_default),
+                  bucket_markdown([("", b.table)], named=False,
+                                  priced=not b.table.params.cost.is_default),
                   "", summary_line(b.table), "", distribution_line(b.table), ""]
     lines += [f"> **warning:** {w}\n" for w in _warnings(b)]
     return "\n".join(lines) + "\n"

@@ -88,7 +88,7 @@ def to_markdown(result: Any) -> str:
 
     tables = split_tables(result) if result.splits else [("", result.table)]
     named = bool(result.splits)
-    parts = [*bucket_markdown(tables, named, not result.table.params.cost.is_default), ""]
+    parts = [bucket_markdown(tables, named, not result.table.params.cost.is_default), ""]
     for split, t in tables:
         prefix = f"**{split}**: " if named else ""
         parts += [prefix + summary_line(t), "", prefix + distribution_line(t), ""]
@@ -112,20 +112,19 @@ def to_markdown(result: Any) -> str:
     return "\n".join(parts) + "\n"
 
 
-def bucket_markdown(tables: list[tuple[str, BucketTable]], named: bool,
-                    priced: bool) -> list[str]:
-    """The lines of one Markdown table of the buckets of each ``(split, table)``: with a
-    split column when ``named``, and the cost columns when ``priced``."""
-    lines = ["| split " * named + "| bucket | samples | % samples | tokens | avg len | max len | "
-             "batch size | est batches | % batches |" + " est cost | % cost |" * priced,
-             "|---" * named + "|---|--:|--:|--:|--:|--:|--:|--:|--:|" + "--:|--:|" * priced]
-    for split, t in tables:
-        lines += [f"| {split} " * named + f"| [{b.lo}, {b.hi}) | {b.samples:,} | "
-                  f"{b.sample_pct:.2f} | {b.tokens:,} | {b.avg_len:,.1f} | {b.max_len:,} | "
-                  f"{b.est_batch_size} | {b.est_batches:,.2f} | {b.batch_pct:.2f} |"
-                  + f" {b.est_cost or 0.0:,.6g} | {b.cost_pct or 0.0:.2f} |" * priced
-                  for b in t.buckets]
-    return lines
+def bucket_markdown(tables: list[tuple[str, BucketTable]], named: bool, priced: bool) -> str:
+    """One Markdown table of the buckets of each ``(split, table)`` (`markdown_table`): with
+    a split column when ``named``, and the cost columns when ``priced``."""
+    from gpu_profiler.render.analysis import markdown_table
+
+    return markdown_table([
+        [*["split"] * named, "bucket", "samples", "% samples", "tokens", "avg len", "max len",
+         "batch size", "est batches", "% batches", *["est cost", "% cost"] * priced],
+        *([*[split] * named, f"[{b.lo}, {b.hi})", f"{b.samples:,}", f"{b.sample_pct:.2f}",
+           f"{b.tokens:,}", f"{b.avg_len:,.1f}", f"{b.max_len:,}", f"{b.est_batch_size}",
+           f"{b.est_batches:,.2f}", f"{b.batch_pct:.2f}",
+           *[f"{b.est_cost or 0.0:,.6g}", f"{b.cost_pct or 0.0:.2f}"] * priced]
+          for split, t in tables for b in t.buckets)], left=1 + named)
 
 
 def summary_line(t: BucketTable) -> str:

@@ -28,7 +28,7 @@ from gpu_profiler.readers import (
     open_source,
     resolve_spec,
 )
-from gpu_profiler.readers.base import FIXED, fixed, same_schema, unlike
+from gpu_profiler.readers.base import FIXED, fixed, planning_schema, same_schema, unlike
 from gpu_profiler.request import DEFAULT, Execution, Source
 
 #: A scan of at most this many input bytes is *small*: ``auto`` runs it on the CPU (numba's
@@ -169,7 +169,7 @@ def _reference(parts: list[Part], skip_bad: bool) -> tuple[str, Any]:
     ``skip_bad``: of the first part whose schema can be read); None for the schema of a
     `fixed` part (never built: see `gpu_profiler.readers.base.unlike`)."""
     def schema(part: Part) -> Any:
-        return None if fixed(part) else part.schema()
+        return None if fixed(part) else planning_schema(part)
 
     candidates = parts if skip_bad else parts[:1]
     for part in candidates[:-1]:
@@ -264,6 +264,6 @@ def check_schemas(parts: list[Part], like: tuple[str, Any], spec: LengthSpec) ->
     if not parts:
         return
     with ThreadPoolExecutor(cores(), thread_name_prefix="gpu-profiler-plan") as pool:
-        schemas = pool.map(lambda p: p.schema(), parts)
+        schemas = pool.map(planning_schema, parts)
         for part, schema in zip(parts, schemas, strict=True):
             same_schema(part.label, schema, like, spec)

@@ -24,6 +24,7 @@ from gpu_profiler.readers.base import (
     SMALL_BYTES,
     Leave,
     Together,
+    planning_schema,
     same_schema,
     together_of,
     unlike,
@@ -211,7 +212,7 @@ def _alone(part: Part, reading: Reading, runs: RunTally, bar: ScanProgress | Non
            like: tuple[str, Any] | None) -> Iterator[Chunk]:
     """One part's chunks, read by its own reader."""
     if like is not None and unlike(part, like):
-        same_schema(part.label, part.schema(), like, reading.spec)
+        same_schema(part.label, planning_schema(part), like, reading.spec)
     for chunk in part.chunks(reading):
         if bar is not None:
             bar.update(samples=chunk.samples)

@@ -126,6 +126,7 @@ EXPORTS: dict[str, Export] = {
     "sorted_cuts": Export("plan", "sorted_cuts",
                           (_I8, _I8, I, _I8, Arr("float64"), I, _OUT_I8_2D), 2),
     "jsonl_screen": Export("jsonl", "screen", (_BYTES, I, _OUT_I8_2D), 3),
+    "jsonl_utf8_error": Export("jsonl", "utf8_error", (_BYTES,), 1),
     "jsonl_lengths": Export("jsonl", "lengths", (_BYTES, I, _BYTES, _OUT_I8, Arr("bool", out=True)),
                             3),
     "parquet_lengths": Export("parquet", "lengths",

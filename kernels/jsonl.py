@@ -658,6 +658,31 @@ def _whole(a, i, high):
     return high == cont | lead and need == cont and not cut and not bad
 
 
+@kernel(nogil=True)
+def utf8_error(a):
+    """``(where,)``: where the text ``a`` (uint8) first fails to be UTF-8, the index of the
+    first byte of its first ill-formed character (`_utf8`'s rules), or -1. 64 bytes of
+    ASCII, or of whole characters (`_whole`), are crossed at once; the rest byte by byte."""
+    n = a.size
+    i = 0
+    while i < n:
+        if i + _GROUP <= n:
+            high = _above(a, i, 127)
+            if not high or _whole(a, i, high):
+                i += _GROUP
+                continue
+        stop = min(i + _GROUP, n)
+        while i < stop:
+            if a[i] < 128:
+                i += 1
+                continue
+            e = _utf8(a, i, n)
+            if e < 0:
+                return (i,)
+            i = e
+    return (-1,)
+
+
 @kernel(inline="always")
 def _start(a, i):
     """The walk's state at ``i``, outside any string: ``(i, its tokens, the carries)``."""

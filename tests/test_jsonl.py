@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 import gpu_profiler as gp
 from gpu_profiler import ProfilerError
 from gpu_profiler.readers import FORMATS, LengthSpec, Reading, jsonl, open_source, sniff
+from gpu_profiler.readers.base import Fields
 
 ZSTD = "zstd"
 
@@ -193,11 +194,12 @@ def test_schema_is_the_first_objects_fields_coarsely_typed(tmp_path):
     path.write_text('{"id": "a", "ts": "2024-01-01", "score": 0.5, "ok": true, '
                     '"meta": {"x": 1}, "ids": [1, 2], "num_tokens": null, "note": null}\n'
                     '{"num_tokens": 12, "late": 3}\n')
-    schema = jsonl.schema(path)
-    assert [(f.name, str(f.type)) for f in schema] == [
-        ("id", "string"), ("ts", "string"), ("score", "double"), ("ok", "bool"),
-        ("meta", "struct<>"), ("ids", "list<item: null>"), ("num_tokens", "int64"),
-        ("note", "int64"), ("late", "int64")]
+    coarse = [("id", "string"), ("ts", "string"), ("score", "double"), ("ok", "bool"),
+              ("meta", "struct<>"), ("ids", "list<item: null>"), ("num_tokens", "int64"),
+              ("note", "int64"), ("late", "int64")]
+    # planned without pyarrow (`fields`), read with its types (`schema`): named alike
+    assert [(f.name, f.type) for f in jsonl.fields(path)] == coarse
+    assert [(f.name, str(f.type)) for f in jsonl.JsonlPart(path).schema()] == coarse
     # the default column: 'length' if present, else the only integer field
     (tmp_path / "one.jsonl").write_text('{"text": "a", "num_tokens": 3, "x": 0.5}\n')
     np.testing.assert_array_equal(gp.lengths(str(tmp_path / "one.jsonl")), [3])
@@ -216,9 +218,56 @@ def test_a_file_without_objects_has_no_fields(tmp_path):
     (tmp_path / "e.jsonl").write_bytes(b"")
     (tmp_path / "b.jsonl").write_bytes(b"\n  \n\r\n")
     for name in ("e.jsonl", "b.jsonl"):
-        assert jsonl.schema(tmp_path / name) == pa.schema([])
+        assert jsonl.fields(tmp_path / name) == Fields(())
+        assert jsonl.JsonlPart(tmp_path / name).schema() == pa.schema([])
         with pytest.raises(ProfilerError, match="no column 'n'; columns: none"):
             gp.histogram(str(tmp_path / name), column="n")
+
+
+def test_lines_the_native_parse_takes_are_planned_and_read_without_pyarrow(tmp_path):
+    """Planned by `fields`, read by Python's file object (~30 ms of a process, and ~25 MiB,
+    saved): one file, shards read together, and the CLI; a line the native parse leaves
+    (an escaped key) is pyarrow's, and loads it."""
+    lines = "".join(json.dumps({"n": k, "t": "日本 \"x\"", "m": {"a": [1, 2.5, None]}},
+                               ensure_ascii=k % 2 == 0) + "\n" for k in range(200))
+    (tmp_path / "one.jsonl").write_text(lines)
+    (tmp_path / "shards").mkdir()
+    for k in range(3):
+        (tmp_path / "shards" / f"{k}.jsonl").write_text(lines)
+    (tmp_path / "escaped.jsonl").write_text('{"\\u006e": 4}\n' + lines)
+
+    def loaded(code: str, path: Path) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                             text=True, timeout=300)
+        return out.stdout.split() + out.stderr.split()
+
+    api = ("import sys, gpu_profiler as gp; h = gp.histogram(sys.argv[1], column='n'); "
+           "print(h.total, 'pyarrow' in sys.modules)")
+    assert loaded(api, tmp_path / "one.jsonl") == ["200", "False"]
+    assert loaded(api, tmp_path / "shards") == ["600", "False"]
+    assert loaded(api, tmp_path / "escaped.jsonl") == ["201", "True"]
+    cli = ("import sys; from gpu_profiler.cli import main\ntry:\n    main(['profile', "
+           "sys.argv[1], '-q', '-f', 'csv', '-c', 'n'])\nexcept SystemExit:\n"
+           "    print('pyarrow' in sys.modules, file=sys.stderr)")
+    assert loaded(cli, tmp_path / "one.jsonl")[-1] == "False"
+
+
+def test_json_lines_named_beside_parquet_are_checked_against_it(tmp_path):
+    """A JSON Lines file's schema (`Fields`) and a Parquet file's (pyarrow's), named
+    together in either order: the same length source is read from both, another is
+    refused naming the fields."""
+    (tmp_path / "a.jsonl").write_text('{"n": 3, "t": "x"}\n{"n": 9}\n')
+    pq.write_table(pa.table({"n": pa.array([4, 5], pa.int32())}), tmp_path / "b.parquet")
+    pq.write_table(pa.table({"m": [4, 5]}), tmp_path / "c.parquet")
+    a, b, c = (str(tmp_path / f) for f in ("a.jsonl", "b.parquet", "c.parquet"))
+    for paths in ([a, b], [b, a]):
+        assert gp.histogram(paths, column="n").total == 4
+    with pytest.raises(ProfilerError, match=r"c.parquet: schema differs from .*a.jsonl in "
+                       r"its length source \(column 'n'\): n: missing vs int64; t: missing "
+                       r"vs string; m: int64 vs missing"):
+        gp.histogram([a, c], column="n")
+    with pytest.raises(ProfilerError, match=r"a.jsonl: schema differs from .*c.parquet"):
+        gp.histogram([c, a], column="m")
 
 
 # ----------------------------------------------------------------------------- sniffing
@@ -317,7 +366,7 @@ def test_a_bad_first_line_is_named_by_the_schema(tmp_path):
 def test_a_byte_order_mark_opens_a_file_as_pyarrow_takes_it(tmp_path):
     path = tmp_path / "bom.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + b'{"n": 4, "t": "x"}\n{"n": 5}\n')
-    assert jsonl.schema(path).names == ["n", "t"]
+    assert jsonl.fields(path).names == ["n", "t"]
     np.testing.assert_array_equal(gp.lengths(str(path)), pyarrow_column(path, "n").to_numpy())
     path.write_bytes(b'{"n": 4}\n\xef\xbb\xbf{"n": 5}\n')  # only the file opens with one
     with pytest.raises(ProfilerError, match="line 2: invalid JSON"):

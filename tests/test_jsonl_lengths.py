@@ -341,3 +341,39 @@ def test_tokens_are_the_bytes_their_definition_marks():
         out = np.zeros(a.size, np.uint8)
         marked(a, out)
         assert np.flatnonzero(out).tolist() == reference_tokens(a.tobytes()), a.tobytes()
+
+
+@pytest.fixture(params=["native", jit_param("jit")])
+def utf8_error(request):
+    if request.param == "native":
+        if native.library() is None:
+            pytest.skip(native.status())
+        return native.kernel("jsonl_utf8_error")
+    from gpu_profiler.kernels.jsonl import utf8_error as jit
+
+    return jit
+
+
+def test_utf8_error_is_where_python_finds_the_first_ill_formed_character(utf8_error):
+    """The reader's UTF-8 check (`_check_utf8`), against Python's decoder: texts of ASCII
+    runs and characters whole, cut, overlong, of a surrogate, above U+10FFFF or a stray
+    continuation byte, across the kernel's 64-byte groups."""
+    rng = np.random.default_rng(8)
+    good = [b"a", b"x" * 70, b" \n", "é".encode(), "日本".encode(), "😀".encode(),
+            "\U0010ffff".encode(), "\u07ff".encode(), "\ud7ff".encode()]
+    bad = [b"\xe6\x97", b"\xf0\x9f\x98", b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf",
+           b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff"]
+    found = 0
+    for k in range(3000):
+        parts = [good[i] for i in rng.integers(0, len(good), rng.integers(0, 60))]
+        if k % 2:
+            parts.insert(int(rng.integers(0, len(parts) + 1)), bad[k // 2 % len(bad)])
+        text = b"".join(parts)
+        try:
+            text.decode()
+            want = -1
+        except UnicodeDecodeError as exc:
+            want = exc.start
+        assert utf8_error(np.frombuffer(text, np.uint8)) == (want,), text
+        found += want >= 0
+    assert found > 1400

@@ -67,7 +67,51 @@ class LengthSpec:
         return replace(self, about=about(options)) if about is not None else self
 
 
-def _is_int(t: pa.DataType) -> bool:
+@dataclass(frozen=True)
+class Field:
+    """A field of `Fields`: its name, and its type as pyarrow names it (``int64``,
+    ``list<item: null>``)."""
+
+    name: str
+    type: str
+
+
+@dataclass(frozen=True)
+class Fields:
+    """A schema told without pyarrow, for planning (a part's ``fields()``: see
+    `planning_schema`): what `resolve_spec` and `same_schema` ask of a ``pa.Schema``
+    (``names``, the fields in order, ``field``, ``equals``), its types named as pyarrow
+    names them, so that messages read the same."""
+
+    fields: tuple[Field, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def __iter__(self) -> Iterator[Field]:
+        return iter(self.fields)
+
+    def field(self, name: str) -> Field:
+        return next(f for f in self.fields if f.name == name)
+
+    def equals(self, other: Any, check_metadata: bool = False) -> bool:
+        return other == self
+
+
+def planning_schema(part: Any) -> Any:
+    """The schema ``part``'s length source is checked in (`resolve_spec`, `same_schema`):
+    the `Fields` of a part whose format tells them without pyarrow (``fields()``: JSON
+    Lines, whose scan then never loads it), else its ``schema()``."""
+    light = getattr(part, "fields", None)
+    return light() if light is not None else part.schema()
+
+
+def _is_int(t: Any) -> bool:
+    """Whether ``t`` (a pyarrow type, or a `Field`'s name of one) is an integer type, or a
+    dictionary of one."""
+    if isinstance(t, str):
+        return t.removeprefix("u") in ("int8", "int16", "int32", "int64")
     import pyarrow as pa  # (loaded: ``t`` is one of its types)
 
     if pa.types.is_dictionary(t):
@@ -75,7 +119,16 @@ def _is_int(t: pa.DataType) -> bool:
     return pa.types.is_integer(t)
 
 
-def _columns_listing(schema: pa.Schema) -> str:
+def _is_list(t: Any) -> bool:
+    """Whether ``t`` (as in `_is_int`) is a list or large list type."""
+    if isinstance(t, str):
+        return t.startswith(("list<", "large_list<"))
+    import pyarrow as pa  # (loaded: ``t`` is one of its types)
+
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
+
+
+def _columns_listing(schema: Any) -> str:
     return ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"
 
 
@@ -86,13 +139,11 @@ def _only_one(names: list[str], name: str, where: str) -> None:
                             "one holds the lengths is ambiguous")
 
 
-def resolve_spec(schema: pa.Schema, column: str | None, offsets_of: str | None,
+def resolve_spec(schema: Any, column: str | None, offsets_of: str | None,
                  where: str, list_offsets: bool = True) -> LengthSpec:
-    """Pick and check the length source in ``schema``; ``where`` names the input in errors;
-    ``list_offsets``: whether its format can give lengths as a list column's offsets (the
-    fix an error offers)."""
-    import pyarrow as pa  # (loaded: ``schema`` is one of its schemas)
-
+    """Pick and check the length source in ``schema`` (a ``pa.Schema`` or `Fields`);
+    ``where`` names the input in errors; ``list_offsets``: whether its format can give
+    lengths as a list column's offsets (the fix an error offers)."""
     if column and offsets_of:
         raise ProfilerError("give either --column or --offsets-of, not both")
     names = schema.names
@@ -113,7 +164,7 @@ def resolve_spec(schema: pa.Schema, column: str | None, offsets_of: str | None,
                             f"{_columns_listing(schema)}")
     _only_one(names, name, where)
     t = schema.field(name).type
-    a_list = pa.types.is_list(t) or pa.types.is_large_list(t)
+    a_list = _is_list(t)
     if offsets_of:
         if not a_list:
             raise ProfilerError(f"{where}: --offsets-of needs a list column, {offsets_of!r} "
@@ -273,7 +324,8 @@ class Part(Protocol):
     as dictionaries where the format stores them so), for a scan that needs a column besides
     the lengths (`gpu_profiler.columns`; formats without columns lack it); and
     ``length_source(options)``: what its lengths are, for a format whose lengths are its
-    own, no column of the user's (its schema is then `fixed_schema`: see `fixed`).
+    own, no column of the user's (its schema is then `fixed_schema`: see `fixed`); and
+    ``fields()``: its schema as `Fields`, which planning then checks (`planning_schema`).
 
     Attributes:
         label: names the part in errors and progress.
@@ -397,8 +449,8 @@ def same_schema(label: str, schema: Any, like: tuple[str, Any], spec: LengthSpec
     `fixed_schema`): the same column, of any integer type (read as int64) or, for
     ``spec.offsets``, a list. The other columns are never read, and may differ."""
     like = like if like[1] is not None else (like[0], fixed_schema())
-    if schema.equals(like[1], check_metadata=False):
-        return
+    if isinstance(schema, type(like[1])) and schema.equals(like[1], check_metadata=False):
+        return  # (a `Fields` beside a pyarrow schema: paths of two formats named together)
     try:
         resolve_spec(schema, None if spec.offsets else spec.name,
                      spec.name if spec.offsets else None, label)

@@ -31,10 +31,15 @@ any small file.
 
 Runs of small shards are read together, one native pass a file and no stream, thread or
 schema of their own (`many`).
+
+A scan whose every line the native pass takes never loads pyarrow (~30 ms of a process
+start): the file is read by Python's own file object and planned by its `fields`.
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import re
@@ -42,17 +47,28 @@ from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.json as pj
 
 from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
-from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.errors import ProfilerError, first_line, shard_error
 from gpu_profiler.prefetch import prefetched
 from gpu_profiler.readers.arrow import arrays_to_chunks
-from gpu_profiler.readers.base import ZSTD_MAGIC, FileShard, Joined, LengthSpec, Reading
+from gpu_profiler.readers.base import (
+    ZSTD_MAGIC,
+    Field,
+    Fields,
+    FileShard,
+    Joined,
+    LengthSpec,
+    Reading,
+)
+
+if TYPE_CHECKING:  # (loaded only where pyarrow parses: see the module's docstring)
+    import pyarrow as pa
+    import pyarrow.json as pj
 
 BOM = b"\xef\xbb\xbf"  # pyarrow takes one at the start of a file, and so do we
 #: Bytes of text read and parsed at a time (the buffer grows only for a longer line; 16 MiB
@@ -83,8 +99,6 @@ _WS = b" \t\r\n"  # JSON's whitespace
 _UNPLAIN = re.compile(rb'["\\\x00-\x1f]')
 _IN_ROW = re.compile(r"\.? in row \d+$")
 _TWO = "holds {} JSON values, not one object (a missing newline?)"
-#: Parse options that check JSON and build nothing (no field is kept).
-_CHECK = pj.ParseOptions(explicit_schema=pa.schema([]), unexpected_field_behavior="ignore")
 
 
 @dataclass(frozen=True)
@@ -97,7 +111,7 @@ class JsonlPart(FileShard):
 
     @staticmethod
     def together(parts: list[JsonlPart], reading: Reading,
-                 like: tuple[str, pa.Schema] | None) -> Joined:
+                 like: tuple[str, Any] | None) -> Joined:
         """Small shards read many at once (`many`)."""
         from gpu_profiler.readers.jsonl import many
 
@@ -108,8 +122,11 @@ class JsonlPart(FileShard):
         the field by its raw bytes (`together` then takes the small parts of a run)."""
         return plain_name(reading.spec.name)
 
+    def fields(self) -> Fields:
+        return fields(self.path)
+
     def schema(self) -> pa.Schema:
-        return schema(self.path)
+        return _arrow(fields(self.path))
 
     def chunks(self, reading: Reading) -> Iterator[Chunk]:
         if reading.spec.offsets:  # refused when the source is opened (FORMAT.takes)
@@ -122,12 +139,15 @@ class JsonlPart(FileShard):
         """The rows of ``columns`` (typed as `schema` types them; absent: null; ``codes``
         are plain strings), parsed by pyarrow block by block: for a scan that needs a field
         besides the lengths (`gpu_profiler.columns`)."""
-        fields = self.schema()
-        explicit = pa.schema([fields.field(c) for c in columns])
+        import pyarrow as pa
+        import pyarrow.json as pj
+
+        schema = self.schema()
+        explicit = pa.schema([schema.field(c) for c in columns])
         parse = pj.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="ignore")
         try:
-            yield from pj.open_json(_open(self.path), pj.ReadOptions(block_size=16 << 20),
-                                    parse)
+            yield from pj.open_json(_open(self.path, arrow=True),
+                                    pj.ReadOptions(block_size=16 << 20), parse)
         except (OSError, pa.ArrowException) as exc:
             raise ProfilerError(f"{self.path}: not JSON Lines pyarrow can read "
                                 f"({first_line(exc)})") from None
@@ -139,14 +159,14 @@ def plain_name(name: str) -> bool:
     return not _UNPLAIN.search(name.encode())
 
 
-def schema(path: Path) -> pa.Schema:
+def fields(path: Path) -> Fields:
     """The top-level fields of the objects in the first :data:`SCHEMA_BYTES` (at least the
     first object, at most `SCHEMA_OBJECTS`), in the order they first appear, typed
     coarsely (int64, double, bool, string, ``struct<>``, ``list<null>``) so that shards
     whose nested values differ still agree. A field seen only as null is int64: it may be
     the length field (what it holds is checked when read). A file without objects has no
     fields."""
-    fields: dict[str, pa.DataType | None] = {}
+    types: dict[str, str | None] = {}
     objects = 0
     for block, line, seen in _blocks(path, SCHEMA_BYTES, grow=True):
         if seen is None or not seen.solid:  # blank lines only (in blocks growing to BLOCK)
@@ -174,34 +194,35 @@ def schema(path: Path) -> pa.Schema:
                 break
             objects += 1
             for key, value in obj.items():
-                if fields.get(key) is None:
-                    fields[key] = _coarse(value)
+                if types.get(key) is None:
+                    types[key] = _coarse(value)
         if objects:
             break
-    return pa.schema([(k, pa.int64() if t is None else t) for k, t in fields.items()])
+    return Fields(tuple(Field(k, t or "int64") for k, t in types.items()))
 
 
-def _coarse(value: object) -> pa.DataType | None:
-    if isinstance(value, bool):
-        return pa.bool_()
-    if isinstance(value, int):
-        return pa.int64()
-    if isinstance(value, float):
-        return pa.float64()
-    if isinstance(value, str):
-        return pa.string()
-    if isinstance(value, dict):
-        return pa.struct([])
-    if isinstance(value, list):
-        return pa.list_(pa.null())
+def _coarse(value: object) -> str | None:
+    """The coarse type of a JSON value, as pyarrow names it (`_arrow` makes it)."""
+    for kind, name in ((bool, "bool"), (int, "int64"), (float, "double"), (str, "string"),
+                       (dict, "struct<>"), (list, "list<item: null>")):
+        if isinstance(value, kind):
+            return name
     return None
+
+
+def _arrow(fields: Fields) -> pa.Schema:
+    """The pyarrow schema of `fields`' coarse types."""
+    import pyarrow as pa
+
+    types = {"bool": pa.bool_(), "int64": pa.int64(), "double": pa.float64(),
+             "string": pa.string(), "struct<>": pa.struct([]),
+             "list<item: null>": pa.list_(pa.null())}
+    return pa.schema([(f.name, types[f.type]) for f in fields])
 
 
 def chunks(path: Path, spec: LengthSpec, ahead: bool = True) -> Iterator[Chunk]:
     """Chunks of the integer field ``spec.name``, in line order (null where it is absent);
     unless ``ahead``, the blocks are read in the caller's thread."""
-    parse = pj.ParseOptions(explicit_schema=pa.schema([(spec.name, pa.int64())]),
-                            unexpected_field_behavior="ignore")
     name = np.frombuffer(spec.name.encode(), np.uint8)
     fast = plain_name(spec.name)
     # blocks are read (and screened, unless fast) ahead in a thread while the last two are
@@ -218,21 +239,21 @@ def chunks(path: Path, spec: LengthSpec, ahead: bool = True) -> Iterator[Chunk]:
                 scan = _Scan(block, line, name, pool) if seen is None else None
                 if held is not None:
                     done, held = held, None
-                    at = yield from done.finish(parse, path, spec, at)
+                    at = yield from done.finish(path, spec, at)
                 held = scan
                 if seen is not None:  # screened: checked, or blank lines only
                     if seen.solid:
-                        table = _parse(block, at, seen, parse, path)
+                        table = _parse(block, at, seen, spec.name, path)
                         yield from arrays_to_chunks(table.column(0).chunks, spec)
                     at += seen.newlines
         except Exception as exc:  # reading a later block failed: the lines before come first
             if held is not None:
-                at = yield from held.finish(parse, path, spec, at)
+                at = yield from held.finish(path, spec, at)
             if isinstance(exc, _AtLine):
                 raise ProfilerError(exc.said(at)) from None
             raise
         if held is not None:
-            yield from held.finish(parse, path, spec, at)
+            yield from held.finish(path, spec, at)
 
 
 class _AtLine(Exception):
@@ -283,8 +304,7 @@ class _Scan:
         self.pieces = [pool.submit(scan, lo, hi) if pieces > 1 else _Done(scan(lo, hi))
                        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
 
-    def finish(self, parse: pj.ParseOptions, path: Path, spec: LengthSpec, line: int
-               ) -> Generator[Chunk, None, int]:
+    def finish(self, path: Path, spec: LengthSpec, line: int) -> Generator[Chunk, None, int]:
         """The block's chunks, its first line being ``line``; returns the line after it."""
         values: list[np.ndarray] = []
         valid: list[np.ndarray] = []
@@ -301,7 +321,7 @@ class _Scan:
                 seen = screen(one, line + newlines)[0]
                 yield from _gathered(values, valid)
                 if seen.solid:
-                    table = _parse(one, line + newlines, seen, parse, path)
+                    table = _parse(one, line + newlines, seen, spec.name, path)
                     yield from arrays_to_chunks(table.column(0).chunks, spec)
                 if handed == HANDED:
                     return line + newlines + seen.newlines
@@ -383,9 +403,9 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
     for the next. No buffer starts larger than a plain file (a small shard's block is not
     4 MiB of zeroed memory)."""
     with _open(path) as f:
-        plain = not isinstance(f, pa.CompressedInputStream)
+        plain = isinstance(f, io.FileIO)
         if plain:
-            size = min(size, f.size() + 1)  # + 1: its end is met in one read
+            size = min(size, os.fstat(f.fileno()).st_size + 1)  # + 1: its end in one read
         ring: list[bytearray | None] = [bytearray(size), *[None] * (buffers - 1)]
         k, buf = 0, ring[0]
         assert buf is not None
@@ -405,7 +425,9 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
                 view = memoryview(buf)
             try:
                 n = f.readinto(view[have:])
-            except (OSError, pa.ArrowException) as exc:
+            except Exception as exc:
+                if not shard_error(exc):
+                    raise
                 def said(at: int, what: str = "read error" if plain else
                          "corrupt or truncated zstd stream", why: str = first_line(exc)) -> str:
                     return f"{path}: {what} at line {at}: {why}"
@@ -460,10 +482,19 @@ def _checked(block: memoryview, line: int, path: Path) -> tuple[Screened, int]:
     return seen, seen.newlines
 
 
-def _open(path: Path) -> pa.NativeFile:
+def _open(path: Path, arrow: bool = False) -> Any:
+    """The file's text: the file itself (as pyarrow's stream if ``arrow``, for pyarrow's
+    parse), or pyarrow's decompressing stream of a zstd one."""
     try:
-        return pa.input_stream(str(path), compression="zstd" if _zstd(path) else None)
-    except (OSError, pa.ArrowException) as exc:
+        zstd = _zstd(path)
+        if not (zstd or arrow):
+            return open(path, "rb", buffering=0)
+        import pyarrow as pa
+
+        return pa.input_stream(str(path), compression="zstd" if zstd else None)
+    except Exception as exc:
+        if not shard_error(exc):
+            raise
         raise ProfilerError(f"{path}: cannot read ({first_line(exc)})") from None
 
 
@@ -476,65 +507,75 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
 
+@functools.lru_cache(maxsize=8)
+def _options(name: str | None) -> pj.ParseOptions:
+    """pyarrow's parse of the integer field ``name`` (None: of no field, JSON only checked),
+    every other field ignored."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    return pj.ParseOptions(explicit_schema=pa.schema([] if name is None else
+                                                     [(name, pa.int64())]),
+                           unexpected_field_behavior="ignore")
+
+
 def _read_options(nbytes: int, threads: bool = False) -> pj.ReadOptions:
     """Threads parse ``PARSE_BLOCK`` pieces; one thread takes the text as one block (so no
     line straddles two)."""
+    import pyarrow.json as pj
+
     return pj.ReadOptions(use_threads=threads,
                           block_size=PARSE_BLOCK if threads else max(nbytes, PARSE_BLOCK))
 
 
-def _parse(block: memoryview, line: int, seen: Screened, parse: pj.ParseOptions,
-           path: Path) -> pa.Table:
+def _parse(block: memoryview, line: int, seen: Screened, name: str, path: Path) -> pa.Table:
     """One block's field, checked (valid JSON, the field an integer, one object per
     non-blank line), or the error of a bad line."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
     objects = seen.objects
     if seen.stray is not None:
-        raise _bad_block(block, line, parse, path, seen)
+        raise _bad_block(block, line, name, path, seen)
     data = pa.py_buffer(block)
     try:
         table = pj.read_json(data, read_options=_read_options(len(block), True),
-                             parse_options=parse)
+                             parse_options=_options(name))
     except pa.ArrowInvalid as exc:
         if "straddl" not in str(exc):  # straddling: a line longer than PARSE_BLOCK
-            raise _bad_block(block, line, parse, path) from None
+            raise _bad_block(block, line, name, path) from None
         try:
             table = pj.read_json(data, read_options=_read_options(len(block)),
-                                 parse_options=parse)
+                                 parse_options=_options(name))
         except pa.ArrowInvalid:
-            raise _bad_block(block, line, parse, path) from None
+            raise _bad_block(block, line, name, path) from None
     if table.num_rows != objects:
-        raise _bad_block(block, line, parse, path)
+        raise _bad_block(block, line, name, path)
     return table
 
 
 def _check_utf8(block: memoryview, line: int, path: Path) -> None:
     """Raise, naming the line, unless the block is valid UTF-8 (as JSON must be; pyarrow
     does not check the strings it skips)."""
-    offsets = pa.py_buffer(np.array([0, len(block)], np.int64))
-    text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(block)])
-    try:
-        text.validate(full=True)
+    bad, = native.kernel("jsonl_utf8_error")(np.frombuffer(block, np.uint8))
+    if bad < 0:
         return
-    except pa.ArrowInvalid:
-        pass
-    raw = block.tobytes()
-    try:
-        raw.decode()
-    except UnicodeDecodeError as exc:
-        before = raw[:exc.start]
-        at, column = line + before.count(b"\n"), exc.start - before.rfind(b"\n")
-        raise ProfilerError(f"{path}: line {at}: invalid UTF-8 (byte 0x{raw[exc.start]:02x} "
-                            f"at byte {column} of the line)") from None
-    raise ProfilerError(f"{path}: line {line} on: invalid UTF-8")
+    before = block[:bad].tobytes()
+    at, column = line + before.count(b"\n"), bad - before.rfind(b"\n")
+    raise ProfilerError(f"{path}: line {at}: invalid UTF-8 (byte 0x{block[bad]:02x} at byte "
+                        f"{column} of the line)")
 
 
-def _bad_block(block: memoryview, line: int, parse: pj.ParseOptions, path: Path,
+def _bad_block(block: memoryview, line: int, name: str, path: Path,
                seen: Screened | None = None) -> ProfilerError:
     """The error of the first bad line of a block that failed as a whole, or of its stray
     line (one that opens no object: ``seen.stray``) when no line before it is bad.
     Bisected over the non-blank lines (blank ones cost nothing, and take no memory here):
     each step parses half of what is left, never a stray line (see the module's
     docstring)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
     if seen is None:
         seen = screen(block, line)[0]
     solid = screen(block, line, seen.solid)[1]  # (start, index in the block, end) rows
@@ -544,9 +585,9 @@ def _bad_block(block: memoryview, line: int, parse: pj.ParseOptions, path: Path,
         data = pa.py_buffer(block[bounds[i]:bounds[j]])
         try:
             table = pj.read_json(data, read_options=_read_options(data.size),
-                                 parse_options=parse)
+                                 parse_options=_options(name))
         except pa.ArrowInvalid as exc:
-            return _reason(str(exc), parse)
+            return _reason(str(exc), name)
         if table.num_rows == j - i:
             return None
         if j - i == 1:
@@ -575,10 +616,9 @@ def _bad_block(block: memoryview, line: int, parse: pj.ParseOptions, path: Path,
     return ProfilerError(f"{path}: line {line + int(solid[lo, 1])}: {reason}")
 
 
-def _reason(message: str, parse: pj.ParseOptions) -> str:
+def _reason(message: str, name: str) -> str:
     """pyarrow's message about one line, said in terms of the line and the field."""
     message = _IN_ROW.sub("", message.splitlines()[0] if message else "")
-    name = parse.explicit_schema.names[0] if parse.explicit_schema.names else ""
     if m := re.match(r"Failed to convert JSON to int64, couldn't parse:(.*)", message):
         value = m.group(1)[:40]
         what = "outside the int64 range" if re.fullmatch(r"-?\d+", value) else "not an integer"
@@ -596,11 +636,14 @@ def _line_reason(text: bytes) -> str:
     """Why one line (stripped) is not a JSON object; said without pyarrow when the line
     does not open with ``{`` (a ``null`` first value crashes it)."""
     if text[:1] == b"{":
+        import pyarrow as pa
+        import pyarrow.json as pj
+
         try:
             rows = pj.read_json(pa.py_buffer(text), read_options=_read_options(len(text)),
-                                parse_options=_CHECK).num_rows
+                                parse_options=_options(None)).num_rows
         except pa.ArrowInvalid as exc:
-            return _reason(str(exc), _CHECK)
+            return _reason(str(exc), "")
         # pyarrow reads one object where Python's json failed: nested beyond its recursion
         return _TWO.format(rows) if rows > 1 else "nested too deeply to read its fields"
     if text.startswith(BOM):

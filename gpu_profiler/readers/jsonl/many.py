@@ -14,9 +14,9 @@ own reader, which reads it or names its bad line."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
@@ -31,7 +31,7 @@ MOST_BYTES = 1 << 20
 RUN_BYTES = 4 << 20
 
 
-def together(parts: list[JsonlPart], reading: Reading, like: tuple[str, pa.Schema] | None
+def together(parts: list[JsonlPart], reading: Reading, like: tuple[str, Any] | None
              ) -> Joined:
     """See `Together`: the parts of at most `MOST_BYTES` (`Lines`), of a field name the
     native pass compares as raw bytes (the parts' `joins`)."""

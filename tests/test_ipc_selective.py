@@ -533,6 +533,27 @@ def test_big_endian_is_refused(tmp_path, capsys):
     assert "big-endian" in err and str(stream) in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("kind", ["file", "stream"])
+def test_a_schema_pyarrow_reads_with_other_fields_than_its_flatbuffer_is_refused(
+        kind, tmp_path, monkeypatch):
+    """The fields a record batch's buffers belong to are counted by the flatbuffer: a
+    schema message pyarrow reads with another count is refused before the scan (the
+    pre-scan check) and by the reader, at the schema's byte."""
+    from gpu_profiler.readers.ipc import metadata
+
+    path, _ = _one_batch(tmp_path, kind)
+    read = metadata.arrow_schema
+    monkeypatch.setattr(metadata, "arrow_schema",
+                        lambda framed: read(framed).append(pa.field("x", pa.int8())))
+    at = 8 if kind == "file" else 0
+    said = rf"corrupt or truncated Arrow IPC {kind} at byte {at}: schema message: field count"
+    with pytest.raises(ProfilerError, match=said):
+        ipc.schema(path, kind)
+    with pytest.raises(ProfilerError, match=said), \
+            ipc_selective.SelectiveReader(path, kind) as r:
+        next(r.chunks(LengthSpec("length")))
+
+
 def test_corrupt_file_exits_2_naming_file_and_byte(tmp_path, capsys):
     """The selective reader names the byte."""
     path, data = _one_batch(tmp_path, "stream")

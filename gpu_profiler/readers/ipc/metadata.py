@@ -46,9 +46,11 @@ def arrow_schema(framed: bytes | np.ndarray) -> pa.Schema:
 
 
 def checked_schema(path: Path, kind: str, at: int, framed: bytes | np.ndarray,
-                   meta: np.ndarray) -> tuple[pa.Schema, int, int]:
-    """``(schema, fields its flatbuffer counts, body length)`` of the framed schema message
-    at byte ``at`` (``meta``: its flatbuffer): a damaged or big-endian one refused."""
+                   meta: np.ndarray) -> tuple[pa.Schema, int]:
+    """``(schema, body length)`` of the framed schema message at byte ``at`` (``meta``: its
+    flatbuffer): a damaged or big-endian one refused, and one whose flatbuffer counts other
+    fields than pyarrow reads (the column a field's buffers belong to is told by that
+    count)."""
     try:
         big, fields, _, body = schema_info(meta, -1)
     except fmt.Corrupt as exc:
@@ -56,9 +58,12 @@ def checked_schema(path: Path, kind: str, at: int, framed: bytes | np.ndarray,
     if big:
         raise big_endian_error(path)
     try:
-        return arrow_schema(framed), int(fields), int(body)
+        schema = arrow_schema(framed)
     except SCHEMA_ERRORS as exc:
         raise corrupt(path, kind, at, f"schema message: {first_line(exc)}") from None
+    if len(schema) != fields:
+        raise corrupt(path, kind, at, "schema message: field count mismatch")
+    return schema, int(body)
 
 
 def frame(b: np.ndarray, p: int) -> tuple[int, ...]:

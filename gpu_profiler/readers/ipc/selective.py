@@ -148,9 +148,7 @@ class SelectiveReader:
         if m <= 0 or pre + m > b.size:
             raise self.error(pos, "the file ends before its schema message")
         meta = b[pre:pre + m].copy()
-        sch, nfields, body = parsers.checked_schema(self.path, self.kind, pos, b[:pre + m], meta)
-        if len(sch) != nfields:
-            raise self.error(pos, "schema message: field count mismatch")
+        sch, body = parsers.checked_schema(self.path, self.kind, pos, b[:pre + m], meta)
         return int(pos + pre + m + body), meta, sch
 
     # -- chunks --------------------------------------------------------------------------

@@ -75,8 +75,8 @@ def signing_key() -> bytes:
             tmp = f"{path}.{secrets.token_hex(8)}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             try:
-                os.write(fd, secrets.token_bytes(32))
-                os.close(fd)
+                with open(fd, "wb") as f:  # closed if the write fails (a full disk)
+                    f.write(secrets.token_bytes(32))
                 try:
                     os.link(tmp, path)
                 except FileExistsError:

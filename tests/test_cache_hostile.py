@@ -206,3 +206,22 @@ def test_a_shard_rewritten_with_its_mtime_put_back_is_rescanned(shards, tmp_path
     fresh, _ = _profile(capsys, shards)
     again, c = _profile(capsys, shards, "--cache-dir", cache)
     assert again == fresh and (c["reused"], c["scanned"]) == (3, 1)
+
+
+def test_a_key_that_cannot_be_written_is_one_error_and_leaves_nothing_open(tmp_path,
+                                                                            monkeypatch):
+    """A full disk while the key is first written: one error naming the key's file, no
+    descriptor left open and no temporary file left behind."""
+    path = tmp_path / "keys" / "cache.key"
+    monkeypatch.setenv(cache_mod.KEY_ENV, str(path))
+
+    def full(n: int) -> bytes:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache_mod.secrets, "token_bytes", full)
+    before = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(cache_mod.ProfilerError, match=rf"{path}: cannot read or create the "
+                       r"key that signs --cache-dir entries \(No space left on device\)"):
+        cache_mod.signing_key()
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    assert os.listdir(path.parent) == []

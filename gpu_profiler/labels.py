@@ -109,9 +109,22 @@ def _arrow(arr: Any) -> tuple[np.ndarray, list[str]]:
     encoded = arr if pa.types.is_dictionary(t) else pc.dictionary_encode(arr)
     idx = encoded.indices
     _at_most(len(encoded.dictionary))
-    names = [str(v) for v in encoded.dictionary.to_pylist()]
+    names = [NULL if v is None else str(v) for v in encoded.dictionary.to_pylist()]
     codes = values(idx).astype(CODE)
     if idx.null_count:
         codes[~idx.is_valid().to_numpy(zero_copy_only=False)] = len(names)
         names.append(NULL)
-    return codes, names
+    return _once(codes, names)
+
+
+def _once(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """``codes`` into ``names`` with each name once and `NULL` last: a dictionary may
+    repeat a value, or hold a null beside null indices (one group, as `--group-by`
+    counts them)."""
+    from gpu_profiler.groups import NULL
+
+    unique = sorted(dict.fromkeys(names), key=lambda n: n == NULL)  # (a stable sort)
+    if unique == names:
+        return codes, names
+    index = {n: i for i, n in enumerate(unique)}
+    return np.array([index[n] for n in names], CODE)[codes], unique

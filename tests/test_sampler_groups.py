@@ -176,3 +176,9 @@ def test_null_and_float_labels():
     for bad in (pa.array([0.5, 1.5]).dictionary_encode(), pa.array([b"x", b"y"])):
         with pytest.raises(ProfilerError, match="one label"):
             label_codes(bad, 2)
+    # a null in a dictionary is the one null group, as --group-by names it; a value a
+    # dictionary repeats is one group
+    d = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 2, 1, 3]),
+                                       pa.array(["a", None, "b", "a"]))
+    codes, names = label_codes(d, 6)
+    assert names == ["a", "b", "(null)"] and codes.tolist() == [0, 2, 2, 1, 2, 0]

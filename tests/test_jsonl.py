@@ -252,6 +252,30 @@ def test_lines_the_native_parse_takes_are_planned_and_read_without_pyarrow(tmp_p
     assert loaded(cli, tmp_path / "one.jsonl")[-1] == "False"
 
 
+@pytest.mark.parametrize("column, offsets_of", [
+    (None, None), ("n", None), ("s", None), ("l", None), ("x", None), (None, "l"),
+    (None, "n"), ("n", "l")])
+@pytest.mark.parametrize("types", [
+    {"n": "int64", "s": "string", "l": "list<item: null>", "d": "double"},
+    {"s": "string", "m": "int64", "n": "int64"}, {"length": "bool", "b": "struct<>"}, {}])
+def test_fields_are_checked_as_the_pyarrow_schema_they_name(types, column, offsets_of):
+    """Planning a `Fields` (JSON Lines' light schema) says what planning the pyarrow schema
+    of the same types says: the same length source, or the same error."""
+    from gpu_profiler.readers.base import Field, resolve_spec
+
+    light = Fields(tuple(Field(n, t) for n, t in types.items()))
+    arrow = jsonl._arrow(light)
+    assert [str(f.type) for f in arrow] == list(types.values())
+
+    def said(schema: object) -> object:
+        try:
+            return resolve_spec(schema, column, offsets_of, "x.jsonl", list_offsets=False)
+        except ProfilerError as exc:
+            return str(exc)
+
+    assert said(light) == said(arrow)
+
+
 def test_json_lines_named_beside_parquet_are_checked_against_it(tmp_path):
     """A JSON Lines file's schema (`Fields`) and a Parquet file's (pyarrow's), named
     together in either order: the same length source is read from both, another is

@@ -93,7 +93,10 @@ class Fields:
         return iter(self.fields)
 
     def field(self, name: str) -> Field:
-        return next(f for f in self.fields if f.name == name)
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)  # as pyarrow's
 
     def equals(self, other: Any, check_metadata: bool = False) -> bool:
         return other == self

@@ -215,8 +215,12 @@ def test_a_key_that_cannot_be_written_is_one_error_and_leaves_nothing_open(tmp_p
     path = tmp_path / "keys" / "cache.key"
     monkeypatch.setenv(cache_mod.KEY_ENV, str(path))
 
-    def full(n: int) -> bytes:
-        raise OSError(28, "No space left on device")
+    token_bytes = cache_mod.secrets.token_bytes
+
+    def full(n: int) -> bytes:  # the key's 32 bytes: the temporary file's name is made first
+        if n == 32:
+            raise OSError(28, "No space left on device")
+        return token_bytes(n)
 
     monkeypatch.setattr(cache_mod.secrets, "token_bytes", full)
     before = sorted(os.listdir("/proc/self/fd"))

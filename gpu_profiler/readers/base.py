@@ -81,7 +81,8 @@ class Fields:
     """A schema told without pyarrow, for planning (a part's ``fields()``: see
     `planning_schema`): what `resolve_spec` and `same_schema` ask of a ``pa.Schema``
     (``names``, the fields in order, ``field``, ``equals``), its types named as pyarrow
-    names them, so that messages read the same."""
+    names them, so that messages read the same: plain types (integers, lists and others
+    told by name), never a dictionary."""
 
     fields: tuple[Field, ...]
 
@@ -266,7 +267,7 @@ class Together(Protocol):
     (`SMALL_BYTES`) of that class, when the scan is not ordered."""
 
     def __call__(self, parts: list[Part], reading: Reading,
-                 like: tuple[str, pa.Schema] | None) -> Joined:
+                 like: tuple[str, Any] | None) -> Joined:
         """The run, described (`Joined`). Every part read here has the schema of ``like``
         (a label and a schema; None: of ``parts[0]``)."""
         ...

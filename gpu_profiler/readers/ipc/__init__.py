@@ -16,6 +16,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +46,7 @@ class IpcPart(FileShard):
         return known
 
     @staticmethod
-    def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None
+    def together(parts: list[IpcPart], reading: Reading, like: tuple[str, Any] | None
                  ) -> Joined:
         """Small shards read at once (`many`)."""
         from gpu_profiler.readers.ipc import many

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from gpu_profiler.readers.ipc import IpcPart
 
 
-def together(parts: list[IpcPart], reading: Reading, like: tuple[str, pa.Schema] | None
+def together(parts: list[IpcPart], reading: Reading, like: tuple[str, Any] | None
              ) -> Joined:
     """See `Together`: the shards among ``parts`` of the first one's kind (`Shards`)."""
     kind = parts[0].kind

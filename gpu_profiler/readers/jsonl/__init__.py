@@ -162,7 +162,7 @@ def plain_name(name: str) -> bool:
 def fields(path: Path) -> Fields:
     """The top-level fields of the objects in the first :data:`SCHEMA_BYTES` (at least the
     first object, at most `SCHEMA_OBJECTS`), in the order they first appear, typed
-    coarsely (int64, double, bool, string, ``struct<>``, ``list<null>``) so that shards
+    coarsely (int64, double, bool, string, ``struct<>``, ``list<item: null>``) so that shards
     whose nested values differ still agree. A field seen only as null is int64: it may be
     the length field (what it holds is checked when read). A file without objects has no
     fields."""

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -168,7 +168,7 @@ class ParquetPart(FileShard):
 
     @staticmethod
     def together(parts: list[ParquetPart], reading: Reading,
-                 like: tuple[str, pa.Schema] | None) -> Joined:
+                 like: tuple[str, Any] | None) -> Joined:
         """Small shards read many at once (`many`)."""
         from gpu_profiler.readers.parquet import many
 

@@ -20,10 +20,9 @@ the scan's (``like``)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.errors import ProfilerError
@@ -50,7 +49,7 @@ PAGE_BYTES = 1 << 20
 MOST_ROWS, MOST_PAGE = 4 * arrow.CHUNK_ROWS, 1 << 28
 
 
-def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, pa.Schema] | None
+def together(parts: list[ParquetPart], reading: Reading, like: tuple[str, Any] | None
              ) -> Joined:
     """See `Together`: the parts of at most `MOST_BYTES` (`Files`). The kernel reads whole
     files, which pays only for small ones: larger parts are left to pyarrow, which reads a
@@ -126,7 +125,7 @@ class Files:
         return [i for i in range(self._n) if i not in done]
 
 
-def _width(first: ParquetPart, spec: LengthSpec, like: tuple[str, pa.Schema] | None
+def _width(first: ParquetPart, spec: LengthSpec, like: tuple[str, Any] | None
            ) -> int | None:
     """Bits of the first part's length column, if it is a signed integer and the first
     part has the scan's schema (else None: its own reader then says what is wrong)."""

@@ -555,6 +555,8 @@ def _masked() -> bool:
 
 _WALK = _masked()
 _ODD = np.uint64(0xAAAAAAAAAAAAAAAA)
+#: A group's last 1, 2 and 3 bytes (where a 2-, 3- or 4-byte character's lead is cut).
+_LAST1, _LAST2, _LAST3 = (np.uint64(-(1 << k) & 0xFFFFFFFFFFFFFFFF) for k in (63, 62, 61))
 _ONE = np.uint64(1)
 _ZERO64 = np.uint64(0)
 
@@ -641,35 +643,67 @@ def _unicode(a, i, odd):
 
 
 @kernel(inline="always")
-def _whole(a, i, high):
-    """Whether the bytes above 127 of ``a[i:i + 64]`` (``high``) are well-formed UTF-8
-    characters, each whole within these 64 bytes (`_utf8`'s rules, as bit masks)."""
+def _classes(a, i, high):
+    """The UTF-8 bytes of ``a[i:i + 64]`` by class, as bit masks (``high``: those above 127):
+    ``(cont, lead, need, cut, bad)``: continuation bytes, lead bytes, where their
+    continuation bytes must be, the leads whose characters run past these 64 bytes, and
+    second bytes out of their lead's range (overlong, a surrogate, above U+10FFFF:
+    `_utf8`'s rules)."""
     cont = high & ~_above(a, i, 0xBF)
     two = _above(a, i, 0xC1) & ~_above(a, i, 0xDF)
     three = _above(a, i, 0xDF) & ~_above(a, i, 0xEF)
     four = _above(a, i, 0xEF) & ~_above(a, i, 0xF4)
     lead = two | three | four
     need = (lead << _ONE) | ((three | four) << np.uint64(2)) | (four << np.uint64(3))
-    cut = (two >> np.uint64(63)) | (three >> np.uint64(62)) | (four >> np.uint64(61))
+    cut = (two & _LAST1) | (three & _LAST2) | (four & _LAST3)
     low_a0 = ~_above(a, i, 0x9F)
     low_90 = ~_above(a, i, 0x8F)
     bad = (((_equal(a, i, 0xE0) << _ONE) & low_a0) | ((_equal(a, i, 0xED) << _ONE) & ~low_a0)
            | ((_equal(a, i, 0xF0) << _ONE) & low_90) | ((_equal(a, i, 0xF4) << _ONE) & ~low_90))
+    return cont, lead, need, cut, bad
+
+
+@kernel(inline="always")
+def _whole(a, i, high):
+    """Whether the bytes above 127 of ``a[i:i + 64]`` (``high``) are well-formed UTF-8
+    characters, each whole within these 64 bytes (`_classes`)."""
+    cont, lead, need, cut, bad = _classes(a, i, high)
     return high == cont | lead and need == cont and not cut and not bad
+
+
+@kernel(inline="always")
+def _whole_span(a, i, high):
+    """How many bytes from ``a[i]`` are whole, well-formed UTF-8 characters (or ASCII),
+    as `_whole` tells them: all 64, or those before the first character cut by the end of
+    the 64 (checked from its own lead next), else 0 (`utf8_error` then walks the bytes)."""
+    cont, lead, need, cut, bad = _classes(a, i, high)
+    if high == cont | lead and need == cont and not cut and not bad:
+        return _GROUP
+    if not cut:
+        return 0
+    at = _first(cut)
+    keep = (_ONE << np.uint64(at)) - _ONE  # the bytes before it: whole, none needing it
+    if ((high & keep) == ((cont | lead) & keep) and (need & keep) == (cont & keep)
+            and not (need >> np.uint64(at)) & _ONE and not bad & keep):
+        return at
+    return 0
 
 
 @kernel(nogil=True)
 def utf8_error(a):
     """``(where,)``: where the text ``a`` (uint8) first fails to be UTF-8, the index of the
     first byte of its first ill-formed character (`_utf8`'s rules), or -1. 64 bytes of
-    ASCII, or of whole characters (`_whole`), are crossed at once; the rest byte by byte."""
+    ASCII or whole characters are crossed at once, or up to a character cut by their end
+    (`_whole_span`: text of 3-byte characters has one in most groups); the rest byte by
+    byte."""
     n = a.size
     i = 0
     while i < n:
         if i + _GROUP <= n:
             high = _above(a, i, 127)
-            if not high or _whole(a, i, high):
-                i += _GROUP
+            span = _whole_span(a, i, high) if high else _GROUP
+            if span:
+                i += span
                 continue
         stop = min(i + _GROUP, n)
         while i < stop:

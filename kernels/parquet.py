@@ -1005,7 +1005,8 @@ def _footer(b, lo, hi, size, name, width, f, info, st):
 def _group(b, p, hi, leaves, leaf, phys, size, flen, left, st):
     """The RowGroup at ``p`` of a file of ``size`` bytes and a footer of ``flen``, which
     may hold at most ``left`` rows: ``(its rows, where the length column's chunk starts
-    in the file, its bytes, codec, next position)``."""
+    in the file, its bytes, codec, 1 if the chunk has a dictionary page (else 0), next
+    position)``."""
     seen, p = _struct(b, p, hi, ROW_GROUP_FIELDS, st)
     cols, rows = st[A_ROW_GROUP + 1], st[A_ROW_GROUP + 3]
     if cols < 0 or rows < 0 or rows > left:
@@ -1021,10 +1022,11 @@ def _group(b, p, hi, leaves, leaf, phys, size, flen, left, st):
     typ, codec, nvals, csize, data, dic = meta
     if typ != phys or nvals != rows:
         _leave(st, L_METADATA)
-    start = dic if 0 < dic < data else data
+    dictionary = 0 < dic < data
+    start = dic if dictionary else data
     if rows and (start < 4 or csize > size - 8 - flen - start):
         _leave(st, L_METADATA)
-    return rows, start, csize, codec, p
+    return rows, start, csize, codec, np.int64(dictionary), p
 
 
 @kernel(nogil=True)
@@ -1072,8 +1074,8 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
         _leave(st, L_ROOM)
     rows, nulls = ZERO, ZERO
     for _ in range(n):
-        rg_rows, start, csize, codec, p = _group(b, p, hi, leaves, leaf, phys, size, flen,
-                                                 num_rows - rows, st)
+        rg_rows, start, csize, codec, _, p = _group(b, p, hi, leaves, leaf, phys, size, flen,
+                                                    num_rows - rows, st)
         if rg_rows == 0:
             continue
         st[W_BAD] = L_PAGES
@@ -1112,8 +1114,8 @@ def file_chunks(buf, starts, sizes, name, width, info, table, first_file, work):
                 buf, s, size, f, name, width, info, work)
             rows = ZERO
             for _ in range(n):
-                rg_rows, start, csize, codec, p = _group(buf, p, hi, leaves, leaf, phys, size,
-                                                         flen, num_rows - rows, work)
+                rg_rows, start, csize, codec, _, p = _group(buf, p, hi, leaves, leaf, phys,
+                                                            size, flen, num_rows - rows, work)
                 if rg_rows == 0:
                     continue
                 if c == table.shape[0]:
@@ -1165,7 +1167,8 @@ def lengths(buf, starts, sizes, name, width, scratch, dictionary, values, valid,
 def row_groups(tail, size, name, width, table, info, work):
     """The row groups of a file of ``size`` bytes whose last ``tail.size`` bytes (the
     footer among them) are ``tail``: ``table[g]`` gets row group ``g``'s rows, where its
-    length column's chunk starts in the file, the chunk's bytes and its codec; ``info[0]``
+    length column's chunk starts in the file, the chunk's bytes, its codec and whether it
+    has a dictionary page (1, else 0); ``info[0]``
     as `lengths` fills it. Returns ``(status, row groups, physical type, maximum definition
     level)``: status READ, or why the file is left (`L_ROOM`: ``work[W_NEED]`` tail bytes
     or table rows were lacking)."""
@@ -1188,9 +1191,10 @@ def row_groups(tail, size, name, width, table, info, work):
             _leave(work, L_ROOM)
         rows = ZERO
         for g in range(n):
-            r, start, csize, codec, p = _group(tail, p, t - 8, leaves, leaf, phys, size, flen,
-                                               num_rows - rows, work)
+            r, start, csize, codec, dictionary, p = _group(tail, p, t - 8, leaves, leaf, phys,
+                                                           size, flen, num_rows - rows, work)
             table[g, 0], table[g, 1], table[g, 2], table[g, 3] = r, start, csize, codec
+            table[g, 4] = dictionary
             rows += r
         if rows != num_rows:
             _leave(work, L_METADATA)

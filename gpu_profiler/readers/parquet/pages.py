@@ -8,6 +8,8 @@ run of one index is one addition), and what the reader hands over is each entry'
 with its rows (`Runs`; the values of PLAIN pages, if any, as a `Chunk`). No value array
 and no Arrow memory is made (bench/results/layouts.md).
 
+The reader hands it only files whose length column has a dictionary page (every writer's
+default; a column of PLAIN pages only is pyarrow's, which decodes it as fast or faster).
 zstd pages (polars' and duckdb's default) are decompressed by pyarrow's own codec
 (`metadata.Unzstd`) and counted by the kernel as the others. What the kernel does not
 decode (another codec; another encoding; a nested, unsigned or logical-typed column; a
@@ -60,7 +62,7 @@ PAGE_BYTES, MOST_PAGE = 1 << 20, 1 << 28
 @dataclass
 class Pages:
     """One open file's row groups as the kernel found them: ``table[g]`` = (rows, where the
-    length column's chunk starts, its bytes, codec)."""
+    length column's chunk starts, its bytes, codec, 1 if it has a dictionary page)."""
 
     fd: int
     table: np.ndarray
@@ -96,7 +98,7 @@ def open_pages(fd: int, size: int, name: str, width: int | None) -> Pages | None
         info = np.zeros((1, fmt.NINFO), np.int64)
         for _ in range(3):  # a larger footer, then more row groups, than first guessed
             tail = np.empty(tail_bytes, np.uint8)
-            table = np.empty((rows, 4), np.int64)
+            table = np.empty((rows, 5), np.int64)
             if not _pread(fd, tail.data, size - tail_bytes):
                 break
             status, n, phys, max_def = parsers.row_groups(tail, size, key, width, table, info,

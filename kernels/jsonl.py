@@ -676,9 +676,9 @@ def _whole_span(a, i, high):
     """How many bytes from ``a[i]`` are whole, well-formed UTF-8 characters (or ASCII),
     as `_whole` tells them: all 64, or those before the first character cut by the end of
     the 64 (checked from its own lead next), else 0 (`utf8_error` then walks the bytes)."""
-    cont, lead, need, cut, bad = _classes(a, i, high)
-    if high == cont | lead and need == cont and not cut and not bad:
+    if _whole(a, i, high):
         return _GROUP
+    cont, lead, need, cut, bad = _classes(a, i, high)
     if not cut:
         return 0
     at = _first(cut)

@@ -113,11 +113,22 @@ class NumbaBackend(Backend):
         tally = _Tally(self._threads, cap or 0)
         for c in chunks:
             if cap is None and not tally.cap:  # the first lengths: bins sized by them
-                tally.grow(auto_cap(_longest(c)))
+                tally.grow(_roomy(_longest(c)))
             tally.add(c)
             if cap is None and tally.above_count() and auto_cap(tally.above_max()) > tally.cap:
-                tally.widen(self.histogram_chunk(c, auto_cap(tally.above_max())))
-        return tally.result()
+                tally.widen(self.histogram_chunk(c, _roomy(tally.above_max())))
+        h = tally.result()
+        if cap is not None or h.above_count:  # (above `MAX_AUTO_CAP`: that is the cap)
+            return h
+        nonzero = np.flatnonzero(h.counts)  # bins up to the longest length, as `auto_cap`
+        return LengthHistogram(h.counts[:nonzero[-1] + 1 if nonzero.size else 1].copy(),
+                               null_count=h.null_count, invalid_count=h.invalid_count)
+
+
+def _roomy(longest: int) -> int:
+    """`auto_cap` with a quarter more bins: a longer length met in a later chunk then rarely
+    re-bins that chunk at a wider cap (`histogram` trims the empty bins at the end)."""
+    return auto_cap(longest + longest // 4)
 
 
 def _longest(chunk: Chunk) -> int:

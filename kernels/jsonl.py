@@ -172,7 +172,10 @@ def screen(a, bom, out):
 # The helpers called once per token are inlined (numba's IR, ``inline="always"``): a call
 # passes the text as an array's seven fields, which cost the kernel a third of its time
 # (bench/results/jit_runtime.md), and even an untaken call in the walk below slowed it by
-# 6-8%. So `lengths` compiles in ~40 s (the native library, built at install, once).
+# 6-8%. So `lengths` compiles in ~40 s (the native library, built at install, once). Two
+# helpers of `_tokens` are calls: `_whole` and `_unicode`, once per 64 bytes holding bytes
+# above 127 or escapes; inlined into each of `_tokens`' copies, they made the whole build
+# take 290 s against 127 s here, for 2-4% of the walk's time on such text.
 
 _QUOTE, _BACKSLASH, _COLON, _COMMA, _CLOSE = 34, 92, 58, 44, 125
 _LBRACKET, _RBRACKET, _MINUS, _ZERO, _NINE = 91, 93, 45, 48, 57
@@ -618,7 +621,7 @@ def _escapes(a, i):
             | _equal(a, i, 102) | _equal(a, i, 110) | _equal(a, i, 114) | _equal(a, i, 116))
 
 
-@kernel(inline="always")
+@kernel
 def _unicode(a, i, odd):
     """Whether the escaped bytes ``odd`` of ``a[i:i + 64]`` (bit k for ``a[i + k]``) are
     each the ``u`` of a ``\\uXXXX`` whose 4 hex digits lie within these 64 bytes, a UTF-16
@@ -663,7 +666,7 @@ def _classes(a, i, high):
     return cont, lead, need, cut, bad
 
 
-@kernel(inline="always")
+@kernel
 def _whole(a, i, high):
     """Whether the bytes above 127 of ``a[i:i + 64]`` (``high``) are well-formed UTF-8
     characters, each whole within these 64 bytes (`_classes`)."""
@@ -799,7 +802,7 @@ def _member(a, n, k, st):
     return (v if v >= 0 else -2), e, crossed, st
 
 
-@kernel
+@kernel(inline="always")
 def _skip(a, n, v, st):
     """``(status, state)``: past the object or array whose ``{`` or ``[`` is the token
     ``a[v]`` (status 0), or -1 (invalid) or -2 (the scalar parse takes the line); nesting
@@ -873,12 +876,15 @@ def _object(a, n, name, st):
             if v < 0:
                 return v, value, found, st
             match = e - 2 - p == name.size
+            k = p + 1
+            if match:  # bytes equal to the name's hold no backslash: compared alone
+                while k < e - 1 and a[k] == name[k - p - 1]:
+                    k += 1
+                match = k == e - 1
             if crossed or e - 2 - p >= name.size:  # escapes only lengthen a key
-                for k in range(p + 1, e - 1):
-                    if a[k] == _BACKSLASH:  # an escaped key may spell the name: pyarrow's
+                for j in range(k, e - 1):
+                    if a[j] == _BACKSLASH:  # an escaped key may spell the name: pyarrow's
                         return -1, value, found, st
-                    if match and a[k] != name[k - p - 1]:
-                        match = False
             c = a[v]
             if match:
                 if seen:  # pyarrow's error: the field twice
@@ -891,7 +897,7 @@ def _object(a, n, name, st):
                     found = 1
                 if e < 0 or not _edge(_at(a, e, n)):
                     return -1, value, found, st
-            elif c == _QUOTE:  # strings and scalars here: `_skip` is a call
+            elif c == _QUOTE:  # strings and scalars here, nesting in `_skip`
                 e, crossed, st = _text(a, n, st)
                 if e < 0:
                     return e, value, found, st

@@ -81,14 +81,15 @@ class NumbaBackend(Backend):
             counts += row[:bins + 1]  # (`col.COUNT_FOLD` asks for it, and so does the end)
             row[:] = 0
             if outcome == col.COUNT_WIDEN:
-                bins = auto_cap(int(state[1]))
+                bins = _roomy(int(state[1]))
                 counts = np.concatenate([counts, np.zeros(bins + 1 - counts.size, np.int64)])
                 row = np.zeros(bins + 2, np.int32)
         found = st[col.ABOVE_COUNT] > 0
-        return LengthHistogram(counts, int(st[col.ABOVE_COUNT]), int(st[col.ABOVE_TOKENS]),
-                               int(st[col.ABOVE_MIN]) if found else -1,
-                               int(st[col.ABOVE_MAX]) if found else -1, int(st[col.NULLS]),
-                               int(st[col.INVALID]))
+        h = LengthHistogram(counts, int(st[col.ABOVE_COUNT]), int(st[col.ABOVE_TOKENS]),
+                            int(st[col.ABOVE_MIN]) if found else -1,
+                            int(st[col.ABOVE_MAX]) if found else -1, int(st[col.NULLS]),
+                            int(st[col.INVALID]))
+        return h if cap is not None else _trimmed(h)
 
     def beside_reader(self) -> Backend:
         """One block fewer than the cores (unless chosen): the read-ahead thread has one.
@@ -118,17 +119,24 @@ class NumbaBackend(Backend):
             if cap is None and tally.above_count() and auto_cap(tally.above_max()) > tally.cap:
                 tally.widen(self.histogram_chunk(c, _roomy(tally.above_max())))
         h = tally.result()
-        if cap is not None or h.above_count:  # (above `MAX_AUTO_CAP`: that is the cap)
-            return h
-        nonzero = np.flatnonzero(h.counts)  # bins up to the longest length, as `auto_cap`
-        return LengthHistogram(h.counts[:nonzero[-1] + 1 if nonzero.size else 1].copy(),
-                               null_count=h.null_count, invalid_count=h.invalid_count)
+        return h if cap is not None else _trimmed(h)
 
 
 def _roomy(longest: int) -> int:
-    """`auto_cap` with a quarter more bins: a longer length met in a later chunk then rarely
-    re-bins that chunk at a wider cap (`histogram` trims the empty bins at the end)."""
+    """`auto_cap` with a quarter more bins: a longer length met in a later chunk (or file)
+    then rarely bins it again at a wider cap (`_trimmed` cuts the room off at the end)."""
     return auto_cap(longest + longest // 4)
+
+
+def _trimmed(h: LengthHistogram) -> LengthHistogram:
+    """``h`` (``cap=None``) binned up to its longest length, as `auto_cap` sizes bins: the
+    bins above it are `_roomy` 's empty room. Itself when lengths lie above its cap (that is
+    `MAX_AUTO_CAP`, then)."""
+    if h.above_count:
+        return h
+    nonzero = np.flatnonzero(h.counts)
+    return LengthHistogram(h.counts[:nonzero[-1] + 1 if nonzero.size else 1].copy(),
+                           null_count=h.null_count, invalid_count=h.invalid_count)
 
 
 def _longest(chunk: Chunk) -> int:

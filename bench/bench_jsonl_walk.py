@@ -34,7 +34,7 @@ for path in sys.argv[2:]:
         t = time.perf_counter()
         pos, rows, newlines = k(text, 0, name, values, valid)
         best = min(best, time.perf_counter() - t)
-    out[path] = [best, int(rows), int(values[:rows].sum()), text.size]
+    out[path] = [best, int(pos), int(rows), int(values[:rows][valid[:rows]].sum()), text.size]
 print(json.dumps(out))
 """
 
@@ -55,15 +55,18 @@ def main() -> int:
     runs: dict[str, list[dict]] = {k: [] for k in pythons}
     for k in range(args.rounds):  # A B, B A, ...: a drift of the load hits both alike
         for who, exe in list(pythons.items())[::1 if k % 2 == 0 else -1]:
-            r = common.process([exe, "-c", WALK, str(args.repeat), *paths])
+            # -P: the package from that install, not from this checkout (the working dir)
+            r = common.process([exe, "-P", "-c", WALK, str(args.repeat), *paths])
             runs[who].append(json.loads(r["stdout"]))
     rows = []
     for label, path in zip(corpora, paths, strict=True):
-        row = {"corpus": label, "bytes": runs["gpu-profiler"][0][str(path)][3]}
+        row = {"corpus": label, "bytes": runs["gpu-profiler"][0][path][4]}
         for who, rs in runs.items():
-            got = {tuple(r[path][1:3]) for r in rs}
-            if got != {tuple(runs["gpu-profiler"][0][path][1:3])}:
-                sys.exit(f"FAIL: {label}: {who} parsed other rows or values: {got}")
+            got = {tuple(r[path][1:4]) for r in rs}  # where it stopped, rows, their sum
+            if got != {tuple(runs["gpu-profiler"][0][path][1:4])}:
+                sys.exit(f"FAIL: {label}: {who} parsed other lines or values: {got}")
+            if next(iter(got))[0] < row["bytes"] - (64 << 10):  # (its last line is cut)
+                sys.exit(f"FAIL: {label}: {who} stopped at byte {next(iter(got))[0]}")
             row[who] = statistics.median(r[path][0] for r in rs)
         rows.append(row)
     result = {"command": "python bench/bench_jsonl_walk.py " + " ".join(sys.argv[1:]),

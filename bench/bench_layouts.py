@@ -390,6 +390,12 @@ def gp_counts(path: Path, args: list[str]) -> np.ndarray:
 def measure(row: Row, repeat: int, tmp: Path, baseline: str) -> dict:
     load0 = common.load()
     path = row.make()
+    with common.pinned(path) as pinned:  # its pages stay cached through every run
+        return {**_measure(row, path, repeat, tmp, baseline, load0), "pinned": pinned}
+
+
+def _measure(row: Row, path: Path, repeat: int, tmp: Path, baseline: str, load0: float
+             ) -> dict:
     out = tmp / "counts.npy"
     want = gp_counts(path, row.args)
     for name in row.peers:  # checked before anything is timed
@@ -443,7 +449,9 @@ def markdown(result: dict) -> list[str]:
           *([f"Rows of earlier runs kept: {'; '.join(earlier)}.", ""] if earlier else []),
           f"`{result['command']}` on {m['cpu']} ({m['cores']} cores shared with other work), "
           f"{m['date']}, git {m['git']}; Python {m['python']}, numpy {m['numpy']}, pyarrow "
-          f"{m['pyarrow']}. Page cache warm; every peer's histogram equal to gpu-profiler's; "
+          f"{m['pyarrow']}. Page cache warm (each row's files locked in it while the row "
+          "runs, where memory allows: `common.pinned`); every peer's histogram equal to "
+          "gpu-profiler's; "
           f"medians of {result['repeat']} runs of each process in turn after a warm-up; "
           "peak RSS from `wait4`. Memory bandwidth measured in the same run: "
           f"a numpy copy of 1 GiB at {bw['copy_gbs']:.1f} GB/s, a read at "
@@ -511,7 +519,7 @@ def main() -> int:
               "rows": []}
     print(f"bandwidth {result['bandwidth']}", flush=True)
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, common.pinned(*common.libraries()):
             for row in rows(sizes, sizes[-1], args.big):
                 if args.only not in row.layout or args.samples not in row.samples:
                     continue

@@ -9,6 +9,7 @@ from the bench's own resident set.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -63,6 +64,59 @@ def process(cmd: list[str], env: dict[str, str] | None = None, check: bool = Tru
 def python(code: str, *args: object, env: dict[str, str] | None = None) -> dict:
     """``python -c code args`` as a whole process (see :func:`process`)."""
     return process([sys.executable, "-c", code, *map(str, args)], env)
+
+
+#: A process that maps the files named in its arguments (folders walked) and locks them in
+#: memory, so that they stay in the page cache while a bench runs: on these machines the
+#: kernel's DAMON reclaim evicts cold page-cache pages within minutes, with GBs free, and a
+#: "warm" run then reads from disk (seen: 47% iowait, walls 2x apart).
+_PIN = r"""
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+for top in sys.argv[1:]:
+    walk = os.walk(top) if os.path.isdir(top) else [("", [], [top])]
+    for folder, _, names in walk:
+        for name in names:
+            try:
+                fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            except OSError:
+                continue
+            size = os.fstat(fd).st_size
+            if size and os.path.isfile(os.path.join(folder, name)):
+                libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+            os.close(fd)
+print("pinned" if libc.mlockall(1) == 0 else "not pinned", flush=True)
+signal.pause()
+"""
+
+
+def libraries() -> list[Path]:
+    """What a process of this interpreter loads: its venv, its Python, this checkout."""
+    return [Path(sys.prefix), Path(sys.base_prefix), ROOT / "gpu_profiler", ROOT / "kernels"]
+
+
+@contextlib.contextmanager
+def pinned(*paths: Path) -> Iterator[bool]:
+    """Keep the files of ``paths`` in the page cache meanwhile (see `_PIN`); yields whether
+    they are: not when they would take over half the memory available (or locking is not
+    allowed: it needs root or a large RLIMIT_MEMLOCK)."""
+    files = [q for p in paths for q in (p.rglob("*") if p.is_dir() else [p]) if q.is_file()]
+    need = sum(q.stat().st_size for q in files)
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if need > free // 2:
+        yield False
+        return
+    p = subprocess.Popen([sys.executable, "-c", _PIN, *map(str, paths)],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        yield p.stdout.readline().strip() == "pinned"
+    finally:
+        p.kill()
+        p.wait()
 
 
 def compile_package() -> None:

@@ -71,7 +71,7 @@ def python(code: str, *args: object, env: dict[str, str] | None = None) -> dict:
 #: kernel's DAMON reclaim evicts cold page-cache pages within minutes, with GBs free, and a
 #: "warm" run then reads from disk (seen: 47% iowait, walls 2x apart).
 _PIN = r"""
-import ctypes, os, signal, sys
+import ctypes, os, signal, stat, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
@@ -84,9 +84,9 @@ for top in sys.argv[1:]:
                 fd = os.open(os.path.join(folder, name), os.O_RDONLY)
             except OSError:
                 continue
-            size = os.fstat(fd).st_size
-            if size and os.path.isfile(os.path.join(folder, name)):
-                libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+            st = os.fstat(fd)
+            if st.st_size and stat.S_ISREG(st.st_mode):
+                libc.mmap(None, st.st_size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
             os.close(fd)
 print("pinned" if libc.mlockall(1) == 0 else "not pinned", flush=True)
 signal.pause()

@@ -134,9 +134,10 @@ def _trimmed(h: LengthHistogram) -> LengthHistogram:
     `MAX_AUTO_CAP`, then)."""
     if h.above_count:
         return h
-    nonzero = np.flatnonzero(h.counts)
-    return LengthHistogram(h.counts[:nonzero[-1] + 1 if nonzero.size else 1].copy(),
-                           null_count=h.null_count, invalid_count=h.invalid_count)
+    filled = h.counts[::-1] != 0  # (a byte a bin, where the non-zero bins' indices took 8)
+    cap = h.cap - int(filled.argmax()) if filled.any() else 0
+    return LengthHistogram(h.counts[:cap + 1].copy(), null_count=h.null_count,
+                           invalid_count=h.invalid_count)
 
 
 def _longest(chunk: Chunk) -> int:

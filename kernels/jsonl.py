@@ -666,12 +666,19 @@ def _classes(a, i, high):
     return cont, lead, need, cut, bad
 
 
+@kernel(inline="always")
+def _all_whole(high, cont, lead, need, cut, bad):
+    """Whether the bytes ``high`` (`_classes`' masks of them) are well-formed UTF-8
+    characters, each whole within their 64 bytes."""
+    return high == cont | lead and need == cont and not cut and not bad
+
+
 @kernel
 def _whole(a, i, high):
     """Whether the bytes above 127 of ``a[i:i + 64]`` (``high``) are well-formed UTF-8
     characters, each whole within these 64 bytes (`_classes`)."""
     cont, lead, need, cut, bad = _classes(a, i, high)
-    return high == cont | lead and need == cont and not cut and not bad
+    return _all_whole(high, cont, lead, need, cut, bad)
 
 
 @kernel(inline="always")
@@ -679,9 +686,9 @@ def _whole_span(a, i, high):
     """How many bytes from ``a[i]`` are whole, well-formed UTF-8 characters (or ASCII),
     as `_whole` tells them: all 64, or those before the first character cut by the end of
     the 64 (checked from its own lead next), else 0 (`utf8_error` then walks the bytes)."""
-    if _whole(a, i, high):
-        return _GROUP
     cont, lead, need, cut, bad = _classes(a, i, high)
+    if _all_whole(high, cont, lead, need, cut, bad):
+        return _GROUP
     if not cut:
         return 0
     at = _first(cut)

@@ -467,8 +467,9 @@ def _width(typ, conv, logical, signed):
 
 @kernel(nogil=True)
 def _schema(b, p, hi, name, width, st):
-    """Find the top-level leaf ``name`` in the schema list at ``p``: ``(its leaf index,
-    physical type, maximum definition level, leaves, next position)``."""
+    """Find the top-level leaf ``name`` in the schema list at ``p`` (none with ``width``
+    0: the schema is only checked): ``(its leaf index, physical type, maximum definition
+    level, leaves, next position)``."""
     n, t, p = _list(b, p, hi, st)
     if t != T_STRUCT or n < 1:
         _leave(st, L_METADATA)
@@ -485,7 +486,7 @@ def _schema(b, p, hi, name, width, st):
             _leave(st, L_METADATA)  # more elements than the tree has
         st[NEST_AT + level] -= 1
         typ, rep, n0, n1, children, conv, logical, signed, p = _element(b, p, hi, st)
-        if level == 0 and _equal(b, n0, n1, name):
+        if width and level == 0 and _equal(b, n0, n1, name):
             matches += 1
             if children != -1 or (rep != REQUIRED and rep != OPTIONAL) or \
                     _width(typ, conv, logical, signed) != width:
@@ -512,7 +513,7 @@ def _schema(b, p, hi, name, width, st):
             level -= 1
     if level != 0 or st[NEST_AT] != 0:
         _leave(st, L_METADATA)
-    if matches != 1:
+    if width and matches != 1:
         _leave(st, L_COLUMN)
     return found, phys, max_def, leaves, p
 
@@ -1171,7 +1172,8 @@ def row_groups(tail, size, name, width, table, info, work):
     has a dictionary page (1, else 0); ``info[0]``
     as `lengths` fills it. Returns ``(status, row groups, physical type, maximum definition
     level)``: status READ, or why the file is left (`L_ROOM`: ``work[W_NEED]`` tail bytes
-    or table rows were lacking)."""
+    or table rows were lacking). With ``width`` 0 no column is sought and ``table`` is left
+    as it is: the footer is checked and ``info[0]`` filled (its schema, for planning)."""
     work[W_WHY] = READ
     work[W_NEED] = 0
     for k in range(NINFO):
@@ -1186,6 +1188,8 @@ def row_groups(tail, size, name, width, table, info, work):
             _leave(work, L_ROOM)
         num_rows, n, p, leaf, phys, max_def, leaves = _footer(tail, t - 8 - flen, t - 8, size,
                                                               name, width, 0, info, work)
+        if not width:  # (the footer alone: its schema, rows and row groups' count)
+            return READ, n, ZERO, ZERO
         if n > table.shape[0]:
             work[W_NEED] = n
             _leave(work, L_ROOM)

@@ -38,7 +38,7 @@ def counted(path: Path, column: str = "length") -> list[list[Chunk | Runs] | Non
     fd = os.open(path, os.O_RDONLY)
     schema = pq.read_schema(path)
     known = pages.open_pages(fd, os.fstat(fd).st_size, column,
-                             pages.WIDTHS.get(schema.field(column).type))
+                             pages.WIDTHS.get(str(schema.field(column).type)))
     if known is None:
         return [None]
     try:

@@ -106,9 +106,11 @@ class Fields:
 def planning_schema(part: Any) -> Any:
     """The schema ``part``'s length source is checked in (`resolve_spec`, `same_schema`):
     the `Fields` of a part whose format tells them without pyarrow (``fields()``: JSON
-    Lines, whose scan then never loads it), else its ``schema()``."""
+    Lines, whose scan then never loads it, and Parquet where its types allow), else its
+    ``schema()``."""
     light = getattr(part, "fields", None)
-    return light() if light is not None else part.schema()
+    told = light() if light is not None else None
+    return told if told is not None else part.schema()
 
 
 def _is_int(t: Any) -> bool:
@@ -329,7 +331,8 @@ class Part(Protocol):
     the lengths (`gpu_profiler.columns`; formats without columns lack it); and
     ``length_source(options)``: what its lengths are, for a format whose lengths are its
     own, no column of the user's (its schema is then `fixed_schema`: see `fixed`); and
-    ``fields()``: its schema as `Fields`, which planning then checks (`planning_schema`).
+    ``fields()``: its schema as `Fields` (or None where it cannot tell), which planning
+    then checks (`planning_schema`).
 
     Attributes:
         label: names the part in errors and progress.

@@ -7,7 +7,10 @@ statistics say every value is equal (min == max, null count known) is counted fr
 footer without reading it (`parquet_stats`, in a helper process); by default every value is
 read, since nothing but reading proves a footer right, and the default path never asks
 pyarrow for a column chunk's metadata (its accessor aborts the process on some malformed
-footers instead of raising).
+footers instead of raising). Where the kernel counts the column (`pages`: a dictionary-
+encoded signed integer column of `pages.MIN_ROWS` rows or more), the schema is told and the
+row groups found without pyarrow (`schema`, `pages.footer`), which is then loaded only for
+what the kernel leaves: a process that counts such files never loads it.
 
 Files are read with positioned reads through a bounded buffer, never memory-mapped (mapped
 pages would count toward the resident set). A footer is kept with the version of the file
@@ -19,28 +22,30 @@ from __future__ import annotations
 import itertools
 import os
 import queue
+import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.kernels import parquet_format as fmt
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers.arrow import array_to_chunk, arrays_to_chunks
 from gpu_profiler.readers.base import (
+    Fields,
     FileShard,
     Joined,
     LengthSpec,
     Reading,
 )
-from gpu_profiler.readers.parquet import pages
+from gpu_profiler.readers.parquet import pages, schema
 from gpu_profiler.runs import Run, Runs
 
-if TYPE_CHECKING:  # pyarrow.parquet is imported when a file is opened (~50 ms of start-up)
+if TYPE_CHECKING:  # pyarrow is imported when a file is opened by it (~40 ms of start-up)
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
 #: Worker threads decoding row groups (None: one per CPU).
@@ -68,12 +73,20 @@ QUEUE_PER_WORKER = 1
 #: larger count is a corrupt footer, refused before anything is read).
 MAX_ROWS = 1 << 53
 
-_ERRORS = (pa.ArrowException, OSError, ValueError, EOFError)
 _DONE = object()
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    """What reading a file may raise: pyarrow's errors too, once it is loaded (none can
+    arise before)."""
+    pa = sys.modules.get("pyarrow")
+    return (OSError, ValueError, EOFError) + ((pa.ArrowException,) if pa else ())
 
 
 def _strings(schema: pa.Schema, names: tuple[str, ...]) -> list[str]:
     """Those of ``names`` that are string columns (pyarrow reads them as dictionaries)."""
+    import pyarrow as pa
+
     return [n for n in names if pa.types.is_string(schema.field(n).type)
             or pa.types.is_large_string(schema.field(n).type)]
 
@@ -91,7 +104,7 @@ def _batches(path: Path, pf: pq.ParquetFile, groups: range, columns: list[str]
                           if rg.column(j).path_in_schema.split(".")[0] in columns)
         size = int(min(BATCH_ROWS, max(1024, BATCH_BYTES * max(rows, 1) // max(nbytes, 1))))
         yield from pf.iter_batches(size, list(groups), columns, use_threads=False)
-    except _ERRORS as exc:
+    except _errors() as exc:
         raise _corrupt(path, exc) from None
     finally:
         pf.close(force=True)
@@ -127,24 +140,70 @@ def _open(path: Path, footer: Footer | None = None, version: Version | None = No
     this one descriptor) and its version, which must be ``footer``'s or ``version``;
     ``codes``: columns read as dictionaries (the codes of dictionary-encoded pages)."""
     try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         f = pa.OSFile(str(path))
         st = os.fstat(f.fileno())
         now = (st.st_ino, st.st_size, st.st_mtime_ns)
         if now != (footer[1] if footer is not None else version or now):
             raise _changed(path)
         md = footer[0] if footer is not None else None
-        import pyarrow.parquet as pq
-
         return pq.ParquetFile(f, metadata=md, buffer_size=READ_BUFFER,
                               pre_buffer=st.st_size > PRE_BUFFER_BYTES,
                               read_dictionary=codes), now
-    except _ERRORS as exc:
+    except _errors() as exc:
         raise _corrupt(path, exc) from None
 
 
 def _changed(path: Path) -> ProfilerError:
     return ProfilerError(f"{path}: changed while the scan ran (replaced or rewritten after "
                          "its footer was read); rerun once it is complete")
+
+
+@dataclass(frozen=True)
+class Told:
+    """What planning learnt of a file without pyarrow: its schema (`schema.told`; None
+    where not told there), the version it was read from, and its rows (-1: unknown)."""
+
+    fields: Fields | None
+    version: Version | None
+    rows: int
+
+    def width(self, spec: LengthSpec) -> int | None:
+        """Bits of the length column where the kernel may count it (a signed integer
+        column, not offsets, in a file of `pages.MIN_ROWS` rows or more), else None."""
+        if self.fields is None or self.rows < pages.MIN_ROWS:
+            return None
+        return pages.width(self.fields, spec)
+
+
+def _told(part: ParquetPart) -> Told:
+    """The part's `Told`, read once (kept where a cached_property keeps its value) until
+    the part is read: the footer checked by the kernel, its schema read by `schema`."""
+    told = part.__dict__.get("_told")
+    if told is None:
+        told = part.__dict__["_told"] = _tell(part.path)
+    return told
+
+
+def _tell(path: Path) -> Told:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return Told(None, None, -1)  # (pyarrow says why)
+    try:
+        st = os.fstat(fd)
+        found = pages.footer(fd, st.st_size)
+    finally:
+        os.close(fd)
+    version = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if found is None:
+        return Told(None, version, -1)
+    tail, info = found
+    fields = schema.told(tail[info[fmt.I_SCHEMA]:info[fmt.I_SCHEMA_END]].tobytes(),
+                         tail[info[fmt.I_ARROW]:info[fmt.I_ARROW_END]].tobytes())
+    return Told(fields, version, int(info[fmt.I_ROWS]))
 
 
 def _footer(part: ParquetPart) -> Footer:
@@ -183,8 +242,13 @@ class ParquetPart(FileShard):
     def schema(self) -> pa.Schema:
         try:
             return _footer(self)[0].schema.to_arrow_schema()
-        except _ERRORS as exc:
+        except _errors() as exc:
             raise _corrupt(self.path, exc) from None
+
+    def fields(self) -> Fields | None:
+        """The schema told without pyarrow (`Told`, kept until the part is read), or None
+        where it cannot be (then `schema`)."""
+        return _told(self).fields
 
     def chunks(self, reading: Reading) -> Iterator[Chunk | Run | Runs]:
         if reading.gpu_parquet:
@@ -192,10 +256,15 @@ class ParquetPart(FileShard):
 
             return device.parquet_chunks(self.path, reading.spec)
         footer = self.__dict__.pop("_footer", None)
+        told = self.__dict__.pop("_told", None)
         if reading.ordered:
             return ordered_chunks(self.path, reading.spec)
+        if footer is None and told is None:  # (a part not planned: left by `together`)
+            told = _tell(self.path)
         return chunks(self.path, reading.spec, bool(reading.source.trust_statistics),
-                      inline=reading.inline, footer=footer)
+                      inline=reading.inline, footer=footer,
+                      version=None if told is None else told.version,
+                      width=None if told is None else told.width(reading.spec))
 
     def batches(self, columns: list[str], codes: tuple[str, ...] = ()
                 ) -> Iterator[pa.RecordBatch]:
@@ -252,7 +321,9 @@ def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
     try:
         md, version = _footer(part)
         whole = [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
-    except (ProfilerError, *_ERRORS):
+    except ProfilerError:
+        return [part]
+    except _errors():
         return [part]
     scale = part.nbytes / max(sum(whole), 1)
     sizes = [round(n * scale) for n in whole]
@@ -271,45 +342,59 @@ def row_group_ranges(part: ParquetPart, target: int) -> list[ParquetPart]:
 
 def chunks(path: Path, spec: LengthSpec, trust_statistics: bool = False,
            inline: bool = False, footer: Footer | None = None,
-           version: Version | None = None, groups: range | None = None
-           ) -> Iterator[Chunk | Run | Runs]:
+           version: Version | None = None, groups: range | None = None,
+           width: int | None = None) -> Iterator[Chunk | Run | Runs]:
     """Chunks of the length column (`Runs` where the kernel counts its pages: `pages`;
     and, trusting statistics, `Run` s for row groups counted from them), of every row group
     or of ``groups``, decoded in the calling thread
     if ``inline`` or there is one batch to decode; ``footer``: the file's metadata and
-    version, if already read; ``version``: the version the caller expects.
+    version, if already read; ``version``: the version the caller expects; ``width``: the
+    length column's bits where the kernel may count it (`Told.width`).
 
     The file is opened on the first ``next()`` and closed once the chunks are read (before
     the next part's reader opens its file); order follows completion, not row groups.
     """
-    pf, version = _open(path, footer, version)
+    f = _File(path, footer, version)
     try:
-        yield from _read(pf, path, spec, trust_statistics, inline, version, groups)
+        yield from _read(f, spec, trust_statistics, inline, groups, width)
     finally:
-        pf.close(force=True)
+        f.close()
 
 
-def _pages(path: Path, pf: pq.ParquetFile, spec: LengthSpec, version: Version
-           ) -> pages.Pages | None:
-    """The kernel's reading of the open file ``pf`` (`pages`), or None where pyarrow reads
-    its column (list offsets, a column that is no signed integer, one with no dictionary
-    page in any row group: PLAIN values, which pyarrow decodes as fast or faster, 6-30%
-    for most writers and codecs, in less memory: bench/results/layouts.md)."""
-    if spec.offsets or not pages.ENABLED:
-        return None
-    schema = pf.schema_arrow
-    index = schema.get_field_index(spec.name)
-    if index < 0:
-        return None
-    width = pages.WIDTHS.get(schema.field(index).type)
+class _File:
+    """A Parquet file read by one thread: pyarrow's reader of it opened on first need
+    (``pf``), of the version given (its ``footer``'s, or ``version``)."""
+
+    def __init__(self, path: Path, footer: Footer | None, version: Version | None) -> None:
+        self.path, self.footer, self.version = path, footer, version
+        self._pf: pq.ParquetFile | None = None
+
+    @property
+    def pf(self) -> pq.ParquetFile:
+        if self._pf is None:
+            self._pf, self.version = _open(self.path, self.footer, self.version)
+        return self._pf
+
+    def close(self) -> None:
+        if self._pf is not None:
+            self._pf.close(force=True)
+
+
+def _pages(f: _File, spec: LengthSpec, width: int) -> pages.Pages | None:
+    """The kernel's reading of the file (`pages`), or None where pyarrow reads its column
+    (one with no dictionary page in any row group: PLAIN values, which pyarrow decodes as
+    fast or faster, 6-30% for most writers and codecs, in less memory:
+    bench/results/layouts.md)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(f.path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return None  # (pyarrow, which opened it, reads it)
+        return None  # (pyarrow says why)
     st = os.fstat(fd)
-    if (st.st_ino, st.st_size, st.st_mtime_ns) != version:
+    now = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if now != (f.footer[1] if f.footer is not None else f.version or now):
         os.close(fd)
-        raise _changed(path)
+        raise _changed(f.path)
+    f.version = now
     known = pages.open_pages(fd, st.st_size, spec.name, width)
     if known is not None and not known.table[:, 4].any():
         known.close()
@@ -317,56 +402,77 @@ def _pages(path: Path, pf: pq.ParquetFile, spec: LengthSpec, version: Version
     return known
 
 
-def _read(pf: pq.ParquetFile, path: Path, spec: LengthSpec, trust_statistics: bool,
-          inline: bool, version: Version, groups: range | None) -> Iterator[Chunk | Run | Runs]:
-    """`chunks` of the open file ``pf``."""
-    md = pf.metadata
+def _read(f: _File, spec: LengthSpec, trust_statistics: bool, inline: bool,
+          groups: range | None, width: int | None) -> Iterator[Chunk | Run | Runs]:
+    """`chunks` of the file ``f``: its row groups found by the kernel where it counts
+    them (``width``), else by pyarrow."""
+    known = _pages(f, spec, width) if width and not trust_statistics else None
     try:
-        row_counts(path, md)
-        runs: list[Run | None] = [None] * md.num_row_groups
-        if trust_statistics and not spec.offsets:
-            from gpu_profiler.readers.parquet import stats as parquet_stats
-
-            runs = parquet_stats.runs(path, _leaf_index(md, spec))
-        todo: list[tuple[list[int], int]] = []  # (row groups, rows per batch)
-        rows = total = 0
-        for i in groups if groups is not None else range(md.num_row_groups):
-            rg = md.row_group(i)
-            if not rg.num_rows:
-                continue
-            run = runs[i]
-            if run is not None:
-                yield run
-                continue
-            total += rg.num_rows
-            batch = _batch_rows(rg, spec)
-            joint = min(batch, todo[-1][1]) if todo else 0
-            if rows + rg.num_rows <= joint:  # small row groups decode as one batch
-                todo[-1] = (todo[-1][0] + [i], joint)
-                rows += rg.num_rows
-            else:
-                todo.append(([i], batch))
-                rows = rg.num_rows
-    except _ERRORS as exc:
-        raise _corrupt(path, exc) from None
-    if not todo:
-        return
-    try:
-        known = _pages(path, pf, spec, version) if total >= pages.MIN_ROWS else None
-    except _ERRORS as exc:
-        raise _corrupt(path, exc) from None
-    try:
-        if len(todo) == 1 or inline:
-            try:
-                for group, rows in todo:
-                    yield from _decoded(pf, spec, group, rows, known)
-            except _ERRORS as exc:
-                raise _corrupt(path, exc, group) from None
-        else:
-            yield from _decode_parallel(path, (md, version), spec, todo, known)
+        try:
+            todo, total = yield from _todo(f, spec, trust_statistics, groups, known)
+            if width is None and not (trust_statistics or spec.offsets) and \
+                    pages.ENABLED and total >= pages.MIN_ROWS:  # (planned by pyarrow)
+                width = pages.width(f.pf.schema_arrow, spec)
+                known = _pages(f, spec, width) if width else None
+        except _errors() as exc:
+            raise _corrupt(f.path, exc) from None
+        if known is not None and total < pages.MIN_ROWS:
+            known.close()
+            known = None
+        if len(todo) > 1 and not inline:
+            yield from _decode_parallel(f, spec, todo, known)
+            return
+        try:
+            for job in todo:
+                yield from _decoded(f, spec, job, known)
+        except _errors() as exc:
+            raise _corrupt(f.path, exc, job[0]) from None
     finally:
         if known is not None:
             known.close()
+
+
+#: A batch of row groups to decode: ``(row groups, rows per batch pyarrow decodes, rows)``.
+Job = tuple[list[int], int, int]
+
+
+def _todo(f: _File, spec: LengthSpec, trust_statistics: bool, groups: range | None,
+          known: pages.Pages | None) -> Generator[Run, None, tuple[list[Job], int]]:
+    """The row groups to decode, small ones joined into one batch (`Run` s yielded for
+    those counted from statistics), and their rows in all."""
+    runs: list[Run | None]
+    if known is not None:
+        counts = row_counts(f.path, known.table[:, 0].tolist())
+        runs, sizes = [None] * len(counts), [BATCH_ROWS] * len(counts)
+    else:
+        md = f.pf.metadata
+        counts = row_counts(f.path, [md.row_group(i).num_rows
+                                     for i in range(md.num_row_groups)])
+        runs = [None] * len(counts)
+        if trust_statistics and not spec.offsets:
+            from gpu_profiler.readers.parquet import stats as parquet_stats
+
+            runs = parquet_stats.runs(f.path, _leaf_index(md, spec))
+        sizes = [_batch_rows(md.row_group(i), spec) if n else 0 for i, n in enumerate(counts)]
+    todo: list[Job] = []
+    rows = total = 0
+    for i in groups if groups is not None else range(len(counts)):
+        n = counts[i]
+        if not n:
+            continue
+        run = runs[i]
+        if run is not None:
+            yield run
+            continue
+        total += n
+        joint = min(sizes[i], todo[-1][1]) if todo else 0
+        if rows + n <= joint:  # small row groups decode as one batch
+            todo[-1] = (todo[-1][0] + [i], joint, todo[-1][2] + n)
+            rows += n
+        else:
+            todo.append(([i], sizes[i], n))
+            rows = n
+    return todo, total
 
 
 def ordered_chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
@@ -375,25 +481,26 @@ def ordered_chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
     pf, _ = _open(path)
     try:
         try:
-            counts = row_counts(path, pf.metadata)
-        except _ERRORS as exc:
+            md = pf.metadata
+            counts = row_counts(path, [md.row_group(i).num_rows
+                                       for i in range(md.num_row_groups)])
+        except _errors() as exc:
             raise _corrupt(path, exc) from None
         for i, want in enumerate(counts):
             try:
                 table = pf.read_row_group(i, columns=[spec.name])
                 _check_rows(table.num_rows, want)
-            except _ERRORS as exc:
+            except _errors() as exc:
                 raise _corrupt(path, exc, [i]) from None
             yield from arrays_to_chunks(table.column(0).chunks, spec)
     finally:
         pf.close(force=True)
 
 
-def row_counts(path: Path, md: pq.FileMetaData) -> list[int]:
+def row_counts(path: Path, counts: list[int]) -> list[int]:
     """Every row group's row count, as the footer says, checked: none negative, and at
     most `MAX_ROWS` in all (a footer may claim any count; pyarrow indexes past its lists
     on a negative one)."""
-    counts = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
     bad = next((i for i, n in enumerate(counts) if n < 0), None)
     if bad is not None:
         raise ProfilerError(f"{path}: corrupt Parquet footer: row group {bad} claims "
@@ -437,18 +544,19 @@ def _threads(jobs: int) -> int:
     return max(1, min(THREADS or os.cpu_count() or 1, jobs))
 
 
-def _decode_parallel(path: Path, footer: Footer, spec: LengthSpec,
-                     todo: list[tuple[list[int], int]], known: pages.Pages | None
+def _decode_parallel(f: _File, spec: LengthSpec, todo: list[Job], known: pages.Pages | None
                      ) -> Iterator[Chunk | Runs]:
     """Decode runs of row groups on worker threads; at most ``QUEUE_PER_WORKER`` finished
     batches per worker wait for the consumer (plus one being decoded by each worker)."""
     nworkers = _threads(len(todo))
-    jobs: queue.SimpleQueue[tuple[list[int], int]] = queue.SimpleQueue()
+    jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
     for job in todo:
         jobs.put(job)
     out: queue.Queue = queue.Queue(maxsize=QUEUE_PER_WORKER * nworkers)
     stop = threading.Event()
-    workers = [threading.Thread(target=_worker, args=(path, footer, spec, known, jobs, out, stop),
+    workers = [threading.Thread(target=_worker,
+                                args=(_File(f.path, f.footer, f.version), spec, known, jobs,
+                                      out, stop),
                                 name=f"gpu-profiler-parquet-{k}", daemon=True)
                for k in range(nworkers)]
     for w in workers:
@@ -461,8 +569,8 @@ def _decode_parallel(path: Path, footer: Footer, spec: LengthSpec,
                 done += 1
             elif isinstance(item, tuple):  # (row group, exception) from a worker
                 group, exc = item
-                if isinstance(exc, _ERRORS):
-                    raise _corrupt(path, exc, group)
+                if isinstance(exc, _errors()):
+                    raise _corrupt(f.path, exc, group)
                 raise exc
             else:
                 yield item
@@ -472,17 +580,17 @@ def _decode_parallel(path: Path, footer: Footer, spec: LengthSpec,
             w.join()
 
 
-def _decoded(pf: pq.ParquetFile, spec: LengthSpec, group: list[int], rows: int,
-             known: pages.Pages | None) -> Iterator[Chunk | Runs]:
+def _decoded(f: _File, spec: LengthSpec, job: Job, known: pages.Pages | None
+             ) -> Iterator[Chunk | Runs]:
     """The chunks of some row groups, decoded in this thread: by the kernel where it reads
-    them (``known``), else by pyarrow ``rows`` at a time (read whole when they fit: a batch
-    reader costs more to set up than a small file to read)."""
+    them (``known``), else by pyarrow a batch of rows at a time (read whole when they fit:
+    a batch reader costs more to set up than a small file to read)."""
+    group, rows, want = job
     counted = None if known is None else pages.decode(known, group)
     if counted is not None:
         yield from counted
         return
-    md = pf.metadata
-    want = sum(md.row_group(i).num_rows for i in group)
+    pf = f.pf
     if want <= rows:
         columns = pf.read_row_groups(group, columns=[spec.name], use_threads=False).column(0)
         arrays: Iterable[pa.Array] = columns.chunks
@@ -499,22 +607,22 @@ def _decoded(pf: pq.ParquetFile, spec: LengthSpec, group: list[int], rows: int,
     _check_rows(got, want)
 
 
-def _worker(path: Path, footer: Footer, spec: LengthSpec, known: pages.Pages | None,
-            jobs: queue.SimpleQueue, out: queue.Queue, stop: threading.Event) -> None:
+def _worker(f: _File, spec: LengthSpec, known: pages.Pages | None, jobs: queue.SimpleQueue,
+            out: queue.Queue, stop: threading.Event) -> None:
     group = None
     try:
-        pf, _ = _open(path, footer)
         try:
             while not stop.is_set():
                 try:
-                    group, rows = jobs.get_nowait()
+                    job = jobs.get_nowait()
                 except queue.Empty:
                     break
-                for chunk in _decoded(pf, spec, group, rows, known):
+                group = job[0]
+                for chunk in _decoded(f, spec, job, known):
                     if not put_unless_stopped(out, chunk, stop):
                         return
         finally:
-            pf.close(force=True)
+            f.close()
     except BaseException as exc:  # handed to the consumer, which raises it
         put_unless_stopped(out, (group, exc), stop)
         return

@@ -30,7 +30,14 @@ from gpu_profiler.io import files
 from gpu_profiler.io.pread import OPEN_FLAGS, WHOLE_ALIGN, read_whole, whole_buffer
 from gpu_profiler.kernels import parquet_format as fmt
 from gpu_profiler.readers import arrow
-from gpu_profiler.readers.base import Joined, Leave, LengthSpec, Reading, same_schema
+from gpu_profiler.readers.base import (
+    Joined,
+    Leave,
+    LengthSpec,
+    Reading,
+    planning_schema,
+    same_schema,
+)
 from gpu_profiler.readers.parquet import metadata as parsers
 from gpu_profiler.readers.parquet import pages
 
@@ -130,7 +137,7 @@ def _width(first: ParquetPart, spec: LengthSpec, like: tuple[str, Any] | None
     """Bits of the first part's length column, if it is a signed integer and the first
     part has the scan's schema (else None: its own reader then says what is wrong)."""
     try:
-        schema = first.schema()
+        schema = planning_schema(first)
     except ProfilerError:
         return None
     if like is not None and first.label != like[0]:
@@ -138,8 +145,7 @@ def _width(first: ParquetPart, spec: LengthSpec, like: tuple[str, Any] | None
             same_schema(first.label, schema, like, spec)
         except ProfilerError:
             return None
-    index = schema.get_field_index(spec.name)
-    return None if index < 0 else pages.WIDTHS.get(schema.field(index).type)
+    return pages.width(schema, spec)
 
 
 def _decodes(first: ParquetPart, name: bytes, width: int) -> bool | None:

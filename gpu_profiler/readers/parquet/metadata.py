@@ -8,7 +8,6 @@ error)."""
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
 from gpu_profiler import native
 from gpu_profiler.kernels.parquet_format import NINFO, ZSTD
@@ -134,6 +133,8 @@ class Unzstd:
         if total > self._bytes.size:
             self._bytes = np.empty(max(total, 2 * self._bytes.size), np.uint8)
         self.zpages, self.unpacked = zpages, self._bytes
+        import pyarrow as pa  # (only for zstd: ~25 ms a process)
+
         codec, good = pa.Codec("zstd"), np.flatnonzero(sizes >= 0)
         at = np.concatenate([[0], np.cumsum(sizes[good])]).astype(np.int64)
         try:  # every frame at once (one call; each frame ends where its page does)

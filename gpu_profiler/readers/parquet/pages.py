@@ -23,17 +23,20 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.kernels import parquet_format as fmt
 from gpu_profiler.readers.parquet import metadata as parsers
 from gpu_profiler.runs import Runs
 
-#: Bits of the Arrow integer types whose columns the kernel decodes.
-WIDTHS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+if TYPE_CHECKING:
+    from gpu_profiler.readers.base import LengthSpec
+
+#: Bits of the Arrow integer types (as pyarrow names them) whose columns the kernel decodes.
+WIDTHS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 #: Whether a file's length column is decoded here when it can be (False: always pyarrow;
 #: the tests compare both).
 ENABLED = True
@@ -57,6 +60,14 @@ MOST_BYTES = 256 << 20
 #: Bytes of decompressed page the kernel is first given (pyarrow writes pages of 1 MiB),
 #: and the most it is given after it asks for more.
 PAGE_BYTES, MOST_PAGE = 1 << 20, 1 << 28
+
+
+def width(schema: Any, spec: LengthSpec) -> int | None:
+    """Bits of the length column in ``schema`` (a ``pa.Schema`` or `Fields`) where the
+    kernel counts it (a signed integer column, not offsets), else None."""
+    if spec.offsets or schema.names.count(spec.name) != 1:
+        return None
+    return WIDTHS.get(str(schema.field(spec.name).type))
 
 
 @dataclass
@@ -91,28 +102,46 @@ def open_pages(fd: int, size: int, name: str, width: int | None) -> Pages | None
     """The kernel's reading of the file open as ``fd`` (``size`` bytes) for the signed
     integer column ``name`` of ``width`` bits; None (``fd`` then closed) where it does not
     read that file's column."""
+    parsed = _parsed(fd, size, name, width) if ENABLED and width else None
+    if parsed is None:
+        os.close(fd)
+        return None
+    _, table, _, phys, max_def = parsed
+    return Pages(fd, table, phys, max_def, width or 0)
+
+
+def footer(fd: int, size: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The kernel's check of the footer of the file open as ``fd`` (``size`` bytes), no
+    column sought: ``(the file's last bytes, the footer among them; its ``info`` row, which
+    says where its schema and ``ARROW:schema`` lie in them)``, or None where it is left."""
+    parsed = _parsed(fd, size, "", 0)
+    return None if parsed is None else (parsed[0], parsed[2][0])
+
+
+def _parsed(fd: int, size: int, name: str, width: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int] | None:
+    """``(tail, table, info, physical type, maximum definition level)`` of the kernel's
+    parse of the footer (`parsers.row_groups`), reading more of the file where the footer
+    is larger, or the row groups more, than first guessed; None where it leaves it."""
     key = np.frombuffer(name.encode(), np.uint8)
-    tail_bytes, rows = min(size, TAIL), 1024
-    if ENABLED and width is not None:
-        work = np.zeros(parsers.WORK, np.int64)
-        info = np.zeros((1, fmt.NINFO), np.int64)
-        for _ in range(3):  # a larger footer, then more row groups, than first guessed
-            tail = np.empty(tail_bytes, np.uint8)
-            table = np.empty((rows, 5), np.int64)
-            if not _pread(fd, tail.data, size - tail_bytes):
-                break
-            status, n, phys, max_def = parsers.row_groups(tail, size, key, width, table, info,
-                                                          work)
-            if status == fmt.READ:
-                return Pages(fd, table[:n], int(phys), int(max_def), width)
-            need = int(work[fmt.W_NEED])
-            if status != fmt.L_ROOM or need > MOST_FOOTER:
-                break
-            if need > rows:  # (the footer was read whole: the table lacked rows)
-                rows = need
-            else:
-                tail_bytes = need
-    os.close(fd)
+    tail_bytes, rows = min(size, TAIL), 1024 if width else 0
+    work = np.zeros(parsers.WORK, np.int64)
+    info = np.zeros((1, fmt.NINFO), np.int64)
+    for _ in range(3):
+        tail = np.empty(tail_bytes, np.uint8)
+        table = np.empty((rows, 5), np.int64)
+        if not _pread(fd, tail.data, size - tail_bytes):
+            return None
+        status, n, phys, max_def = parsers.row_groups(tail, size, key, width, table, info, work)
+        if status == fmt.READ:
+            return tail, table[:n], info, int(phys), int(max_def)
+        need = int(work[fmt.W_NEED])
+        if status != fmt.L_ROOM or need > MOST_FOOTER:
+            return None
+        if need > rows:  # (the footer was read whole: the table lacked rows)
+            rows = need
+        else:
+            tail_bytes = need
     return None
 
 

@@ -172,6 +172,27 @@ def test_damaged_schema_bytes_never_raise():
         assert got is None or isinstance(got, schema.Fields)
 
 
+def test_an_arrow_schema_of_shared_children_is_refused_quickly():
+    """Flatbuffer tables may share children: 9 levels of 200 children each, all the same
+    table, is a tree of 200**8 fields in 7 KB. It is refused after `MOST_FIELDS`, not
+    walked."""
+    import struct
+    levels, n = 9, 200
+    vtable = struct.pack("<HH6H", 16, 8, 0, 0, 0, 0, 0, 4)  # (only field 5: children)
+    out = bytearray(vtable)
+    for k in range(levels):
+        table = len(out)
+        vector = table + 8
+        out += struct.pack("<iI", table, vector - (table + 4))
+        nxt = vector + 4 + 4 * n
+        entries = [nxt - (vector + 4 + 4 * i) for i in range(n)] if k < levels - 1 else []
+        out += struct.pack(f"<I{len(entries)}I", len(entries), *entries)
+    f = schema._Flat(bytes(out))
+    with pytest.raises(schema.Malformed):
+        schema._arrow(f, len(vtable), 0)
+    assert f.fields < 0
+
+
 def _dictionary_file(path: Path, rows: int = 1 << 20) -> np.ndarray:
     x = (np.arange(rows, dtype=np.int64) * 7919) % 3001
     pq.write_table(pa.table({"length": x, "text": pa.array(["t"] * rows)}), path,

@@ -34,6 +34,8 @@ _PLAIN = {BOOLEAN: "bool", INT32: "int32", INT64: "int64", FLOAT: "float", DOUBL
 _A_INT, _A_FLOAT, _A_BINARY, _A_UTF8, _A_BOOL = 2, 3, 4, 5, 6
 _A_LIST, _A_LARGE_BINARY, _A_LARGE_UTF8, _A_LARGE_LIST = 12, 19, 20, 21
 _FLOATS = {0: "halffloat", 1: "float", 2: "double"}
+#: Most Arrow fields (nested ones too) read from an ``ARROW:schema`` (more: pyarrow's).
+MOST_FIELDS = 1 << 14
 
 
 class Malformed(ValueError):
@@ -307,10 +309,13 @@ def _refined(parquet: str | None, a: _Arrow | None) -> str | None:
 
 
 class _Flat:
-    """Flatbuffer tables in ``b`` (`Malformed` for any offset out of it)."""
+    """Flatbuffer tables in ``b`` (`Malformed` for any offset out of it). ``fields``: how
+    many more Field tables may be read: tables may share children, so a small forged
+    buffer can hold a tree of any size."""
 
     def __init__(self, b: bytes) -> None:
         self.b = b
+        self.fields = MOST_FIELDS
 
     def _unpack(self, fmt: str, p: int) -> int:
         if p < 0 or p + struct.calcsize(fmt) > len(self.b):
@@ -381,8 +386,9 @@ def _arrow_fields(value: bytes) -> list[_Arrow | None]:
 
 def _arrow(f: _Flat, t: int, depth: int) -> _Arrow:
     """The Arrow Field table at ``t``."""
-    if depth > 8:
-        raise Malformed("ARROW:schema depth")
+    f.fields -= 1
+    if depth > 8 or f.fields < 0:
+        raise Malformed("ARROW:schema depth or size")
     tag = f.scalar(t, 2, "<B", 0)
     typ = f.ref(t, 3)
     scalar = ""

@@ -208,10 +208,12 @@ def _tell(path: Path) -> Told:
 
 def _footer(part: ParquetPart) -> Footer:
     """The part's footer and version, read once per part (kept where a cached_property
-    keeps its value) until the part is read."""
+    keeps its value) until the part is read: of the version its schema was told from, if
+    it was (`Told`)."""
     footer = part.__dict__.get("_footer")
     if footer is None:
-        pf, version = _open(part.path)
+        told = part.__dict__.get("_told")
+        pf, version = _open(part.path, version=None if told is None else told.version)
         footer = part.__dict__["_footer"] = (pf.metadata, version)
         pf.close(force=True)
     return footer

@@ -34,8 +34,6 @@ _PLAIN = {BOOLEAN: "bool", INT32: "int32", INT64: "int64", FLOAT: "float", DOUBL
 _A_INT, _A_FLOAT, _A_BINARY, _A_UTF8, _A_BOOL = 2, 3, 4, 5, 6
 _A_LIST, _A_LARGE_BINARY, _A_LARGE_UTF8, _A_LARGE_LIST = 12, 19, 20, 21
 _FLOATS = {0: "halffloat", 1: "float", 2: "double"}
-#: Most Arrow fields (nested ones too) read from an ``ARROW:schema`` (more: pyarrow's).
-MOST_FIELDS = 1 << 14
 
 
 class Malformed(ValueError):
@@ -88,11 +86,13 @@ def _named(e: Element, kids: list[Node], a: _Arrow | None) -> str | None:
         return _refined(_leaf(e), a)
     # A list as Parquet's LIST rules write it: group (LIST) > repeated group > one element.
     listed = e.logical[0] == 3 if e.logical else e.converted == LIST
+    if e.logical and e.converted is not None and e.converted != LIST:
+        return None
     if not listed or e.repetition == REPEATED or len(kids) != 1:
         return None
     middle, inner = kids[0]
-    if middle.repetition != REPEATED or len(inner) != 1 or \
-            middle.name in ("array", f"{e.name}_tuple"):
+    if middle.repetition != REPEATED or len(inner) != 1 or middle.logical or \
+            middle.converted is not None or middle.name in ("array", f"{e.name}_tuple"):
         return None
     leaf, below = inner[0]
     kind = "list"
@@ -107,23 +107,23 @@ def _named(e: Element, kids: list[Node], a: _Arrow | None) -> str | None:
 
 
 def _leaf(e: Element) -> str | None:
-    """The Arrow type pyarrow reads the leaf ``e`` as, by its Parquet types alone."""
-    if e.logical is not None:  # (pyarrow goes by the logical type where there is one)
+    """The Arrow type pyarrow reads the leaf ``e`` as, by its Parquet types alone (a
+    logical and a converted type that disagree: not told)."""
+    by_logical = by_converted = None
+    if e.logical is not None:
         kind, bits, signed = e.logical
-        if kind == 1:
-            return "string" if e.physical == BYTE_ARRAY else None
-        if kind != 10 or bits not in (8, 16, 32, 64):
-            return None
-        name = f"{'' if signed else 'u'}int{bits}"
-    elif e.converted is not None:
-        if e.converted == UTF8:
-            return "string" if e.physical == BYTE_ARRAY else None
-        name = _CONVERTED_INTS.get(e.converted, "")
-        if not name:
-            return None
-        bits = int(name.removeprefix("u").removeprefix("int"))
-    else:
+        by_logical = "string" if kind == 1 else \
+            f"{'' if signed else 'u'}int{bits}" if kind == 10 and bits in (8, 16, 32, 64) else ""
+    if e.converted is not None:
+        by_converted = "string" if e.converted == UTF8 else _CONVERTED_INTS.get(e.converted, "")
+    if by_logical is None and by_converted is None:
         return _PLAIN.get(e.physical if e.physical is not None else -1)
+    name = by_logical if by_logical is not None else by_converted
+    if not name or by_converted not in (None, name):
+        return None
+    if name == "string":
+        return name if e.physical == BYTE_ARRAY else None
+    bits = int(name.removeprefix("u").removeprefix("int"))
     fits = (e.physical == INT32 and bits <= 32) or (e.physical == INT64 and bits == 64)
     return name if fits else None
 
@@ -237,6 +237,8 @@ def _elements(b: bytes) -> list[Element]:
     for _ in range(n):
         v: dict[int, object] = {}
         for fid, t in _fields(r):
+            if fid in v:  # (Thrift's C++ reader merges a repeated union: pyarrow's)
+                raise Malformed("a field twice in a schema element")
             if fid in (1, 3, 5, 6) and t == 5:
                 v[fid] = r.zigzag()
             elif fid == 4 and t == 8:
@@ -256,7 +258,7 @@ def _logical(r: _Thrift) -> tuple[int, int, bool]:
     """A LogicalType union: ``(its field, bit width, signed)`` (the last two INTEGER's)."""
     kind, bits, signed = -1, 0, False
     for fid, t in _fields(r):
-        if kind != -1:
+        if kind != -1 or t != 12:  # (one member, a struct: else pyarrow's reading)
             raise Malformed("logical type")
         kind = fid
         if fid == 10 and t == 12:
@@ -309,16 +311,24 @@ def _refined(parquet: str | None, a: _Arrow | None) -> str | None:
 
 
 class _Flat:
-    """Flatbuffer tables in ``b`` (`Malformed` for any offset out of it). ``fields``: how
-    many more Field tables may be read: tables may share children, so a small forged
-    buffer can hold a tree of any size."""
+    """Flatbuffer tables in ``b``: `Malformed` for an offset out of it or a scalar out of
+    its alignment (as the flatbuffers verifier pyarrow runs), and past ``work`` vector
+    entries and string bytes read in all: tables may share their children and metadata,
+    so a small forged buffer can hold a tree of any size (a schema pyarrow writes reads
+    each of its bytes about once)."""
 
     def __init__(self, b: bytes) -> None:
         self.b = b
-        self.fields = MOST_FIELDS
+        self.work = 4 * len(b) + 4096
+
+    def _charge(self, n: int) -> None:
+        self.work -= n
+        if self.work < 0:
+            raise Malformed("flatbuffer: shared tables")
 
     def _unpack(self, fmt: str, p: int) -> int:
-        if p < 0 or p + struct.calcsize(fmt) > len(self.b):
+        size = struct.calcsize(fmt)
+        if p < 0 or p + size > len(self.b) or p % size:
             raise Malformed("flatbuffer")
         return int(struct.unpack_from(fmt, self.b, p)[0])
 
@@ -348,6 +358,7 @@ class _Flat:
         n = self._unpack("<I", v)
         if n > len(self.b) // 4:
             raise Malformed("flatbuffer vector")
+        self._charge(n)
         return [v + 4 + 4 * k + self._unpack("<I", v + 4 + 4 * k) for k in range(n)]
 
     def string(self, table: int, i: int) -> str:
@@ -357,6 +368,7 @@ class _Flat:
         n = self._unpack("<I", s)
         if s + 4 + n > len(self.b):
             raise Malformed("flatbuffer string")
+        self._charge(n)
         return self.b[s + 4:s + 4 + n].decode()
 
 
@@ -376,8 +388,8 @@ def _arrow_fields(value: bytes) -> list[_Arrow | None]:
         raise Malformed("ARROW:schema")
     f = _Flat(b[4:4 + size])
     message = f._unpack("<I", 0)
-    if f.scalar(message, 1, "<B", 0) != 1:  # (MessageHeader: Schema)
-        raise Malformed("ARROW:schema header")
+    if f.scalar(message, 1, "<B", 0) != 1 or f.scalar(message, 0, "<h", 0) < 3:
+        raise Malformed("ARROW:schema: no Schema message of version V4 or later")
     schema = f.ref(message, 2)
     if not schema:
         raise Malformed("ARROW:schema")
@@ -386,9 +398,9 @@ def _arrow_fields(value: bytes) -> list[_Arrow | None]:
 
 def _arrow(f: _Flat, t: int, depth: int) -> _Arrow:
     """The Arrow Field table at ``t``."""
-    f.fields -= 1
-    if depth > 8 or f.fields < 0:
-        raise Malformed("ARROW:schema depth or size")
+    f._charge(1)
+    if depth > 8:
+        raise Malformed("ARROW:schema depth")
     tag = f.scalar(t, 2, "<B", 0)
     typ = f.ref(t, 3)
     scalar = ""

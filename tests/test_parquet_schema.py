@@ -21,7 +21,7 @@ import pytest
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.kernels import parquet_format as fmt
 from gpu_profiler.readers.base import LengthSpec, Reading
-from gpu_profiler.readers.parquet import ParquetPart, pages, schema
+from gpu_profiler.readers.parquet import ParquetPart, pages, row_group_ranges, schema
 
 COLUMNS = {
     "i8": pa.array([1, 2], pa.int8()), "i16": pa.array([1, 2], pa.int16()),
@@ -193,6 +193,95 @@ def test_an_arrow_schema_of_shared_children_is_refused_quickly():
     assert f.work < 0
 
 
+def test_an_arrow_schema_of_shared_metadata_is_refused_quickly():
+    """Many fields sharing one custom-metadata vector of many entries: read once each,
+    that is N x M work in a buffer of 4(N + M) bytes."""
+    import struct
+    m = 5000
+    out = bytearray(struct.pack("<HH7H2x", 18, 8, 0, 0, 0, 0, 0, 0, 4))  # field 6 only
+    field = len(out)
+    out += struct.pack("<iI", field, 4)  # the Field, its metadata vector right after
+    kv_vtable = field + 12 + 4 * m
+    kv = kv_vtable + 8
+    out += struct.pack(f"<I{m}I", m, *[kv - (field + 12 + 4 * i) for i in range(m)])
+    out += struct.pack("<HHH2x", 6, 8, 4)  # a KeyValue's vtable: its key at 4
+    out += struct.pack("<iII4s", kv - kv_vtable, 4, 1, b"k\0\0\0")
+    f = schema._Flat(bytes(out))
+    one = schema._arrow(f, field, 0)
+    assert not one.extension and f.work > 0
+    with pytest.raises(schema.Malformed, match="shared"):
+        for _ in range(m):  # (as m top-level fields pointing at this one would)
+            schema._arrow(f, field, 0)
+
+
+def _compact(*elements: dict) -> bytes:
+    """A Thrift compact list of SchemaElement structs, each ``{field id: value}`` with
+    values: int (i32), str (binary), or a list of ``(id, struct bytes)`` (a union)."""
+    def varint(v: int) -> bytes:
+        out = bytearray()
+        while True:
+            if v < 0x80:
+                return bytes(out + bytes([v]))
+            out.append(v & 0x7F | 0x80)
+            v >>= 7
+
+    def struct_(fields: list[tuple[int, int, bytes]]) -> bytes:
+        out, last = bytearray(), 0
+        for fid, t, value in fields:
+            delta = fid - last
+            out += (bytes([delta << 4 | t]) if 0 < delta <= 15 else
+                    bytes([t]) + varint((fid << 1) ^ (fid >> 15))) + value
+            last = fid
+        return bytes(out + b"\0")
+
+    body = bytearray([len(elements) << 4 | 12])
+    for e in elements:
+        fields = []
+        for fid, v in e.items() if isinstance(e, dict) else e:
+            if isinstance(v, int):
+                fields.append((fid, 5, varint((v << 1) ^ (v >> 63))))
+            elif isinstance(v, str):
+                fields.append((fid, 8, varint(len(v)) + v.encode()))
+            else:
+                fields.append((fid, 12, v))
+        body += struct_(fields)
+    return bytes(body)
+
+
+LOGICAL_DATE = bytes([0x6C, 0x00, 0x00])  # union field 6, an empty struct
+LOGICAL_INT32 = bytes([0xAC, 0x13, 0x20, 0x11, 0x00, 0x00])  # field 10: {1: i8 32, 2: true}
+
+
+@pytest.mark.parametrize("leaf,told_as", [
+    ([(1, 1), (3, 0), (4, "n"), (10, LOGICAL_INT32)], "int32"),
+    ([(1, 1), (3, 0), (4, "n"), (10, LOGICAL_DATE), (10, LOGICAL_INT32)], None),  # twice
+    ([(1, 1), (3, 0), (4, "n"), (10, LOGICAL_INT32), (6, 15)], None),  # int8 beside int32
+    ([(1, 1), (3, 0), (4, "n"), (10, LOGICAL_INT32), (6, 17)], "int32"),
+], ids=["int32", "logical-twice", "disagreeing", "agreeing"])
+def test_a_leaf_is_told_only_when_its_types_agree(leaf, told_as):
+    got = schema.told(_compact({4: "schema", 5: 1}, leaf), b"")
+    assert (got.field("n").type if got else None) == told_as
+
+
+def test_a_list_whose_middle_group_is_annotated_is_not_told():
+    def elements(middle: dict) -> bytes:
+        return _compact({4: "schema", 5: 1}, {3: 1, 4: "l", 5: 1, 6: 3}, middle,
+                        {1: 1, 3: 1, 4: "element"})
+    plain = schema.told(elements({3: 2, 4: "list", 5: 1}), b"")
+    assert plain is not None and plain.field("l").type == "list<element: int32>"
+    assert schema.told(elements({3: 2, 4: "list", 5: 1, 6: 3}), b"") is None
+
+
+def test_an_arrow_schema_of_old_metadata_is_left_to_pyarrow(tmp_path):
+    raw = bytearray(pa.schema([("length", pa.int64()), ("text", pa.string())])
+                    .serialize().to_pybytes())
+    f = schema._Flat(bytes(raw[8:]))
+    at = f.slot(f._unpack("<I", 0), 0)  # the Message's version (V5 = 4)
+    assert at and raw[8 + at] == 4
+    raw[8 + at] = 2  # V3
+    assert told(_forged(tmp_path, base64.b64encode(bytes(raw)))) is None
+
+
 def _dictionary_file(path: Path, rows: int = 1 << 20) -> np.ndarray:
     x = (np.arange(rows, dtype=np.int64) * 7919) % 3001
     pq.write_table(pa.table({"length": x, "text": pa.array(["t"] * rows)}), path,
@@ -231,7 +320,10 @@ def test_a_file_with_types_not_told_is_still_counted_by_the_kernel(tmp_path, mon
     assert calls
 
 
-def test_a_shard_replaced_after_its_schema_was_told_is_named(tmp_path):
+@pytest.mark.parametrize("how", ["whole", "ranges"])
+def test_a_shard_replaced_after_its_schema_was_told_is_named(tmp_path, how):
+    """Told, then cut into row-group ranges (a cluster's tasks) or read whole: the file
+    read is the version told, or the scan says it changed."""
     path = tmp_path / "s.parquet"
     x = _dictionary_file(path)
     part = ParquetPart(path)
@@ -240,5 +332,7 @@ def test_a_shard_replaced_after_its_schema_was_told_is_named(tmp_path):
     pq.write_table(pa.table({"length": x[::-1].copy(), "text": pa.array(["t"] * x.size)}),
                    tmp, row_group_size=x.size // 4)
     os.replace(tmp, path)
+    parts = [part] if how == "whole" else row_group_ranges(part, 1)
     with pytest.raises(ProfilerError, match=r"s\.parquet: changed while the scan ran"):
-        list(part.chunks(Reading(LengthSpec("length"))))
+        for p in parts:
+            list(p.chunks(Reading(LengthSpec("length"))))

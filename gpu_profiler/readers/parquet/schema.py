@@ -1,12 +1,12 @@
 """A Parquet file's top-level fields told without pyarrow (`Fields`), for planning: the
 footer checked by the kernel (`pages.footer`), its SchemaElements read here (Thrift
-compact protocol), and the ``ARROW:schema`` pyarrow and polars write beside them applied as
-pyarrow applies it (the Arrow type refines a field's Parquet type: large strings and
-lists). Only types named here exactly as pyarrow names them are told: a file
-with any other (timestamps, decimals, structs, maps, durations, dictionaries, extension
-types, an
-``ARROW:schema`` that does not fit the Parquet schema) gets None, and its schema is then
-pyarrow's (`ParquetPart.schema`). tests/test_parquet_schema.py holds the names against
+compact protocol), and the ``ARROW:schema`` pyarrow and polars write beside them applied
+as pyarrow applies it (the Arrow type refines a field's Parquet type: large strings and
+lists). Only types named here exactly as pyarrow names them are told: a file with any
+other (timestamps, decimals, structs, maps, durations, dictionaries, extension types), or
+an ``ARROW:schema`` that does not fit the Parquet schema, gets None, and its schema is
+then pyarrow's (`ParquetPart.schema`). Forged bytes get None too, never an exception,
+and in time linear in their size. tests/test_parquet_schema.py holds the names against
 pyarrow's for the files of several writers.
 
 Loading pyarrow's Parquet module costs a process ~40 ms (bench/results/layouts.md), more

@@ -145,15 +145,27 @@ def _open(path: Path, footer: Footer | None = None, version: Version | None = No
 
         f = pa.OSFile(str(path))
         st = os.fstat(f.fileno())
-        now = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if now != (footer[1] if footer is not None else version or now):
-            raise _changed(path)
+        now = _expected(path, st, footer, version)
         md = footer[0] if footer is not None else None
         return pq.ParquetFile(f, metadata=md, buffer_size=READ_BUFFER,
                               pre_buffer=st.st_size > PRE_BUFFER_BYTES,
                               read_dictionary=codes), now
     except _errors() as exc:
         raise _corrupt(path, exc) from None
+
+
+def _version(st: os.stat_result) -> Version:
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _expected(path: Path, st: os.stat_result, footer: Footer | None,
+              version: Version | None) -> Version:
+    """The version of the file open with status ``st``, which must be ``footer``'s (or
+    ``version``, where given): else the scan stops, naming the file."""
+    now = _version(st)
+    if now != (footer[1] if footer is not None else version or now):
+        raise _changed(path)
+    return now
 
 
 def _changed(path: Path) -> ProfilerError:
@@ -197,7 +209,7 @@ def _tell(path: Path) -> Told:
         found = pages.footer(fd, st.st_size)
     finally:
         os.close(fd)
-    version = (st.st_ino, st.st_size, st.st_mtime_ns)
+    version = _version(st)
     if found is None:
         return Told(None, version, -1)
     tail, info = found
@@ -392,11 +404,11 @@ def _pages(f: _File, spec: LengthSpec, width: int) -> pages.Pages | None:
     except OSError:
         return None  # (pyarrow says why)
     st = os.fstat(fd)
-    now = (st.st_ino, st.st_size, st.st_mtime_ns)
-    if now != (f.footer[1] if f.footer is not None else f.version or now):
+    try:
+        f.version = _expected(f.path, st, f.footer, f.version)
+    except ProfilerError:
         os.close(fd)
-        raise _changed(f.path)
-    f.version = now
+        raise
     known = pages.open_pages(fd, st.st_size, spec.name, width)
     if known is not None and not known.table[:, 4].any():
         known.close()
@@ -418,9 +430,6 @@ def _read(f: _File, spec: LengthSpec, trust_statistics: bool, inline: bool,
                 known = _pages(f, spec, width) if width else None
         except _errors() as exc:
             raise _corrupt(f.path, exc) from None
-        if known is not None and total < pages.MIN_ROWS:
-            known.close()
-            known = None
         if len(todo) > 1 and not inline:
             yield from _decode_parallel(f, spec, todo, known)
             return
@@ -448,8 +457,7 @@ def _todo(f: _File, spec: LengthSpec, trust_statistics: bool, groups: range | No
         runs, sizes = [None] * len(counts), [BATCH_ROWS] * len(counts)
     else:
         md = f.pf.metadata
-        counts = row_counts(f.path, [md.row_group(i).num_rows
-                                     for i in range(md.num_row_groups)])
+        counts = _footer_rows(f.path, md)
         runs = [None] * len(counts)
         if trust_statistics and not spec.offsets:
             from gpu_profiler.readers.parquet import stats as parquet_stats
@@ -483,9 +491,7 @@ def ordered_chunks(path: Path, spec: LengthSpec) -> Iterator[Chunk]:
     pf, _ = _open(path)
     try:
         try:
-            md = pf.metadata
-            counts = row_counts(path, [md.row_group(i).num_rows
-                                       for i in range(md.num_row_groups)])
+            counts = _footer_rows(path, pf.metadata)
         except _errors() as exc:
             raise _corrupt(path, exc) from None
         for i, want in enumerate(counts):
@@ -512,6 +518,11 @@ def row_counts(path: Path, counts: list[int]) -> list[int]:
                             f"{sum(counts):,} rows in all (at most {MAX_ROWS:,} are taken "
                             "for real)")
     return counts
+
+
+def _footer_rows(path: Path, md: pq.FileMetaData) -> list[int]:
+    """`row_counts` of pyarrow's reading of the footer."""
+    return row_counts(path, [md.row_group(i).num_rows for i in range(md.num_row_groups)])
 
 
 def _check_rows(got: int, want: int) -> None:

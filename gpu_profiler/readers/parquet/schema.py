@@ -95,13 +95,15 @@ def _named(e: Element, kids: list[Node], a: _Arrow | None) -> str | None:
             middle.converted is not None or middle.name in ("array", f"{e.name}_tuple"):
         return None
     leaf, below = inner[0]
+    if below:  # (a list of lists, or of structs: pyarrow's)
+        return None
     kind = "list"
     if a is not None:
         if a.type not in (_A_LIST, _A_LARGE_LIST) or len(a.children) != 1 or a.dictionary:
             return None
         kind = "large_list" if a.type == _A_LARGE_LIST else "list"
-    item = _named(leaf, below, a.children[0] if a is not None else None)
-    if item is None or below:
+    item = _named(leaf, [], a.children[0] if a is not None else None)
+    if item is None:
         return None
     return f"{kind}<{leaf.name}: {item}{' not null' if leaf.repetition == REQUIRED else ''}>"
 

@@ -1,17 +1,18 @@
 """Parquet files decoded in numba, many per call: the footer's Thrift (compact protocol)
 FileMetaData, the flat integer length column's chunks, their pages (v1 and v2, dictionary
-pages), snappy (and zstd, decompressed by the caller: `zstd_pages`), PLAIN and dictionary
-(RLE / bit-packed hybrid) values and definition levels.
+pages), snappy (and zstd, decompressed by the caller: `zstd_pages`), PLAIN,
+DELTA_BINARY_PACKED and dictionary (RLE / bit-packed hybrid) values and definition levels.
 
 This serves many *small* shards (`gpu_profiler.readers.parquet.many`), for which pyarrow's
-set-up per file costs more than decoding it. Whatever is not the common case (another
-codec or encoding, nesting, unsigned or logical types, a schema unlike the first file's,
-anything malformed or inconsistent) makes a file *left*, never an error: the kernel writes
-why in ``info`` and goes on with the next file, and pyarrow then reads that one. Every read
-is bounds-checked against the file (or page) it belongs to and every loop is bounded by its
-input's size, so hostile bytes can neither crash nor hang the kernel. Buffers are the
-caller's (the native build allows no allocation). Constants: `gpu_profiler.kernels.
-parquet_format`. See https://github.com/apache/parquet-format and
+set-up per file costs more than decoding it, and counts a large file's column chunks without
+a value array (`chunks`, for `gpu_profiler.readers.parquet.pages`). Whatever is not the
+common case (another codec or encoding, nesting, unsigned or logical types, a schema unlike
+the first file's, anything malformed or inconsistent) makes a file *left*, never an error:
+the kernel writes why in ``info`` and goes on with the next file, and pyarrow then reads
+that one. Every read is bounds-checked against the file (or page) it belongs to and every
+loop is bounded by its input's size, so hostile bytes can neither crash nor hang the kernel.
+Buffers are the caller's (the native build allows no allocation). Constants:
+`gpu_profiler.kernels.parquet_format`. See https://github.com/apache/parquet-format and
 https://github.com/google/snappy/blob/main/format_description.txt
 """
 
@@ -67,7 +68,7 @@ REQUIRED, OPTIONAL, REPEATED = 0, 1, 2
 CONVERTED_INT = (15, 16, 17, 18)  # INT_8 .. INT_64
 LOGICAL_INTEGER = 10
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
-PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = 0, 2, 3, 8
+PLAIN, PLAIN_DICTIONARY, RLE, BIT_PACKED, DELTA_BINARY_PACKED, RLE_DICTIONARY = 0, 2, 3, 4, 5, 8
 ZSTD_MAGIC = 0xFD2FB528
 # The work array: W_WHY, W_NEED and W_BAD (`parquet_format`); then the Thrift skip stack
 # (2 words a level), the schema's nesting stack and levels, and every leaf's levels (its
@@ -551,8 +552,9 @@ def _histogram(b, p, hi, length, st):
 @kernel(nogil=True)
 def _column_meta(b, p, hi, levels, st):
     """ColumnMetaData of a leaf with these levels (definition << 8 | repetition): ``(type,
-    codec, values, compressed size, data page offset, dictionary page offset (-1: none))``,
-    its PageEncodingStats and SizeStatistics checked as pyarrow checks them."""
+    codec, values, compressed size, data page offset, dictionary page offset (-1: none),
+    where its list of encodings lies)``, its PageEncodingStats and SizeStatistics checked
+    as pyarrow checks them."""
     seen, _ = _struct(b, p, hi, META_FIELDS, st)
     if seen & (1 << 13):
         n, e, q = _list(b, st[A_META + 13], hi, st)
@@ -571,7 +573,25 @@ def _column_meta(b, p, hi, levels, st):
         st[m + 9], st[m + 11]
     if typ < 0 or codec < 0 or nvals < 0 or size < 0 or data < 0:
         _leave(st, L_METADATA)
-    return typ, codec, nvals, size, data, dic
+    return typ, codec, nvals, size, data, dic, st[m + 2]
+
+
+@kernel(nogil=True)
+def _decodable(b, p, hi, st):
+    """1 if the encodings a ColumnMetaData lists (the list at ``p``) are all ones the kernel
+    decodes (values PLAIN, DELTA_BINARY_PACKED or by dictionary; levels RLE, or BIT_PACKED,
+    which writers list for columns with no levels), else 0: a chunk's pages say their own
+    encodings, so this only spares reading a chunk the kernel would leave
+    (BYTE_STREAM_SPLIT)."""
+    n, t, p = _list(b, p, hi, st)
+    if t != T_I32:
+        return ZERO
+    for _ in range(n):
+        e, p = _zigzag(b, p, hi, st, VARINT32)
+        if e != PLAIN and e != PLAIN_DICTIONARY and e != RLE and e != BIT_PACKED \
+                and e != DELTA_BINARY_PACKED and e != RLE_DICTIONARY:
+            return ZERO
+    return np.int64(1)
 
 
 @kernel(nogil=True)
@@ -774,38 +794,139 @@ def _indices(b, p, hi, bw, n, dictionary, ndict, dst, at, tallies, st):
         i += take
 
 
+@kernel(inline="always")
+def _put(v, dst, at, w, dense):
+    """Hand over the value ``v``: counted in ``dense`` when it lies there (``dense[v]``: the
+    rows of value ``v``), else written to ``dst[at + w]``. Returns the values written."""
+    if 0 <= v < dense.size:
+        dense[v] += 1
+        return w
+    dst[at + w] = v
+    return w + 1
+
+
 @kernel(nogil=True)
-def _plain(b, p, hi, phys, n, dst, at, st):
-    """``n`` PLAIN int32 or int64 values at ``b[p:hi]`` into ``dst[at:]``."""
+def _plain(b, p, hi, phys, n, dst, at, dense, st):
+    """``n`` PLAIN int32 or int64 values at ``b[p:hi]`` into ``dst[at:]``; or, where
+    ``dense`` is not empty, those from 0 to ``dense.size - 1`` counted there (`_put`) and
+    only the others written. Returns the values written."""
     size = 4 if phys == INT32 else 8
     if n > (hi - p) // size or at < 0 or n > dst.size - at:
         _leave(st, L_PAGES)
-    if size == 4:
-        for k in range(n):
-            dst[at + k] = _load32(b, p + 4 * k)
-    else:
-        for k in range(n):
-            dst[at + k] = _load64(b, p + 8 * k)
+    if dense.size == 0:
+        if size == 4:
+            for k in range(n):
+                dst[at + k] = _load32(b, p + 4 * k)
+        else:
+            for k in range(n):
+                dst[at + k] = _load64(b, p + 8 * k)
+        return n
+    w = ZERO
+    for k in range(n):
+        w = _put(_load32(b, p + 4 * k) if size == 4 else _load64(b, p + 8 * k), dst, at, w,
+                 dense)
+    return w
 
 
 @kernel(nogil=True)
-def _page_values(b, p, hi, enc, phys, nn, dictionary, ndict, values, at, tallies, st):
-    """The ``nn`` non-null values of a data page (its values section at ``b[p:hi]``), or
-    their dictionary indices counted into ``tallies`` (see `_indices`)."""
+def _vlq(b, p, hi, bits, st):
+    """``(the ULEB128 integer at p, next position)``: one of ``bits`` bits (32 or 64), in 5
+    or 10 bytes at most, or the page is left (arrow's reader takes no more)."""
+    v = np.int64(0)
+    most = 5 if bits == 32 else 10
+    for k in range(most):
+        _has(p, 1, hi, st)
+        c = np.int64(b[p])
+        p += 1
+        if k == most - 1 and c >> (bits - 7 * k) != 0:  # (bits past the width, or more)
+            _leave(st, L_PAGES)
+        v |= (c & 0x7F) << (7 * k)
+        if c < 0x80:
+            return v, p
+    _leave(st, L_PAGES)
+    return v, p
+
+
+@kernel(nogil=True)
+def _delta(b, p, hi, phys, n, dst, at, dense, st):
+    """``n`` DELTA_BINARY_PACKED int32 or int64 values at ``b[p:hi]``, handed over as
+    `_plain` hands them (into ``dst[at:]``, or counted in ``dense``). What arrow's decoder
+    refuses is left (a header of other sizes than the spec's, a width past the type's, a
+    miniblock cut short, padding included), and so is a page whose header counts other than
+    ``n`` values. Sums wrap in the type's width, as arrow's do."""
+    bits = np.int64(32) if phys == INT32 else np.int64(64)
+    if at < 0 or n > dst.size - at:
+        _leave(st, L_PAGES)
+    per_block, p = _vlq(b, p, hi, 32, st)
+    minis, p = _vlq(b, p, hi, 32, st)
+    total, p = _vlq(b, p, hi, 32, st)
+    u, p = _vlq(b, p, hi, bits, st)
+    if per_block == 0 or per_block % 128 != 0 or minis == 0:
+        _leave(st, L_PAGES)
+    per_mini = per_block // minis
+    if per_mini == 0 or per_mini % 32 != 0 or total != n:
+        _leave(st, L_PAGES)
+    if n == 0:
+        return ZERO
+    cur = ((u >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(u & 1)
+    w = _put(cur, dst, at, ZERO, dense)
+    left = n - 1
+    while left > 0:  # a block: its least delta, its miniblocks' widths, its miniblocks
+        u, p = _vlq(b, p, hi, bits, st)
+        least = ((u >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(u & 1)
+        _has(p, minis, hi, st)
+        widths = p
+        p += minis
+        for i in range(minis):
+            if left == 0:
+                break
+            width = np.int64(b[widths + i])
+            if width > bits:
+                _leave(st, L_PAGES)
+            size = (per_mini * width) >> 3  # (whole bytes: per_mini is a multiple of 32)
+            _has(p, size, hi, st)
+            take = min(per_mini, left)
+            mask = np.int64(-1) if width == 64 else (np.int64(1) << width) - 1
+            words = width <= 56 and p + size + 8 <= b.size
+            for k in range(take):
+                bit = k * width
+                if words:
+                    x = (_load64(b, p + (bit >> 3)) >> (bit & 7)) & mask
+                else:
+                    x = np.int64(0)
+                    for j in range(width):
+                        q = bit + j
+                        x |= np.int64((b[p + (q >> 3)] >> (q & 7)) & 1) << j
+                cur = cur + least + x
+                if bits == 32:
+                    cur = ((cur + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+                w = _put(cur, dst, at, w, dense)
+            p += size
+            left -= take
+    return w
+
+
+@kernel(nogil=True)
+def _page_values(b, p, hi, enc, phys, nn, dictionary, ndict, values, at, tallies, dense, st):
+    """The ``nn`` non-null values of a data page (its values section at ``b[p:hi]``) into
+    ``values[at:]``, or their dictionary indices counted into ``tallies`` (see `_indices`),
+    or PLAIN and DELTA values into ``dense`` (`_put`). Returns the values written."""
     if enc == PLAIN:
-        _plain(b, p, hi, phys, nn, values, at, st)
-        return
+        return _plain(b, p, hi, phys, nn, values, at, dense, st)
+    if enc == DELTA_BINARY_PACKED:
+        return _delta(b, p, hi, phys, nn, values, at, dense, st)
     if enc != PLAIN_DICTIONARY and enc != RLE_DICTIONARY:
         _leave(st, L_ENCODING)
     if ndict < 0:
         _leave(st, L_PAGES)
     if nn == 0:
-        return
+        return ZERO
     _has(p, 1, hi, st)
     bw = np.int64(b[p])
     if bw > 32:
         _leave(st, L_PAGES)
     _indices(b, p + 1, hi, bw, nn, dictionary, ndict, values, at, tallies, st)
+    return ZERO if tallies.size > 0 else nn
 
 
 @kernel(nogil=True)
@@ -856,11 +977,12 @@ def _compressed(ptype, comp):
 
 @kernel(nogil=True)
 def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, valid, at,
-           tallies, zpages, unpacked, st):
+           tallies, dense, zpages, unpacked, st):
     """Decode the pages of one column chunk (``b[p:hi]``, ``nvals`` rows) into
     ``values[at:]`` and ``valid[at:]``. Where ``tallies`` is not empty (and ``valid`` is),
-    dictionary-encoded pages are counted into it instead (see `_indices`) and only PLAIN
-    pages' non-null values are written, back to back from ``values[at]``. A zstd chunk's
+    dictionary-encoded pages are counted into it instead (see `_indices`), PLAIN and DELTA
+    pages' non-null values into ``dense`` (`_put`), and only the values neither counts are
+    written, back to back from ``values[at]``. A zstd chunk's
     pages were decompressed by the caller into ``unpacked``, as `zstd_pages` listed them in
     ``zpages`` (this chunk's: rows ``st[W_PAGE]`` to ``st[W_PAGES]``; none listed: zstd is
     left). Returns ``(the nulls, the values written, the dictionary's entries)``."""
@@ -914,7 +1036,7 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
                 _leave(st, L_ROOM)
             if nv * size != top - lo:
                 _leave(st, L_PAGES)
-            _plain(src, lo, top, phys, nv, dictionary, ZERO, st)
+            _plain(src, lo, top, phys, nv, dictionary, ZERO, dense[:0], st)
             ndict = nv
             continue
         if nv > nvals - seen:
@@ -939,13 +1061,14 @@ def _chunk(b, p, hi, codec, phys, max_def, nvals, scratch, dictionary, values, v
             _has(lo + 4, n, top, st)
             nn = _levels(src, lo + 4, lo + 4 + n, nv, valid, here, st)
             lo += 4 + n
-        _page_values(src, lo, top, enc, phys, nn, dictionary, ndict, values, here, tallies, st)
+        w = _page_values(src, lo, top, enc, phys, nn, dictionary, ndict, values, here, tallies,
+                         dense, st)
         if not counting:
             if nn < nv:
                 _spread(values, valid, here, nv, nn)
             written += nv
-        elif enc == PLAIN:
-            written += nn
+        else:
+            written += w
         nulls += nv - nn
         seen += nv
     return nulls, written, ndict
@@ -1006,8 +1129,8 @@ def _footer(b, lo, hi, size, name, width, f, info, st):
 def _group(b, p, hi, leaves, leaf, phys, size, flen, left, st):
     """The RowGroup at ``p`` of a file of ``size`` bytes and a footer of ``flen``, which
     may hold at most ``left`` rows: ``(its rows, where the length column's chunk starts
-    in the file, its bytes, codec, 1 if the chunk has a dictionary page (else 0), next
-    position)``."""
+    in the file, its bytes, codec, 1 if the chunk lists only encodings the kernel decodes
+    (`_decodable`, else 0), next position)``."""
     seen, p = _struct(b, p, hi, ROW_GROUP_FIELDS, st)
     cols, rows = st[A_ROW_GROUP + 1], st[A_ROW_GROUP + 3]
     if cols < 0 or rows < 0 or rows > left:
@@ -1015,19 +1138,18 @@ def _group(b, p, hi, leaves, leaf, phys, size, flen, left, st):
     nc, t, q = _list(b, cols, hi, st)
     if nc != leaves or t != T_STRUCT:
         _leave(st, L_METADATA)
-    meta = (MISSING, MISSING, MISSING, MISSING, MISSING, MISSING)
+    meta = (MISSING, MISSING, MISSING, MISSING, MISSING, MISSING, MISSING)
     for k in range(nc):  # every one, as pyarrow parses (and checks) them all
         chunk, q = _column_chunk(b, q, hi, st[LEAF_AT + k], st)
         if k == leaf:
             meta = chunk
-    typ, codec, nvals, csize, data, dic = meta
+    typ, codec, nvals, csize, data, dic, encodings = meta
     if typ != phys or nvals != rows:
         _leave(st, L_METADATA)
-    dictionary = 0 < dic < data
-    start = dic if dictionary else data
+    start = dic if 0 < dic < data else data
     if rows and (start < 4 or csize > size - 8 - flen - start):
         _leave(st, L_METADATA)
-    return rows, start, csize, codec, np.int64(dictionary), p
+    return rows, start, csize, codec, _decodable(b, encodings, hi, st), p
 
 
 @kernel(nogil=True)
@@ -1086,8 +1208,8 @@ def _file(b, s, size, f, name, width, scratch, dictionary, values, valid, at, in
             st[W_PAGE], st[W_PAGES] = first[chunk], first[chunk + 1]
             chunk += 1
         nulls += _chunk(b, s + start, s + start + csize, codec, phys, max_def, rg_rows,
-                        scratch, dictionary, values, valid, at + rows, values[:0], zpages,
-                        unpacked, st)[0]
+                        scratch, dictionary, values, valid, at + rows, values[:0], values[:0],
+                        zpages, unpacked, st)[0]
         st[W_BAD] = L_METADATA
         rows += rg_rows
     if rows != num_rows:
@@ -1209,20 +1331,25 @@ def row_groups(tail, size, name, width, table, info, work):
 
 @kernel(nogil=True)
 def chunks(buf, starts, rows, codecs, phys, max_def, width, scratch, dictionary, tallies,
-           values, pairs, zpages, first, unpacked, work):
+           dense, values, pairs, zpages, first, unpacked, work):
     """Count the length column of column chunks lying back to back in ``buf`` (chunk ``k``:
     ``buf[starts[k]:starts[k + 1]]``, ``rows[k]`` rows, codec ``codecs[k]``; the physical
-    type, definition level and width `row_groups` found), never decoding what is
-    dictionary-encoded: each chunk's dictionary entries that occur go to ``pairs`` with
-    their rows (``pairs[0, i]`` a value, ``pairs[1, i]`` its rows), the non-null values of
-    PLAIN pages to ``values``. ``tallies`` (zeros, at least ``dictionary.size``) counts a
-    chunk's entries. The zstd chunks' pages are in ``unpacked``, as `zstd_pages` listed
-    them (``zpages``, ``first``). Returns ``(status, values written, pairs written,
-    nulls)``: status READ, or why the chunks are left (`L_ROOM`: ``work[W_NEED]`` bytes of
-    page lacked)."""
+    type, definition level and width `row_groups` found), decoding no value into an array
+    where it can count it: each chunk's dictionary entries that occur go to ``pairs`` with
+    their rows (``pairs[0, i]`` a value, ``pairs[1, i]`` its rows); the non-null values of
+    PLAIN and DELTA pages are counted in ``dense`` (``dense[v]``: the rows of value ``v``,
+    for the values the width holds below ``dense.size``), the others written to ``values``.
+    ``tallies`` (zeros, at least ``dictionary.size``) counts a chunk's entries; ``dense``
+    must be zeros too, and is left holding the counts. The zstd chunks' pages are in
+    ``unpacked``, as `zstd_pages` listed them (``zpages``, ``first``). Returns ``(status,
+    values written, pairs written, nulls)``: status READ, or why the chunks are left
+    (`L_ROOM`: ``work[W_NEED]`` bytes of page lacked; ``dense`` then holds what was counted
+    before)."""
     work[W_WHY] = READ
     work[W_NEED] = 0
     at, npairs, nulls = ZERO, ZERO, ZERO
+    if width < 64:  # (every value counted there must fit the width: see `_fits`)
+        dense = dense[:min(dense.size, np.int64(1) << (width - 1))]
     try:
         for k in range(rows.size):
             s, e = starts[k], starts[k + 1]
@@ -1232,8 +1359,8 @@ def chunks(buf, starts, rows, codecs, phys, max_def, width, scratch, dictionary,
             if zpages.shape[0]:
                 work[W_PAGE], work[W_PAGES] = first[k], first[k + 1]
             n0, w, ndict = _chunk(buf, s, e, codecs[k], phys, max_def, rows[k], scratch,
-                                  dictionary, values, values[:0], at, tallies, zpages,
-                                  unpacked, work)
+                                  dictionary, values, values[:0], at, tallies, dense,
+                                  zpages, unpacked, work)
             for j in range(at, at + w):
                 if not _fits(values[j], width):
                     _leave(work, L_RANGE)

@@ -127,7 +127,9 @@ OPTIONS = [
     ({"compression": "zstd", "compression_level": 19, "data_page_version": "2.0"}, True),
     ({"compression": "gzip"}, False),
     ({"compression": "lz4"}, False),
-    ({"column_encoding": {"length": "DELTA_BINARY_PACKED"}, "use_dictionary": False}, False),
+    ({"column_encoding": {"length": "DELTA_BINARY_PACKED"}, "use_dictionary": False}, True),
+    ({"column_encoding": {"length": "DELTA_BINARY_PACKED"}, "use_dictionary": False,
+      "data_page_version": "2.0", "data_page_size": 300, "write_batch_size": 50}, True),
     ({"column_encoding": {"length": "BYTE_STREAM_SPLIT"}, "use_dictionary": False}, False),
 ]
 

@@ -6,7 +6,9 @@ batch's counts into the next."""
 
 from __future__ import annotations
 
+import collections
 import io
+import itertools
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -122,15 +124,19 @@ def test_files_of_few_rows_are_pyarrows(tmp_path, monkeypatch):
 
 def test_dictionary_pages_hand_over_runs_not_values(tmp_path):
     """A dictionary-encoded column hands over its entries with their rows (no value
-    array); a PLAIN one its values; one whose dictionary overflowed, both."""
-    x = lengths(20000, seed=3, distinct=50)
+    array); a PLAIN one its values from 0 to `pages.DENSE` with their rows too, and only
+    the others as values; one whose dictionary overflowed, both."""
+    x = lengths(20000, seed=3, distinct=50)  # (-3 to 49)
     one = counted(write(tmp_path / "d.parquet", pa.table({"length": x})))[0]
     assert one is not None and [type(i) for i in one] == [Runs]
     assert one[0].values.size == 53 and one[0].samples == 20000
     plain = counted(write(tmp_path / "p.parquet", pa.table({"length": x}),
                           use_dictionary=False))[0]
     assert plain is not None and [type(i) for i in plain] == [Runs, Chunk]
-    assert plain[0].values.size == 0 and plain[1].samples == 20000
+    assert plain[0].values.tolist() == list(range(50))
+    assert set(plain[1].data.tolist()) == {-3, -2, -1}
+    assert plain[0].samples + plain[1].samples == 20000
+    assert same(histogram_of(plain, None), pyarrow_histogram(tmp_path / "p.parquet", None))
     y = lengths(20000, seed=4, distinct=10**6)
     both = counted(write(tmp_path / "b.parquet", pa.table({"length": y}),
                          dictionary_pagesize_limit=4096))[0]
@@ -262,6 +268,8 @@ BASES = [
     {"use_dictionary": False, "compression": "none", "row_group_size": 300},
     {"compression": "zstd", "data_page_size": 2000, "write_batch_size": 100},
     {"compression": "zstd", "data_page_version": "2.0", "use_dictionary": False},
+    {"column_encoding": {"length": "DELTA_BINARY_PACKED"}, "use_dictionary": False,
+     "data_page_size": 2000, "write_batch_size": 100},
 ]
 
 
@@ -320,9 +328,9 @@ def test_runs_add_up_as_chunks_of_their_lengths():
 
 def test_files_other_writers_write_are_counted_as_pyarrow_reads_them(tmp_path, monkeypatch):
     """Parquet as duckdb and polars write it (their layouts, encodings, row groups and page
-    sizes; nulls): the kernel counts every one whose length column has dictionary pages
-    (snappy, uncompressed, zstd), and leaves to pyarrow a file with none (PLAIN values,
-    which pyarrow decodes faster: duckdb writes row groups of 4,096 rows so); the numbers
+    sizes; nulls): the kernel counts every one whose length column's chunks list only
+    encodings it decodes (dictionary, PLAIN or DELTA pages; snappy, uncompressed, zstd), and
+    leaves to pyarrow, unread, one that lists another (BYTE_STREAM_SPLIT); the numbers
     are pyarrow's."""
     import duckdb
     import polars as pl
@@ -345,19 +353,28 @@ def test_files_other_writers_write_are_counted_as_pyarrow_reads_them(tmp_path, m
     df.with_columns(pl.col("length").cast(pl.Int32)).write_parquet(
         tmp_path / "pl_i32.parquet", compression="snappy", statistics=False,
         data_page_size=1024)
+    con.execute(f"COPY (SELECT * FROM read_parquet('{ref}')) TO "  # (its DELTA, not ours)
+                f"'{tmp_path / 'duck_v2'}.parquet' (FORMAT PARQUET, PARQUET_VERSION V2)")
+    write(tmp_path / "delta.parquet", pa.table({"length": x}), use_dictionary=False,
+          column_encoding={"length": "DELTA_BINARY_PACKED"})
+    write(tmp_path / "split.parquet", pa.table({"length": x}), use_dictionary=False,
+          column_encoding={"length": "BYTE_STREAM_SPLIT"})
+    decoded = {"PLAIN", "PLAIN_DICTIONARY", "RLE", "RLE_DICTIONARY", "BIT_PACKED",
+               "DELTA_BINARY_PACKED"}
     kernel = []
     for path in sorted(tmp_path.glob("*.parquet")):
         calls.clear()
         assert same(gp.histogram(path, cap=4000), pyarrow_histogram(path, 4000)), path.name
         md = pq.ParquetFile(path).metadata
         leaf = md.schema.names.index("length")
-        if any(md.row_group(g).column(leaf).has_dictionary_page
+        if any(set(md.row_group(g).column(leaf).encodings) <= decoded
                for g in range(md.num_row_groups)):
             assert calls and all(c is not None for c in calls), path.name
             kernel.append(path.stem)
         else:
             assert not calls, path.name  # pyarrow's
-    assert {"ref", "duck_u", "duck_z", "pl", "pl_u", "pl_z", "pl_i32"} <= set(kernel)
+    assert set(kernel) == {"ref", "duck", "duck_u", "duck_z", "duck_v2", "pl", "pl_u", "pl_z",
+                           "pl_i32", "delta"}
 
 
 @pytest.mark.parametrize("use_dictionary", [True, False])
@@ -384,3 +401,126 @@ def test_values_outside_the_width_leave_the_batch(tmp_path, monkeypatch, use_dic
             assert seen[0][0] == want
         finally:
             known.close()
+
+
+def _uleb(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v >> 7 else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def _zigzag(v: int) -> int:
+    return ((v << 1) ^ (v >> 63)) & (2**64 - 1)
+
+
+def delta_section(values: list[int], per_block: int = 256, minis: int = 4,
+                  total: int | None = None, unused_width: int = 0,
+                  first: bytes | None = None, width: int | None = None) -> bytes:
+    """``values`` DELTA_BINARY_PACKED with the header given (``total``: the count it claims;
+    ``unused_width``: the width byte of the last block's miniblocks that hold no value;
+    ``first``: the first value's bytes instead of its own; ``width``: the first
+    miniblock's width byte instead of its own), as the spec lays them out (and pyarrow
+    writes them: blocks of 256 values in 4 miniblocks)."""
+    out = _uleb(per_block) + _uleb(minis) + _uleb(len(values) if total is None else total)
+    out += first if first is not None else _uleb(_zigzag(values[0]))
+    per_mini = per_block // minis
+    deltas = [b - a for a, b in itertools.pairwise(values)]
+    for s in range(0, len(deltas), per_mini * minis):
+        block = deltas[s:s + per_mini * minis]
+        least = min(block)
+        groups = [[d - least for d in block[i:i + per_mini]]
+                  for i in range(0, len(block), per_mini)]
+        widths = [max(g).bit_length() for g in groups]
+        said = [width] + widths[1:] if width is not None and not s else widths
+        out += _uleb(_zigzag(least)) + bytes(said + [unused_width] * (minis - len(groups)))
+        for g, w in zip(groups, widths, strict=True):
+            bits = sum(v << (w * k) for k, v in enumerate(g))  # (padded with zeros)
+            out += bits.to_bytes((per_mini * w + 7) // 8, "little")
+    return out
+
+
+@pytest.mark.parametrize("t", [pa.int8(), pa.int16(), pa.int32(), pa.int64()])
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_delta_pages_are_counted_as_pyarrow_decodes_them(tmp_path, t, version):
+    """DELTA_BINARY_PACKED pages (int32 and int64, and the narrower types stored in them):
+    small lengths, the type's extremes (deltas that wrap), nulls, many small pages, v1 and
+    v2 pages: counted as pyarrow decodes them, value for value."""
+    info = np.iinfo(t.to_pandas_dtype())
+    rng = np.random.default_rng(len(str(t)))
+    n = 9000
+    for x in (rng.integers(-3, 5000, n), rng.choice([info.min, info.max, 0, -1, 1, 7], n),
+              rng.integers(info.min, info.max, n, endpoint=True)):
+        for nulls in (None, rng.random(n) < 0.1):
+            path = write(tmp_path / "d.parquet", pa.table({"length": pa.array(
+                x.astype(t.to_pandas_dtype()), t, mask=nulls)}), use_dictionary=False,
+                column_encoding={"length": "DELTA_BINARY_PACKED"}, row_group_size=4000,
+                data_page_version=version, data_page_size=2000, write_batch_size=300)
+            pf = pq.ParquetFile(path)
+            for g, items in enumerate(counted(path)):
+                assert items is not None
+                col = pf.read_row_group(g).column(0)
+                tally: collections.Counter[int] = collections.Counter()
+                for item in items:
+                    pairs = zip(item.values.tolist(), item.counts.tolist(), strict=True) \
+                        if isinstance(item, Runs) else ((v, 1) for v in item.data.tolist())
+                    for v, c in pairs:
+                        tally[v] += c
+                assert tally == collections.Counter(col.drop_null().to_pylist())
+                assert sum(i.nulls for i in items if isinstance(i, Runs)) == col.null_count
+
+
+def test_forged_delta_headers_end_in_pyarrows_numbers_or_one_line(tmp_path):
+    """A DELTA page's header as arrow's decoder checks it: block sizes the spec allows but
+    pyarrow does not write (blocks of 128 values in 4 miniblocks, parquet-mr's; 256 in 8;
+    35 miniblocks of 32 in a block of 1,152) read as pyarrow reads them, and so is a wild
+    width in a miniblock no value uses; sizes it refuses (no values a block, not a multiple
+    of 128; no miniblocks, miniblocks not a multiple of 32), a width past 64 bits, a value
+    count unlike the page's and a first value past 64 bits are left, and give pyarrow's
+    refusal or numbers. (Each page is a PLAIN page pyarrow wrote, its encoding byte made
+    DELTA's and its values replaced, with room to spare: both decoders ignore the rest.)"""
+    rng = np.random.default_rng(8)
+    steps = rng.integers(0, 50, 3000) * (np.arange(3000) // 32 % 2 == 0)
+    values = [int(v) for v in 100 + np.cumsum(steps)]  # (32 steps, then 32 repeats)
+    path = write(tmp_path / "base.parquet", pa.table({"length": pa.array(values, pa.int64())},
+                 schema=pa.schema([pa.field("length", pa.int64(), nullable=False)])),
+                 use_dictionary=False, compression="none", data_page_size=1 << 20)
+    data = bytearray(path.read_bytes())
+    col = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    end = col.data_page_offset + col.total_compressed_size
+    start = end - 8 * len(values)  # the PLAIN values: the page's last bytes
+    plain = data.index(b"\x15" + _uleb(_zigzag(len(values))) + b"\x15\x00",
+                       col.data_page_offset) + 4  # (num_values, then encoding: PLAIN)
+    assert data[plain] == 0 and plain < start
+    data[plain] = _zigzag(5)  # DELTA_BINARY_PACKED
+    forged = {
+        "as pyarrow writes": delta_section(values), "128 in 4": delta_section(values, 128, 4),
+        "256 in 8": delta_section(values, 256, 8), "1152 in 35": delta_section(values, 1152, 35),
+        "wild unused width": delta_section(values, unused_width=200),
+        "no values a block": _uleb(0) + delta_section(values)[len(_uleb(256)):],
+        "64 a block": delta_section(values, 64, 2), "no miniblocks": delta_section(values, 128, 1)
+        .replace(_uleb(128) + _uleb(1), _uleb(128) + _uleb(0), 1),
+        "42 a miniblock": delta_section(values, 128, 3),
+        "width 65": delta_section(values, width=65),
+        "count - 1": delta_section(values, total=2999),
+        "count + 1": delta_section(values, total=3001),
+        "first past 64 bits": delta_section(values, first=b"\x80" * 9 + b"\x02"),
+    }
+    assert len(set(forged.values())) == len(forged)
+    read = set()
+    for name, section in forged.items():
+        f = tmp_path / "f.parquet"
+        f.write_bytes(bytes(data[:start] + section.ljust(end - start, b"\0") + data[end:]))
+        want = pyarrow_histogram(f, None)
+        items = counted(f)[0]
+        if items is not None:
+            read.add(name)
+            assert same(histogram_of(items, None), want), name
+        try:
+            assert same(gp.histogram(f), want), name
+        except ProfilerError as exc:
+            assert want is None and "\n" not in str(exc), name
+    assert read == {"as pyarrow writes", "128 in 4", "256 in 8", "1152 in 35",
+                    "wild unused width"}

@@ -7,10 +7,10 @@ statistics say every value is equal (min == max, null count known) is counted fr
 footer without reading it (`parquet_stats`, in a helper process); by default every value is
 read, since nothing but reading proves a footer right, and the default path never asks
 pyarrow for a column chunk's metadata (its accessor aborts the process on some malformed
-footers instead of raising). Where the kernel counts the column (`pages`: a dictionary-
-encoded signed integer column of `pages.MIN_ROWS` rows or more), the schema is told and the
-row groups found without pyarrow (`schema`, `pages.footer`), which is then loaded only for
-what the kernel leaves: a process that counts such files never loads it.
+footers instead of raising). Where the kernel counts the column (`pages`: a signed integer
+column, PLAIN, DELTA or dictionary-encoded, of `pages.MIN_ROWS` rows or more), the schema is told
+and the row groups found without pyarrow (`schema`, `pages.footer`), which is then loaded
+only for what the kernel leaves: a process that counts such files never loads it.
 
 Files are read with positioned reads through a bounded buffer, never memory-mapped (mapped
 pages would count toward the resident set). A footer is kept with the version of the file
@@ -396,9 +396,8 @@ class _File:
 
 def _pages(f: _File, spec: LengthSpec, width: int) -> pages.Pages | None:
     """The kernel's reading of the file (`pages`), or None where pyarrow reads its column
-    (one with no dictionary page in any row group: PLAIN values, which pyarrow decodes as
-    fast or faster, 6-30% for most writers and codecs, in less memory:
-    bench/results/layouts.md)."""
+    (no row group's chunk lists only encodings the kernel decodes: BYTE_STREAM_SPLIT
+    values, never read here twice)."""
     try:
         fd = os.open(f.path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

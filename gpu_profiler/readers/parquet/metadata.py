@@ -77,13 +77,13 @@ def row_groups(tail: np.ndarray, size: int, name: np.ndarray, width: int, table:
 
 def chunks(buf: np.ndarray, starts: np.ndarray, rows: np.ndarray, codecs: np.ndarray,
            phys: int, max_def: int, width: int, scratch: np.ndarray, dictionary: np.ndarray,
-           tallies: np.ndarray, values: np.ndarray, pairs: np.ndarray, unzstd: Unzstd,
-           work: np.ndarray) -> tuple[int, ...]:
+           tallies: np.ndarray, dense: np.ndarray, values: np.ndarray, pairs: np.ndarray,
+           unzstd: Unzstd, work: np.ndarray) -> tuple[int, ...]:
     """Count the column chunks back to back in ``buf`` (see
     `gpu_profiler.kernels.parquet.chunks`), their zstd pages decompressed in ``unzstd``:
     ``(status, values written, pairs written, nulls)``."""
     return native.kernel("parquet_chunks")(buf, starts, rows, codecs, phys, max_def, width,
-                                           scratch, dictionary, tallies, values, pairs,
+                                           scratch, dictionary, tallies, dense, values, pairs,
                                            unzstd.zpages, unzstd.first, unzstd.unpacked, work)
 
 

@@ -4,13 +4,14 @@ the kernel (each row group's column chunk: where, how large, which codec; pyarro
 column-chunk accessor is never asked, see `gpu_profiler.readers.parquet`), then each batch's
 column chunks read with positioned reads into one buffer and counted by one kernel call
 without decoding: a dictionary-encoded page's indices are counted per dictionary entry (a
-run of one index is one addition), and what the reader hands over is each entry's value
-with its rows (`Runs`; the values of PLAIN pages, if any, as a `Chunk`). No value array
-and no Arrow memory is made (bench/results/layouts.md).
+run of one index is one addition), a PLAIN or DELTA page's values per value (`DENSE` of
+them, each one addition), and what the reader hands over is each value with its rows
+(`Runs`; the values past `DENSE`, if any, as a `Chunk`). No value array and no Arrow
+memory is made (bench/results/layouts.md).
 
-The reader hands it only files whose length column has a dictionary page (every writer's
-default; a column of PLAIN pages only is pyarrow's, which decodes it as fast or faster).
-zstd pages (polars' and duckdb's default) are decompressed by pyarrow's own codec
+The reader hands it the files whose length column's chunks list only encodings the kernel
+decodes (PLAIN, DELTA_BINARY_PACKED, dictionary; a BYTE_STREAM_SPLIT column is pyarrow's,
+unread here). zstd pages (polars' and duckdb's default) are decompressed by pyarrow's own codec
 (`metadata.Unzstd`) and counted by the kernel as the others. What the kernel does not
 decode (another codec; another encoding; a nested, unsigned or logical-typed column; a
 batch of more than `MOST_ROWS` rows; damage) it leaves, and so does this module: `decode`
@@ -60,6 +61,9 @@ MOST_BYTES = 256 << 20
 #: Bytes of decompressed page the kernel is first given (pyarrow writes pages of 1 MiB),
 #: and the most it is given after it asks for more.
 PAGE_BYTES, MOST_PAGE = 1 << 20, 1 << 28
+#: PLAIN values below this are counted by the kernel (a thread's counts: 1 MiB, which
+#: stays in its cache), the rest handed over as values.
+DENSE = 1 << 17
 
 
 def width(schema: Any, spec: LengthSpec) -> int | None:
@@ -73,7 +77,8 @@ def width(schema: Any, spec: LengthSpec) -> int | None:
 @dataclass
 class Pages:
     """One open file's row groups as the kernel found them: ``table[g]`` = (rows, where the
-    length column's chunk starts, its bytes, codec, 1 if it has a dictionary page)."""
+    length column's chunk starts, its bytes, codec, 1 if it lists only encodings the kernel
+    decodes)."""
 
     fd: int
     table: np.ndarray
@@ -153,6 +158,7 @@ class _Buffers(threading.local):
         self.page = 0
         self.rows = 0
         self.buf = np.empty(0, np.uint8)
+        self.dense = np.zeros(0, np.int64)  # (zero between calls; made at the first)
         self.unzstd = parsers.Unzstd()
 
     def fit(self, nbytes: int, rows: int, page: int) -> None:
@@ -162,6 +168,8 @@ class _Buffers(threading.local):
         if rows > self.rows:
             self.rows = rows
             self.values = np.empty(rows, np.int64)
+        if self.dense.size != DENSE:
+            self.dense = np.zeros(DENSE, np.int64)
         if page > self.page:
             self.page = page
             self.scratch = np.empty(page, np.uint8)
@@ -175,9 +183,9 @@ _buffers = _Buffers()
 
 def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
     """Row groups ``groups``' lengths, counted by one kernel call: the `Runs` of their
-    dictionaries' entries and the `Chunk` of the values of their PLAIN pages, if any (None:
-    the kernel leaves them, or they hold more than `MOST_ROWS` rows or `MOST_BYTES`;
-    pyarrow's then)."""
+    dictionaries' entries and of their PLAIN values below `DENSE`, and the `Chunk` of the
+    other PLAIN values, if any (None: the kernel leaves them, or they hold more than
+    `MOST_ROWS` rows or `MOST_BYTES`; pyarrow's then)."""
     table = pages.table[groups]
     rows = table[:, 0]
     n = int(rows.sum())
@@ -201,17 +209,21 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
         pairs = b.pairs if room <= b.pairs.shape[1] else np.empty((2, room), np.int64)
         status, got, npairs, nulls = parsers.chunks(
             b.buf, starts, rows, codecs, pages.phys, pages.max_def, pages.width, b.scratch,
-            b.dictionary, b.tallies, b.values, pairs, b.unzstd, work)
+            b.dictionary, b.tallies, b.dense, b.values, pairs, b.unzstd, work)
         if status != fmt.READ:
             b.tallies[:] = 0  # (left mid-chunk: its counts stay)
+            b.dense[:] = 0
         need = int(work[fmt.W_NEED])
         if status != fmt.L_ROOM or not b.page < need <= MOST_PAGE:
             break
         b.fit(0, 0, need)
     if status != fmt.READ:
         return None
-    out: list[Chunk | Runs] = [Runs(pairs[0, :npairs].copy(), pairs[1, :npairs].copy(),
+    seen = np.flatnonzero(b.dense)
+    out: list[Chunk | Runs] = [Runs(np.concatenate([pairs[0, :npairs], seen]),
+                                    np.concatenate([pairs[1, :npairs], b.dense[seen]]),
                                     int(nulls))]
+    b.dense[seen] = 0
     if got:
         out.append(Chunk(b.values[:got].copy()))
     return out

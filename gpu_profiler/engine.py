@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -263,6 +262,8 @@ def check_schemas(parts: list[Part], like: tuple[str, Any], spec: LengthSpec) ->
     parts = [p for p in parts if unlike(p, like)]
     if not parts:
         return
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(cores(), thread_name_prefix="gpu-profiler-plan") as pool:
         schemas = pool.map(planning_schema, parts)
         for part, schema in zip(parts, schemas, strict=True):

@@ -123,6 +123,10 @@ def test_a_profile_loads_what_it_runs(corpus):
     hf = str(corpus[0])
     built, loaded = json.loads(run(code, "profile", hf, "-q", "-f", "json").splitlines()[-1])
     assert built == [1] and "gpu_profiler.api" in loaded and not lazy & set(loaded)
+    assert "gpu_profiler.analysis.bounds" in loaded  # (one bucket has every batch: advised)
+    built, loaded = json.loads(run(code, "profile", hf, "-q", "-f", "json", "--bounds",
+                                   "0,100,200,301").splitlines()[-1])
+    assert "gpu_profiler.analysis.bounds" not in loaded  # (no bucket dominates: no proposal)
     built, loaded = json.loads(run(code, "profile", hf, "-q", "-f", "json", "--fail-if",
                                    "p99>1e9", "--group-by", "@file").splitlines()[-1])
     assert {"gpu_profiler.gates", "gpu_profiler.groups"} <= set(loaded)

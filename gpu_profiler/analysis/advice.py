@@ -24,21 +24,22 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpu_profiler.analysis.bounds import Proposal, Suggestion, suggest_bounds
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable, pct
 from gpu_profiler.analysis.interleave import min_run
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
 
-if TYPE_CHECKING:  # (a schedule is advised where one was simulated)
+if TYPE_CHECKING:  # (a schedule is advised where one was simulated; bounds proposed where
+    # a bucket dominates: imported then)
+    from gpu_profiler.analysis.bounds import Proposal, Suggestion
     from gpu_profiler.analysis.schedule import ScheduleResult
 
 #: The proposals the advice chooses from.
 ADVISED = ("equal-samples", "equal-tokens", "equal-batches", "min-padding")
 
 #: The results that carry an advice.
-Advised = TypeVar("Advised", BucketTable, "ScheduleResult", Suggestion)
+Advised = TypeVar("Advised", BucketTable, "ScheduleResult", "Suggestion")
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,8 @@ def advise(hist: LengthHistogram, params: BucketParams | None = None,
     run = min_run(counts) if sum(1 for c in counts if c) > 1 else None
     proposal = None
     if not current.unbatchable_samples:  # else no bounds batch every sample: suggest refuses
+        from gpu_profiler.analysis.bounds import suggest_bounds
+
         s = suggestion or suggest_bounds(hist, k, p, drop_last=drop_last, current=current)
         proposal = _pick([q for q in s.proposals if q.method in ADVISED], top.batch_pct)
     if proposal is None and run is None:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +18,9 @@ from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.errors import ProfilerError
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram, auto_cap
 from gpu_profiler.kernels import stats as col
+
+if TYPE_CHECKING:  # (imported where a pool starts: ~3 ms a process that needs none)
+    from concurrent.futures import ThreadPoolExecutor
 
 _STRIDE = 16  # int64s between blocks' stats rows: 128 bytes, never one cache line
 _MAX_BLOCK = 1 << 30  # samples per block and call at most
@@ -42,6 +44,8 @@ def cores() -> int:
 
 @cache
 def _pool() -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor
+
     return ThreadPoolExecutor(max(1, cores() - 1), thread_name_prefix="gpu-profiler-cpu")
 
 

@@ -10,7 +10,6 @@ import gc
 import os
 import stat
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -100,6 +99,8 @@ def _native(paths: Sequence[str], follow: bool, width: int
     kernel = native.kernel("look")
     threads = min(THREADS, -(-len(paths) // PER_THREAD))
     cuts = [len(paths) * k // threads for k in range(threads + 1)]
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(threads, thread_name_prefix="gpu-profiler-list") as pool:
         for _ in pool.map(lambda k: kernel(blob, starts, cuts[k], cuts[k + 1], follow,
                                            OPEN_FLAGS, np.empty(STATX_WORDS, np.uint64),

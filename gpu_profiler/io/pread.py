@@ -20,14 +20,17 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpu_profiler.errors import ProfilerError
+
+if TYPE_CHECKING:  # (imported where the pool starts)
+    from concurrent.futures import ThreadPoolExecutor
 
 #: Page size the coalescing rounds to: merging two ranges never adds a page neither touches.
 PAGE = 4096
@@ -59,6 +62,8 @@ _executor: ThreadPoolExecutor | None = None
 def _pool() -> ThreadPoolExecutor:
     global _executor
     if _executor is None:
+        from concurrent.futures import ThreadPoolExecutor
+
         _executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="gpu-profiler-read")
     return _executor
 

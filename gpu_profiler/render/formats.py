@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_profiler.analysis.buckets import BucketTable
 from gpu_profiler.histogram import PERCENTILES
+
+if TYPE_CHECKING:  # (imported where CSV is written)
+    import csv
 
 #: The one CSV schema of ``profile`` (README, "CSV"): a row per bucket and an ``all`` row
 #: per split, of the bucket table (policy ``table``) and of each ``--policy``. On ``all``
@@ -34,6 +36,8 @@ def to_csv(result: Any) -> str:
     """A profile in the `PROFILE_CSV` schema (and `COST_CSV` with a cost model); a grouped
     one (``--group-by``) has a first column ``group``, empty on the corpus's rows, and ends
     with each group's bucket table."""
+    import csv
+
     out = io.StringIO()
     priced = not result.table.params.cost.is_default
     grouped = bool(getattr(result, "groups", None))

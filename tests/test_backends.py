@@ -144,6 +144,38 @@ def test_auto_cap_equals_one_pass_at_the_longest_length(backend, parts):
     assert backend.histogram((Chunk(p) for p in parts), None) == want
 
 
+@settings(max_examples=scaled(100, 8), deadline=None)
+@given(parts=st.lists(hnp.arrays(st.sampled_from([np.int64, np.uint32]), st.integers(2, 60),
+                                 elements=st.integers(0, 300_000)), min_size=1, max_size=6))
+def test_auto_cap_widens_over_offsets_as_numpy(backend, parts):
+    """cap=None over chunks of offsets (int64, and uint32 whose negative differences are
+    invalid): a later chunk's longer lengths widen the bins (the numba backend bins only
+    those again, `_above`) to the numpy reference's result."""
+    chunks = [Chunk(np.sort(p) if k % 2 else p, offsets=True) for k, p in enumerate(parts)]
+    assert backend.histogram(iter(chunks), None) == REF.histogram(iter(chunks), None)
+
+
+def test_widening_bins_every_length_past_the_cap(backend):
+    """The lengths just past the bins the first chunk sized (and far past them, and below
+    them, and a negative difference of uint32 offsets) in a later chunk of values or
+    offsets: widened bins hold each once, as numpy's one pass does."""
+    from gpu_profiler.backends.numba_backend import _roomy
+
+    top = _roomy(1000)
+    for dtype in (np.int64, np.uint32):
+        lengths = np.array([top, top + 1, top + 2, 5 * top, 3], np.int64)
+        for offsets in (False, True):
+            first = np.array([1000, 7], dtype)
+            later = lengths.astype(dtype)
+            if offsets:
+                first = np.concatenate([[0], np.cumsum(first)]).astype(dtype)
+                later = np.concatenate([[50, 0], np.cumsum(lengths)]).astype(dtype)
+            chunks = [Chunk(first, offsets=offsets), Chunk(later, offsets=offsets)]
+            want = REF.histogram(iter(chunks), None)
+            assert backend.histogram(iter(chunks), None) == want
+            assert all(want.counts[v] == 1 for v in (top, top + 1, top + 2, 5 * top))
+
+
 def test_auto_cap_is_sized_by_lengths_only(backend):
     """cap=None sizes its bins by the first chunk's lengths (the numba backend by their
     max, before binning them): a value under a null, outside the segments read, an offset

@@ -17,9 +17,6 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.prefetch import prefetched
 from gpu_profiler.progress import ScanProgress
-
-if TYPE_CHECKING:  # (the pool's module is imported where tasks run on one: ~3 ms)
-    from concurrent.futures import Future
 from gpu_profiler.readers import Part, Reading
 from gpu_profiler.readers.arrow import coalesce
 from gpu_profiler.readers.base import (
@@ -32,6 +29,9 @@ from gpu_profiler.readers.base import (
     unlike,
 )
 from gpu_profiler.runs import Run, Runs, RunTally
+
+if TYPE_CHECKING:  # (the pool's module is imported where tasks run on one: ~3 ms)
+    from concurrent.futures import Future
 
 #: Bytes of a task, at least and at most: consecutive parts run together until they hold
 #: about ``total / (TASKS_PER_WORKER x workers)`` bytes, so that thousands of small shards

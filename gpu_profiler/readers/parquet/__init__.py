@@ -8,9 +8,9 @@ footer without reading it (`parquet_stats`, in a helper process); by default eve
 read, since nothing but reading proves a footer right, and the default path never asks
 pyarrow for a column chunk's metadata (its accessor aborts the process on some malformed
 footers instead of raising). Where the kernel counts the column (`pages`: a signed integer
-column, PLAIN, DELTA or dictionary-encoded, of `pages.MIN_ROWS` rows or more), the schema is told
-and the row groups found without pyarrow (`schema`, `pages.footer`), which is then loaded
-only for what the kernel leaves: a process that counts such files never loads it.
+column, PLAIN, DELTA or dictionary-encoded, of `pages.MIN_ROWS` rows or more), the schema is
+told and the row groups found without pyarrow (`schema`, `pages.footer`), which is then
+loaded only for what the kernel leaves: a process that counts such files never loads it.
 
 Files are read with positioned reads through a bounded buffer, never memory-mapped (mapped
 pages would count toward the resident set). A footer is kept with the version of the file

@@ -11,12 +11,12 @@ memory is made (bench/results/layouts.md).
 
 The reader hands it the files whose length column's chunks list only encodings the kernel
 decodes (PLAIN, DELTA_BINARY_PACKED, dictionary; a BYTE_STREAM_SPLIT column is pyarrow's,
-unread here). zstd pages (polars' and duckdb's default) are decompressed by pyarrow's own codec
-(`metadata.Unzstd`) and counted by the kernel as the others. What the kernel does not
-decode (another codec; another encoding; a nested, unsigned or logical-typed column; a
-batch of more than `MOST_ROWS` rows; damage) it leaves, and so does this module: `decode`
-returns None and the caller hands those row groups to pyarrow, which reads them or gives
-the file's one-line error. The kernel's numbers are pyarrow's, bit for bit
+unread here). zstd pages (polars' and duckdb's default) are decompressed by pyarrow's own
+codec (`metadata.Unzstd`) and counted by the kernel as the others. What the kernel does not
+decode (another codec; another encoding; a nested, unsigned or logical-typed column; a batch
+of more than `MOST_ROWS` rows; damage) it leaves, and so does this module: `decode` returns
+None and the caller hands those row groups to pyarrow, which reads them or gives the file's
+one-line error. The kernel's numbers are pyarrow's, bit for bit
 (tests/test_parquet_pages.py)."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ MOST_BYTES = 256 << 20
 #: Bytes of decompressed page the kernel is first given (pyarrow writes pages of 1 MiB),
 #: and the most it is given after it asks for more.
 PAGE_BYTES, MOST_PAGE = 1 << 20, 1 << 28
-#: PLAIN values below this are counted by the kernel (a thread's counts: 1 MiB, which
+#: PLAIN and DELTA values below this are counted by the kernel (a thread's counts: 1 MiB, which
 #: stays in its cache), the rest handed over as values.
 DENSE = 1 << 17
 
@@ -183,8 +183,8 @@ _buffers = _Buffers()
 
 def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
     """Row groups ``groups``' lengths, counted by one kernel call: the `Runs` of their
-    dictionaries' entries and of their PLAIN values below `DENSE`, and the `Chunk` of the
-    other PLAIN values, if any (None: the kernel leaves them, or they hold more than
+    dictionaries' entries and of their PLAIN and DELTA values below `DENSE`, and the `Chunk`
+    of their other values, if any (None: the kernel leaves them, or they hold more than
     `MOST_ROWS` rows or `MOST_BYTES`; pyarrow's then)."""
     table = pages.table[groups]
     rows = table[:, 0]

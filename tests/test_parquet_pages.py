@@ -110,6 +110,29 @@ def test_write_options(tmp_path, options, read, nulls):
         assert same(gp.histogram(path, cap=cap), pyarrow_histogram(path, cap))
 
 
+def test_a_batch_with_a_chunk_of_another_encoding_is_left_unread(tmp_path, monkeypatch):
+    """A row group whose chunk lists an encoding the kernel does not decode (as a footer
+    may for one row group of many) leaves its batch before any chunk is read; the others
+    are counted."""
+    reads = []
+    real = pages._pread
+    monkeypatch.setattr(pages, "_pread", lambda fd, into, at: reads.append(at) or
+                        real(fd, into, at))
+    path = write(tmp_path / "m.parquet", pa.table({"length": lengths(3000, 2)}),
+                 row_group_size=1000)
+    fd = os.open(path, os.O_RDONLY)
+    known = pages.open_pages(fd, os.fstat(fd).st_size, "length", 64)
+    assert known is not None
+    try:
+        known.table[1, 4] = 0  # (its encodings list BYTE_STREAM_SPLIT, say)
+        reads.clear()
+        assert pages.decode(known, [0, 1]) is None and not reads
+        assert pages.decode(known, [1]) is None and not reads
+        assert pages.decode(known, [0, 2]) is not None and reads
+    finally:
+        known.close()
+
+
 def test_files_of_few_rows_are_pyarrows(tmp_path, monkeypatch):
     """Under `MIN_ROWS` rows (in the row groups to read), a file is pyarrow's: the kernel's
     own set-up costs more than it saves there."""

@@ -185,13 +185,14 @@ def decode(pages: Pages, groups: list[int]) -> list[Chunk | Runs] | None:
     """Row groups ``groups``' lengths, counted by one kernel call: the `Runs` of their
     dictionaries' entries and of their PLAIN and DELTA values below `DENSE`, and the `Chunk`
     of their other values, if any (None: the kernel leaves them, or they hold more than
-    `MOST_ROWS` rows or `MOST_BYTES`; pyarrow's then)."""
+    `MOST_ROWS` rows or `MOST_BYTES`, or a chunk of a codec or encoding it does not decode;
+    pyarrow's then)."""
     table = pages.table[groups]
     rows = table[:, 0]
     n = int(rows.sum())
     codecs = table[:, 3]
-    if n > MOST_ROWS or not np.isin(codecs, CODECS).all():
-        return None
+    if n > MOST_ROWS or not np.isin(codecs, CODECS).all() or not table[:, 4].all():
+        return None  # (a chunk of another encoding, e.g. BYTE_STREAM_SPLIT: left unread)
     starts = np.zeros(len(groups) + 1, np.int64)
     np.cumsum(table[:, 2], out=starts[1:])
     if starts[-1] > MOST_BYTES:

@@ -82,6 +82,18 @@ def pyarrow_histogram(data: bytes | Path, cap: int | None, group: int | None = N
     return get_backend("numpy").histogram([Chunk(values, valid)], cap)
 
 
+def assert_values(items: list[Chunk | Runs], col: pa.ChunkedArray) -> None:
+    """What the kernel handed over holds ``col``'s values, each as often, and its nulls."""
+    tally: collections.Counter[int] = collections.Counter()
+    for item in items:
+        pairs = zip(item.values.tolist(), item.counts.tolist(), strict=True) \
+            if isinstance(item, Runs) else ((v, 1) for v in item.data.tolist())
+        for v, c in pairs:
+            tally[v] += c
+    assert tally == collections.Counter(col.drop_null().to_pylist())
+    assert sum(i.nulls for i in items if isinstance(i, Runs)) == col.null_count
+
+
 def same(a: LengthHistogram | None, b: LengthHistogram | None) -> bool:
     """Equal, the above-cap token sums compared mod 2**64 (a backend's wraps there; a scan
     makes it exact, and the kernel's runs add it exactly)."""
@@ -486,15 +498,7 @@ def test_delta_pages_are_counted_as_pyarrow_decodes_them(tmp_path, t, version):
             pf = pq.ParquetFile(path)
             for g, items in enumerate(counted(path)):
                 assert items is not None
-                col = pf.read_row_group(g).column(0)
-                tally: collections.Counter[int] = collections.Counter()
-                for item in items:
-                    pairs = zip(item.values.tolist(), item.counts.tolist(), strict=True) \
-                        if isinstance(item, Runs) else ((v, 1) for v in item.data.tolist())
-                    for v, c in pairs:
-                        tally[v] += c
-                assert tally == collections.Counter(col.drop_null().to_pylist())
-                assert sum(i.nulls for i in items if isinstance(i, Runs)) == col.null_count
+                assert_values(items, pf.read_row_group(g).column(0))
 
 
 def test_forged_delta_headers_end_in_pyarrows_numbers_or_one_line(tmp_path):
@@ -577,14 +581,6 @@ def test_apache_files_are_counted_as_pyarrow_reads_them():
                                                                "ZSTD")
                               and "BYTE_STREAM_SPLIT" not in chunk.encodings))
                     continue
-                col = pf.read_row_group(g, columns=[field.name]).column(0)
-                tally: collections.Counter[int] = collections.Counter()
-                for item in items:
-                    pairs = zip(item.values.tolist(), item.counts.tolist(), strict=True) \
-                        if isinstance(item, Runs) else ((v, 1) for v in item.data.tolist())
-                    for v, c in pairs:
-                        tally[v] += c
-                assert tally == collections.Counter(col.drop_null().to_pylist()), path.name
-                assert sum(i.nulls for i in items if isinstance(i, Runs)) == col.null_count
+                assert_values(items, pf.read_row_group(g, columns=[field.name]).column(0))
                 read += 1
     assert read > 100 and left and not any(decoded for _, decoded in left), left

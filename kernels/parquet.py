@@ -162,10 +162,16 @@ def _varint(b, p, hi, st, most):
     return v, p
 
 
+@kernel(inline="always")
+def _unzig(u):
+    """The signed integer the zigzag code ``u`` stands for."""
+    return ((u >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(u & 1)
+
+
 @kernel(nogil=True)
 def _zigzag(b, p, hi, st, most):
     v, p = _varint(b, p, hi, st, most)
-    return ((v >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(v & 1), p
+    return _unzig(v), p
 
 
 @kernel(nogil=True)
@@ -830,21 +836,13 @@ def _plain(b, p, hi, phys, n, dst, at, dense, st):
 
 @kernel(nogil=True)
 def _vlq(b, p, hi, bits, st):
-    """``(the ULEB128 integer at p, next position)``: one of ``bits`` bits (32 or 64), in 5
-    or 10 bytes at most, or the page is left (arrow's reader takes no more)."""
-    v = np.int64(0)
-    most = 5 if bits == 32 else 10
-    for k in range(most):
-        _has(p, 1, hi, st)
-        c = np.int64(b[p])
-        p += 1
-        if k == most - 1 and c >> (bits - 7 * k) != 0:  # (bits past the width, or more)
-            _leave(st, L_PAGES)
-        v |= (c & 0x7F) << (7 * k)
-        if c < 0x80:
-            return v, p
-    _leave(st, L_PAGES)
-    return v, p
+    """``(the ULEB128 integer at p, next position)`` (`_varint`): one of ``bits`` bits (32
+    or 64), in 5 or 10 bytes at most, or the page is left (arrow's reader takes no more)."""
+    most = VARINT32 if bits == 32 else VARINT64
+    v, q = _varint(b, p, hi, st, most)
+    if q - p == most and np.int64(b[q - 1]) >> (bits - 7 * (most - 1)) != 0:
+        _leave(st, L_PAGES)  # (its last byte holds bits past the width)
+    return v, q
 
 
 @kernel(nogil=True)
@@ -868,12 +866,12 @@ def _delta(b, p, hi, phys, n, dst, at, dense, st):
         _leave(st, L_PAGES)
     if n == 0:
         return ZERO
-    cur = ((u >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(u & 1)
+    cur = _unzig(u)
     w = _put(cur, dst, at, ZERO, dense)
     left = n - 1
     while left > 0:  # a block: its least delta, its miniblocks' widths, its miniblocks
         u, p = _vlq(b, p, hi, bits, st)
-        least = ((u >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(u & 1)
+        least = _unzig(u)
         _has(p, minis, hi, st)
         widths = p
         p += minis

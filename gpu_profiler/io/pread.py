@@ -55,6 +55,8 @@ WORKERS = 8
 #: Each piece sits at the same offset modulo this in the buffer as in the file, so buffers
 #: aligned in the file are aligned in memory (and direct reads land on aligned addresses).
 ALIGN = SECTOR
+#: Window buffers a file keeps for reuse (chunks read ahead may still use a few).
+WINDOWS_KEPT = 6
 
 _executor: ThreadPoolExecutor | None = None
 
@@ -265,6 +267,7 @@ class PositionedFile:
         self.granule = SECTOR if self._direct >= 0 else PAGE
         self.mapped = mode == "mapped" or cached >= WARM
         self._maps: list[np.ndarray] = []  # mapped windows, until nothing else uses them
+        self._buffers = Reuse(WINDOWS_KEPT)  # read windows, reused once nothing uses them
 
     def close(self) -> None:
         for fd in (self.fd, self._direct):
@@ -284,29 +287,64 @@ class PositionedFile:
         n = max(0, min(n, self.size - offset))
         return self.fetch(np.array([offset], np.int64), np.array([offset + n], np.int64), into)
 
-    def window(self, offset: int, n: int, into: np.ndarray | None = None) -> Fetched:
+    def window(self, offset: int, n: int) -> Fetched:
         """The bytes ``[offset, offset + n)`` (clipped to the file): mapped where they lie in
-        the page cache if :attr:`mapped`, else read (into ``into``, as :meth:`read`).
+        the page cache if :attr:`mapped`, else read into a buffer of this file's, reused once
+        nothing refers to it (fresh memory costs page faults)."""
+        n = max(0, min(n, self.size - offset))
+        got = self._map(offset, n, populate=False) if self.mapped else None
+        if got is None:
+            raw = self._buffers.take(n + 3 * ALIGN)
+            return self.read(offset, n, raw[-raw.ctypes.data % ALIGN:])
+        self.requested += n
+        one = np.array([offset], np.int64)
+        return Fetched(got, one, one + n, np.zeros(1, np.int64))
 
-        A mapped window is unmapped once nothing refers to it any more: by this file's next
-        window (in the reading thread, not in a consumer's), or by its last user. Like any
+    def values(self, offset: int, count: int, dtype: str, into: np.ndarray | None = None
+               ) -> np.ndarray:
+        """``count`` items of ``dtype`` at byte ``offset``, all of them used: mapped (and
+        populated) where the file is mapped and they lie aligned in it, else read (one
+        positioned read) into the start of ``into`` or an aligned buffer of this file's,
+        reused once nothing refers to it (a misaligned view would slow numpy's searches
+        several times over)."""
+        item = np.dtype(dtype).itemsize
+        need = count * item
+        if need > self.size - offset:
+            raise ProfilerError(f"{self.path}: ends at byte {self.size:,}, before the "
+                                f"{need:,} bytes at {offset:,} its header promises "
+                                "(truncated while it was read?)")
+        self.requested += need
+        got = self._map(offset, need, populate=True) if self.mapped and offset % item == 0 \
+            else None
+        if got is None:
+            if into is None:
+                raw = self._buffers.take(need + ALIGN)
+                into = raw[-raw.ctypes.data % ALIGN:]
+            got = into.view(np.uint8)[:need]
+            self._pread(got, offset, 0, need)
+        return got.view(dtype)
+
+    def _map(self, offset: int, n: int, populate: bool) -> np.ndarray | None:
+        """The bytes ``[offset, offset + n)`` mapped (None where they cannot be), the page
+        table filled at once if ``populate`` (one page fault per page cost a token stream's
+        kernel a third of its speed; where only some pages are used, as in an IPC window
+        around a record batch's length column, the others are never made resident).
+
+        A mapping is unmapped once nothing refers to it any more: by this file's next
+        mapping (in the reading thread, not in a consumer's), or by its last user. Like any
         mapping, it assumes the file is not truncated while in use."""
-        if not self.mapped:
-            return self.read(offset, n, into)
         for i in reversed(range(len(self._maps))):
             if unused(self._maps, i):
                 del self._maps[i]
-        n = max(0, min(n, self.size - offset))
         base = offset - offset % mmap.ALLOCATIONGRANULARITY
+        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
         try:
-            m = mmap.mmap(self.fd, offset + n - base, prot=mmap.PROT_READ, offset=base)
+            m = mmap.mmap(self.fd, offset + n - base, flags, mmap.PROT_READ, offset=base)
         except (OSError, ValueError):  # nothing to map, or a filesystem that cannot
-            return self.read(offset, n, into)
+            return None
         whole = np.frombuffer(m, np.uint8)
         self._maps.append(whole)
-        self.requested += n
-        one = np.array([offset], np.int64)
-        return Fetched(whole[offset - base:], one, one + n, np.zeros(1, np.int64))
+        return whole[offset - base:]
 
     def fetch(self, lo: np.ndarray, hi: np.ndarray, into: np.ndarray | None = None) -> Fetched:
         """Read the byte ranges ``[lo, hi)`` (any order, overlaps allowed, inside the file),

@@ -27,13 +27,14 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.io.pread import PositionedFile
 from gpu_profiler.readers.base import (
     FixedShard,
     Reading,
@@ -52,25 +53,6 @@ WINDOW = 1 << 20
 #: Sizes summed at a time before the document boundaries among them are read (8 KiB of
 #: sums: L1).
 SPAN = 1 << 10
-
-
-def read_at(f: BinaryIO, dtype: str, count: int, offset: int, path: Path,
-            into: np.ndarray | None = None) -> np.ndarray:
-    """``count`` items of ``dtype`` at byte ``offset`` of the open file ``f``, read with
-    positioned reads into a new array, or into the start of ``into`` (a buffer of the
-    caller's, reused: no fresh pages to fault in) (never mapped: mapped pages would count
-    toward the resident set)."""
-    out = np.empty(count, dtype) if into is None else into[:count]
-    view = out.view(np.uint8).data
-    done = 0
-    while done < out.nbytes:
-        got = os.preadv(f.fileno(), [view[done:]], offset + done)
-        if got <= 0:
-            raise ProfilerError(f"{path}: ends at offset {offset + done}, before the "
-                                f"{out.nbytes - done} bytes its header promises there "
-                                "(truncated while it was read?)")
-        done += got
-    return out
 
 
 @dataclass(frozen=True)
@@ -151,10 +133,10 @@ class MegatronPart(FixedShard):
 def _sequences(path: Path) -> Iterator[Chunk]:
     """The sizes, a window at a time (int32: negative ones are counted as invalid)."""
     index = read_index(path)
-    with open(path, "rb") as f:
+    with PositionedFile(path) as f:
         for lo in range(0, index.sequences, WINDOW):
             count = min(WINDOW, index.sequences - lo)
-            yield Chunk(read_at(f, "<i4", count, index.sizes_at + 4 * lo, path))
+            yield Chunk(f.values(index.sizes_at + 4 * lo, count, "<i4"))
 
 
 def _documents(path: Path) -> Iterator[Chunk]:
@@ -164,12 +146,12 @@ def _documents(path: Path) -> Iterator[Chunk]:
     if index.documents == 0:
         raise _corrupt(path, 26, "no document index (document count 0): --unit document "
                        "needs one")
-    with open(path, "rb") as f:
+    with PositionedFile(path) as f:
         sums = _RunningSum(f, index)
         window = np.empty(min(index.documents, WINDOW + 1), "<i8")
         for lo in range(0, max(index.documents - 1, 1), WINDOW):
             hi = min(index.documents, lo + WINDOW + 1)
-            bounds = read_at(f, "<i8", hi - lo, index.documents_at + 8 * lo, path, window)
+            bounds = f.values(index.documents_at + 8 * lo, hi - lo, "<i8", window)
             _check_bounds(index, bounds, lo)
             yield Chunk(sums.at(bounds), offsets=True)
 
@@ -198,7 +180,7 @@ class _RunningSum:
     sizes are read once, in order, a window at a time, and summed at the numbers in one
     native pass (`gpu_profiler.kernels.documents.running_sums`)."""
 
-    def __init__(self, f: BinaryIO, index: Index) -> None:
+    def __init__(self, f: PositionedFile, index: Index) -> None:
         self.f, self.index = f, index
         self.pos = 0  # sizes before this sequence are summed ...
         self.total = 0  # ... to this
@@ -215,8 +197,8 @@ class _RunningSum:
             if i == bounds.size:
                 break
             count = min(WINDOW, int(bounds[-1]) - self.pos)
-            sizes = read_at(self.f, "<i4", count, self.index.sizes_at + 4 * self.pos,
-                            self.index.path, self.sizes)
+            sizes = self.f.values(self.index.sizes_at + 4 * self.pos, count, "<i4",
+                                  self.sizes)
             k = int(np.searchsorted(bounds, self.pos + count, side="right"))
             total = native.kernel("running_sums")(sizes, bounds[i:k], self.pos, self.total,
                                                   out[i:k], self.spans)[0]

@@ -29,6 +29,7 @@ import numpy as np
 
 from gpu_profiler.chunk import Chunk, Documents
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.io.pread import PositionedFile
 from gpu_profiler.readers import megatron
 from gpu_profiler.readers.base import (
     FixedShard,
@@ -215,12 +216,10 @@ def _chunks(path: Path, options: SourceOptions) -> Iterator[Chunk]:
     item = np.dtype(lay.dtype).itemsize
     step = max(1, CHUNK_BYTES // item)
     docs = Documents(options.eot, start=options.eot_position == "start", last=False)
-    with open(path, "rb") as f:
+    with PositionedFile(path) as f:
         for lo in range(0, lay.tokens, step):
             hi = min(lay.tokens, lo + step)
-            x = megatron.read_at(f, "<" + np.dtype(lay.dtype).str[1:], hi - lo,
-                                 lay.offset + lo * item, path)
-            x = x.view(_KERNEL_DTYPES[lay.dtype])
+            x = f.values(lay.offset + lo * item, hi - lo, _KERNEL_DTYPES[lay.dtype])
             here = replace(docs, last=hi == lay.tokens)
             yield Chunk(x, docs=here)
             docs = here.following(x)

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
-from gpu_profiler.io.pread import ALIGN, PAGE, Fetched, PositionedFile, Reuse
+from gpu_profiler.io.pread import PAGE, Fetched, PositionedFile, Reuse
 from gpu_profiler.kernels import ipc_format as fmt
 from gpu_profiler.readers.arrow import CHUNK_ROWS
 from gpu_profiler.readers.base import ARROW_MAGIC, LengthSpec
@@ -54,7 +54,6 @@ INFLATE_STEP = 4 << 20
 SEGMENTED_MIN = CHUNK_ROWS // 8
 _MAX_MESSAGES = 1 << 14  # parsed per kernel call
 _OUTPUTS = 3  # output buffers kept for reuse
-_WINDOWS = 6  # window buffers kept for reuse (chunks read ahead may still use a few)
 _CODECS = {0: "lz4", 1: "zstd"}
 
 
@@ -87,7 +86,6 @@ class SelectiveReader:
         self.kind = kind
         self._dictionaries = dictionaries
         self._file = PositionedFile(self.path)
-        self._windows = Reuse(_WINDOWS)
         self._lo, self._hi = between or (0, self._file.size)
         # where a walk of the stream stops (a file's Blocks may point anywhere in it)
         self._end = min(self._hi, self._file.size) if kind == "stream" else self._file.size
@@ -124,11 +122,7 @@ class SelectiveReader:
     def _window(self, pos: int, n: int) -> Fetched:
         """File bytes from ``pos``: mapped, or in a window buffer nothing else refers to any
         more."""
-        n = max(0, min(n, self._end - pos))
-        if self._file.mapped:
-            return self._file.window(pos, n)
-        raw = self._windows.take(n + 3 * ALIGN)
-        return self._file.window(pos, n, raw[-raw.ctypes.data % ALIGN:])
+        return self._file.window(pos, max(0, min(n, self._end - pos)))
 
     # -- schema --------------------------------------------------------------------------
 

@@ -119,6 +119,46 @@ def test_mapped_windows_hold_the_file_bytes_until_unused(blob, monkeypatch):
     assert _mappings(blob) == 0  # closed: nothing left mapped
 
 
+def _resident_kib(path: Path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, ours = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if "-" in line.split(" ", 1)[0]:  # a mapping's first line
+            ours = line.endswith(str(path))
+        elif ours and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("mode", ["mapped", "buffered", "direct"])
+def test_values_are_the_file_items_aligned(blob, monkeypatch, mode):
+    """`values`: the items at any offset, aligned for their dtype. A mapped file's aligned
+    items are a view of the mapping (read-only), made resident at once; misaligned ones,
+    and any of a file read, are copied into an aligned buffer (``into`` when given)."""
+    raw = blob.read_bytes()
+    with _open(blob, mode, monkeypatch) as f:
+        for dtype in ("<u2", "<i4", "<i8"):
+            item = np.dtype(dtype).itemsize
+            for lo in (0, item, 2, 34, 4096 * 3 + 8, len(raw) - 40 * item):
+                count = min(1 << 18, (len(raw) - lo) // item)
+                got = f.values(lo, count, dtype)
+                np.testing.assert_array_equal(got, np.frombuffer(raw, dtype, count, lo))
+                assert got.ctypes.data % item == 0
+                view = mode == "mapped" and lo % item == 0
+                assert got.flags.writeable != view
+        if mode == "mapped":
+            f.window(0, 1 << 20)  # a window is made resident only where it is used
+            assert _resident_kib(blob) < 64
+            held = f.values(8, 1 << 18, "<i4")
+            assert _resident_kib(blob) >= (1 << 20) // 1024
+            del held
+        into = np.empty(100, np.int64)  # misaligned items: read into it, even if mapped
+        assert np.shares_memory(f.values(2, 50, "<i8", into), into)
+        with pytest.raises(ProfilerError, match=r"ends at byte 3,000,017, before the 8 bytes"):
+            f.values(len(raw) - 4, 1, "<i8")
+
+
 def test_unknown_io_mode_is_a_user_error(blob, monkeypatch):
     monkeypatch.setenv(pread.IO_ENV, "mmap")
     with pytest.raises(ProfilerError, match="choose one of: auto, buffered, direct, mapped"):

@@ -7,10 +7,11 @@ by an end-of-text token (``--eot ID``):
 - ``.npy``: a numpy array of ids (uint16, uint32, or int32), its header says which.
 
 A document counts its tokens and its one EOT (`gpu_profiler.chunk.Documents`). The file is
-read in chunks of `CHUNK_BYTES` with positioned reads; each chunk carries the length of the
-document still open where it starts (found by a search back from the previous chunk's end,
-which costs about one document's tokens), so the backends find every document, on any
-backend, with no chunk boundary splitting, merging or dropping one. A ``.bin`` beside a
+read in chunks of `CHUNK_BYTES` (`PositionedFile.values`: mapped where it is in the page
+cache, else positioned reads); each chunk carries the length of the document still open
+where it starts (found by a search back from the previous chunk's end, which costs about
+one document's tokens), so the backends find every document, on any backend, with no
+chunk boundary splitting, merging or dropping one. A ``.bin`` beside a
 Megatron-LM ``.idx`` of the same prefix is that dataset's (`gpu_profiler.readers.megatron`).
 """
 

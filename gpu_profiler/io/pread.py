@@ -326,8 +326,8 @@ class PositionedFile:
 
     def _map(self, offset: int, n: int, populate: bool) -> np.ndarray | None:
         """The bytes ``[offset, offset + n)`` mapped (None where they cannot be), the page
-        table filled at once if ``populate`` (one page fault per page cost a token stream's
-        kernel a third of its speed; where only some pages are used, as in an IPC window
+        table filled at once if ``populate`` (page faults one at a time made a token stream's
+        kernel take a fifth longer; where only some pages are used, as in an IPC window
         around a record batch's length column, the others are never made resident).
 
         A mapping is unmapped once nothing refers to it any more: by this file's next

@@ -159,6 +159,21 @@ def test_values_are_the_file_items_aligned(blob, monkeypatch, mode):
             f.values(len(raw) - 4, 1, "<i8")
 
 
+@pytest.mark.parametrize("mode", ["mapped", "buffered"])
+def test_a_file_truncated_after_it_was_opened_is_one_line(tmp_path, monkeypatch, mode):
+    """A file that shrank since it was opened gives one line, not a SIGBUS on first touch:
+    Python's mmap refuses to map past the end, and the read that follows names it."""
+    path = tmp_path / "t.bin"
+    path.write_bytes(bytes(1 << 20))
+    with _open(path, mode, monkeypatch) as f:
+        assert f.values(0, 1000, "<u2").size == 1000
+        os.truncate(path, 4096)
+        with pytest.raises(ProfilerError, match="shrank while reading"):
+            f.values(8192, 1000, "<u2")
+        with pytest.raises(ProfilerError, match="shrank while reading"):
+            f.window(8192, 2000)
+
+
 def test_unknown_io_mode_is_a_user_error(blob, monkeypatch):
     monkeypatch.setenv(pread.IO_ENV, "mmap")
     with pytest.raises(ProfilerError, match="choose one of: auto, buffered, direct, mapped"):

@@ -132,6 +132,12 @@ class Reuse:
         self.bufs = [buf, *self.bufs][:self.keep]
         return buf
 
+    def aligned(self, n: int, align: int) -> np.ndarray:
+        """``n`` bytes starting at a multiple of ``align``, in a buffer `take` gives."""
+        raw = self.take(n + align)
+        skip = -raw.ctypes.data % align
+        return raw[skip:skip + n]
+
 
 #: How small shards are opened to be read whole (`read_whole`, and the kernels that read
 #: them: `gpu_profiler.readers.counted`): non-blocking, so that a shard swapped for a FIFO
@@ -152,9 +158,7 @@ def whole_buffer(size: int) -> np.ndarray:
     pool = getattr(_whole, "pool", None)
     if pool is None:
         pool = _whole.pool = Reuse(_WHOLE_KEPT)
-    raw = pool.take(max(size, WHOLE_BUFFER) + WHOLE_ALIGN)
-    skip = -raw.ctypes.data % WHOLE_ALIGN
-    return raw[skip:skip + size]
+    return pool.aligned(max(size, WHOLE_BUFFER), WHOLE_ALIGN)[:size]
 
 
 def read_whole(paths: Sequence[str | Path], sizes: np.ndarray
@@ -294,8 +298,7 @@ class PositionedFile:
         n = max(0, min(n, self.size - offset))
         got = self._map(offset, n, populate=False) if self.mapped else None
         if got is None:
-            raw = self._buffers.take(n + 3 * ALIGN)
-            return self.read(offset, n, raw[-raw.ctypes.data % ALIGN:])
+            return self.read(offset, n, self._buffers.aligned(n + 2 * ALIGN, ALIGN))
         self.requested += n
         one = np.array([offset], np.int64)
         return Fetched(got, one, one + n, np.zeros(1, np.int64))
@@ -318,8 +321,7 @@ class PositionedFile:
             else None
         if got is None:
             if into is None:
-                raw = self._buffers.take(need + ALIGN)
-                into = raw[-raw.ctypes.data % ALIGN:]
+                into = self._buffers.aligned(need, ALIGN)
             got = into.view(np.uint8)[:need]
             self._pread(got, offset, 0, need)
         return got.view(dtype)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from gpu_profiler import driver, engine
@@ -18,6 +18,7 @@ from gpu_profiler.analysis.policies import (
 )
 from gpu_profiler.engine import ShardReport
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import (
     MAX_AUTO_CAP,
     Grouping,
@@ -123,7 +124,7 @@ def _histogram_given(source: Source, sharding: Sharding
     return hist, groups
 
 
-@dataclass(frozen=True)
+@frozen
 class ProfileResult:
     """A profile: the bucket table and histogram of the whole source, and of each split
     when it has them; ``policies`` are of one split (see :func:`profile`); ``report`` what

@@ -5,16 +5,18 @@ reads and counts in one call, as a reader describes them to a backend that count
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+
+from gpu_profiler.frozen import frozen
 
 #: Tokens the reverse search for a stream's last end-of-text token looks at first.
 _TAIL = 1 << 16
 
 
-@dataclass(frozen=True)
+@frozen
 class Documents:
     """How a chunk of token ids (a flat token stream: nanoGPT's, llm.c's) splits into
     documents, so that every chunk is histogrammed on its own, in any order, on any backend.
@@ -68,7 +70,7 @@ class Documents:
         return self.split(x, x.size)[1]
 
 
-@dataclass(frozen=True)
+@frozen
 class Chunk:
     """A slice of the length source.
 
@@ -116,7 +118,7 @@ class Chunk:
         return Chunk(self.data[index])
 
 
-@dataclass(frozen=True)
+@frozen
 class Counting:
     """Small files that one CPU kernel call reads one by one into a small buffer, decodes
     and counts while the lengths are in the core's cache (`Backend.count` runs it: readers

@@ -39,10 +39,10 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 
 if TYPE_CHECKING:  # numpy is imported where a cost is computed: `--help` stays light
     import numpy as np
@@ -59,7 +59,7 @@ MAX_VALUE = 1e15
 MAX_ROWS_PER_SAMPLE = 16
 
 
-@dataclass(frozen=True)
+@frozen
 class CostModel:
     """The cost of a batch (see the module docstring).
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpu_profiler import execute
 from gpu_profiler.backends import Backend, get_backend
 from gpu_profiler.backends.numba_backend import cores
 from gpu_profiler.errors import ProfilerError, shard_error
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram, Sum, merge
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import (
@@ -39,7 +40,7 @@ SMALL_SCAN_BYTES = 256 << 20
 PARTS_PER_WORKER = 2
 
 
-@dataclass(frozen=True)
+@frozen
 class ShardReport:
     """What a per-shard scan (`gpu_profiler.driver`) says besides its histograms.
 
@@ -56,7 +57,7 @@ class ShardReport:
     provenance: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Scan:
     """What one scan produced."""
 
@@ -72,7 +73,7 @@ class Scan:
         return merge(self.histograms.values())
 
 
-@dataclass(frozen=True)
+@frozen
 class Planned:
     """A source listed once and its scan planned, before any part is read: its splits, the
     backend, the reading plan (None when there are no parts) and the first part's label

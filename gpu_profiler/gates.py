@@ -11,11 +11,11 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpu_profiler.analysis.compare import SHIFTS
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import PERCENTILES
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
@@ -25,7 +25,7 @@ _EXPR = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|==|!=|>|<)\s*"
                    r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*")
 
 
-@dataclass(frozen=True)
+@frozen
 class Gate:
     """One condition: the run fails when ``metric op value`` holds."""
 

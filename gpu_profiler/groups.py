@@ -15,7 +15,6 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ from gpu_profiler.chunk import Chunk
 from gpu_profiler.columns import check_column, coalesced, each_part, integers
 from gpu_profiler.engine import Planned, Scan
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import MAX_GROUPS, LengthHistogram, Sum
 from gpu_profiler.readers import LengthSpec
 from gpu_profiler.readers.arrow import array_to_chunk
@@ -39,7 +39,7 @@ BY_FILE, BY_DIR = "@file", "@dir"
 NULL = "(null)"
 
 
-@dataclass(frozen=True)
+@frozen
 class Grouped:
     """A grouped scan: ``histograms`` maps each group's name to its histogram (sorted by
     name); ``split`` is the split scanned (None: an unsplit source); ``scan`` the scan."""

@@ -7,7 +7,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 
 #: The tag :meth:`LengthHistogram.save` writes first, by which saved histograms are known.
 SCHEMA = "gpu-profiler/histogram/v1"
@@ -53,7 +54,7 @@ SCALARS = ("above_count", "above_tokens", "above_min", "above_max", "null_count"
            "invalid_count")
 
 
-@dataclass(frozen=True, eq=False)
+@frozen(eq=False)
 class LengthHistogram:
     """Exact histogram of sample lengths.
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 
 FORMATS = ("tensorboard", "csv", "jsonl", "parquet")
 _SUFFIXES = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -32,7 +33,7 @@ _EVAL_WORDS = ("val", "eval", "test")
 _RECORD_OVERHEAD = 16
 
 
-@dataclass(frozen=True)
+@frozen
 class LossLog:
     """One loss series: ``steps`` strictly increasing, ``loss`` finite, both in log order.
 

@@ -31,12 +31,11 @@ module imports numba.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numba import njit
 
 from gpu_profiler.cost import batch_rows
+from gpu_profiler.frozen import frozen
 from gpu_profiler.params import BucketParams
 from gpu_profiler.piles import shuffled_groups
 
@@ -47,7 +46,7 @@ _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-@dataclass(frozen=True, eq=False)
+@frozen(eq=False)
 class Packed:
     """One epoch's packed batches, grouped by bucket (what `gpu_profiler.sampler`'s
     ``_lay_out`` takes).

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from gpu_profiler.cost import CostModel
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 
 DEFAULT_BOUNDS = (0, 770, 1216, 1728, 2432, 3296, 8193)
 
 
-@dataclass(frozen=True)
+@frozen
 class BucketParams:
     """Bucket bounds and the batching budget (docs/design.md, "the seed-compatible bucket table").
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 
 #: The arrays of a plan file (``tokens``: not in the files of earlier versions), and the
 #: most entries a hostile one may declare (2**36 samples: far past any corpus, far short of
@@ -37,7 +37,7 @@ def save_plan(path: str, indices: np.ndarray, offsets: np.ndarray, bucket: np.nd
     write_atomic(path, buf.getvalue())
 
 
-@dataclass(frozen=True)
+@frozen
 class SavedPlan:
     """One epoch's plan read from a file: batch ``j`` of step ``j // world_size`` for rank
     ``j % world_size``; ``tokens`` of each batch (None: a file of an earlier version)."""

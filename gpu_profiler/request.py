@@ -6,15 +6,16 @@ name (`gather`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.readers.base import SourceOptions
 
 
-@dataclass(frozen=True)
+@frozen
 class Source:
     """What to read, and which of its numbers are the lengths.
 
@@ -71,7 +72,7 @@ class Source:
             else f"<{type(data).__name__}>"
 
 
-@dataclass(frozen=True)
+@frozen
 class Execution:
     """How the lengths are counted.
 
@@ -98,7 +99,7 @@ class Execution:
             raise ProfilerError(f"cap must be a non-negative integer, got {cap!r}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Sharding:
     """Where the scan runs, shard by shard; all unset: in this process, at once.
 

@@ -5,17 +5,17 @@ them), counted in bulk instead of being decoded and histogrammed."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram
 
 #: Lengths below this are added up in a dense array (`RunTally.dense`), the rest one by one.
 DENSE = 1 << 22
 
 
-@dataclass(frozen=True)
+@frozen
 class Run:
     """``count`` samples that all have length ``value``, plus ``nulls`` null samples."""
 
@@ -29,7 +29,7 @@ class Run:
         return self.count + self.nulls
 
 
-@dataclass(frozen=True)
+@frozen
 class Runs:
     """Many runs at once: ``counts[i]`` samples of length ``values[i]`` (int64 arrays),
     plus ``nulls`` null samples."""

@@ -38,7 +38,7 @@ import json
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,7 @@ from gpu_profiler.cost import (
     varlen_cost,
 )
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.labels import CODE, label_codes, on_host
 from gpu_profiler.params import DEFAULT_BOUNDS, BucketParams, parse_bounds
 from gpu_profiler.piles import shuffled_groups
@@ -63,7 +64,7 @@ SCHEMA = "gpu-profiler/sampler/v2"
 POLICIES = ("fixed", "sorted", "packed")
 
 
-@dataclass(frozen=True)
+@frozen
 class EpochPlan:
     """Every batch of one epoch, all ranks together, in order.
 
@@ -743,7 +744,7 @@ def _shuffled_steps(plan: EpochPlan, key: int) -> EpochPlan:
                      plan.dropped_samples, plan.split_batches, plan.min_run)
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanSummary:
     """What one epoch's plan does (``gpu-profiler plan`` prints it), computed exactly from
     its batches."""

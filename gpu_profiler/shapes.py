@@ -10,7 +10,7 @@ the prompt x completion heat map."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from gpu_profiler.backends import Backend
 from gpu_profiler.columns import check_column, coalesced, each_part, integers
 from gpu_profiler.engine import Planned
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
 from gpu_profiler.request import DEFAULT, Execution, Source
 
@@ -29,7 +30,7 @@ from gpu_profiler.request import DEFAULT, Execution, Source
 IGNORED = {"labels": -100, "mask": 0}
 
 
-@dataclass(frozen=True)
+@frozen
 class Shape:
     """What a sample is made of.
 
@@ -92,7 +93,7 @@ def shape_of(sft: Any = None, dpo: Any = None, labels: str | None = None,
     return given[0] if given else None
 
 
-@dataclass(frozen=True)
+@frozen
 class ShapeCounts:
     """Every sample's parts, counted: ``keys`` (one row per distinct tuple of part lengths,
     in `Shape.parts` order) and ``counts``; samples with a null part are ``nulls``, with a

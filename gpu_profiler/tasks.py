@@ -5,19 +5,19 @@ Dask workers (a `Job` and the parts pickle)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gpu_profiler import execute
 from gpu_profiler.backends import get_backend
 from gpu_profiler.engine import exact
 from gpu_profiler.errors import ProfilerError, first_line, shard_error
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram, merge
 from gpu_profiler.progress import ScanProgress
 from gpu_profiler.readers import Part, Reading
 
 
-@dataclass(frozen=True)
+@frozen
 class Job:
     """What every task of one scan shares: the reading plan, the backend (by name: each
     process gets its own), the cap, the label and schema every shard must match, and the
@@ -37,7 +37,7 @@ class Job:
         return self.cache_dir is not None or self.skip_bad
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     """A task's result: the histogram of its shards (None when every one was skipped),
     how many it reused from the cache and scanned, the cache entries it rejected, and the

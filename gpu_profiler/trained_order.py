@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.frozen import frozen
 
 if TYPE_CHECKING:
     from gpu_profiler.sampler import BucketBatchSampler
@@ -24,7 +24,7 @@ MAX_BUCKETS = 1 << 15
 MAX_EPOCHS = 1000
 
 
-@dataclass(frozen=True)
+@frozen
 class TrainedOrder:
     """Batch ``s * world_size + r`` of the run is rank ``r``'s micro-batch of plan step
     ``s``, of bucket ``bucket[s, r]``.

@@ -5,7 +5,8 @@ way (readers -> engine -> backends -> analysis -> render -> cli), over io/ and k
 - the kernels import nothing of the package but themselves, and nothing outside it but
   numpy, numba, llvmlite and the standard library (so they build alone, natively);
 - the histogram, cache, sampler and analyses import nothing of render/, and io/ nothing
-  above it but `errors`, `native` and the kernels (everything writes through io/);
+  above it but `errors`, `frozen`, `native` and the kernels (everything writes through
+  io/);
 - no module imports a private name (``_x``) of another, nor reaches for one as
   ``module._x``: a name another module needs is public, with its docstring;
 - a format family's package (``readers/ipc/``, ``readers/parquet/``) has one face: no
@@ -40,7 +41,8 @@ BELOW_RENDER = ("gpu_profiler.histogram", "gpu_profiler.cache", "gpu_profiler.sa
 #: Format families: a package whose modules only the package itself may import.
 FORMAT_PACKAGES = ("gpu_profiler.readers.ipc", "gpu_profiler.readers.parquet")
 #: All the io layer may import of the package besides itself.
-UNDER_IO = ("gpu_profiler.errors", "gpu_profiler.native", "gpu_profiler.kernels")
+UNDER_IO = ("gpu_profiler.errors", "gpu_profiler.frozen", "gpu_profiler.native",
+            "gpu_profiler.kernels")
 
 
 @dataclass(frozen=True)

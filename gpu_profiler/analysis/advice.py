@@ -21,12 +21,13 @@ none of which imports it; the commands attach its `Advice` to their results (`at
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT, BucketTable, pct
 from gpu_profiler.analysis.interleave import min_run
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -42,7 +43,7 @@ ADVISED = ("equal-samples", "equal-tokens", "equal-batches", "min-padding")
 Advised = TypeVar("Advised", BucketTable, "ScheduleResult", "Suggestion")
 
 
-@dataclass(frozen=True)
+@frozen
 class Advice:
     """What to do about bucket ``bucket`` ``[lo, hi)``, which makes ``batch_pct`` percent
     of the ``total_batches`` batches (``batches`` of them) under the ``fixed`` policy

@@ -53,13 +53,13 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram, merge
 
 SCHEMA = "gpu-profiler/blend/v1"
@@ -76,7 +76,7 @@ WARN_EPOCHS = 4.0
 MAX_ARGS_BYTES = 64 << 20
 
 
-@dataclass(frozen=True)
+@frozen
 class BlendSpec:
     """A blend as Megatron-LM reads it: its prefixes (paths) and their weights, as given
     (None: no weights), and where it came from (``form``: ``data-path``,
@@ -262,7 +262,7 @@ def repeated(hist: LengthHistogram, drawn: int) -> LengthHistogram:
                            hist.above_min if above else -1, hist.above_max if above else -1)
 
 
-@dataclass(frozen=True)
+@frozen
 class BlendSource:
     """One source of a blend: what it holds and what the blend takes from it.
 
@@ -297,7 +297,7 @@ class BlendSource:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@frozen
 class Blend:
     """A blend as trained: ``train_samples`` asked for (from ``train_tokens`` when that was
     given), ``size`` the blend's length (what Megatron draws), each source, the histogram of

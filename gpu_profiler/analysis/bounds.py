@@ -29,7 +29,7 @@ that makes most of the batches is `gpu_profiler.analysis.advice`'s to say, not t
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,7 @@ from gpu_profiler.cost import (
     varlen_cost,
 )
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -89,7 +90,7 @@ LAST_EXACT_BELOW = 256
 _LOG_TINY = -700.0
 
 
-@dataclass(frozen=True)
+@frozen
 class Proposal:
     """One set of bounds, scored under the ``fixed`` policy.
 
@@ -127,7 +128,7 @@ class Proposal:
                 **({} if self.groups is None else {"groups": asdict(self.groups)})}
 
 
-@dataclass(frozen=True)
+@frozen
 class Suggestion:
     """Every proposal for ``buckets`` buckets, the current bounds first.
 

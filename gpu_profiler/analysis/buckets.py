@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from gpu_profiler.cost import (
     squares,
     varlen_cost,
 )
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import MAX_AUTO_CAP, LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -23,7 +24,7 @@ from gpu_profiler.params import BucketParams
 DOMINANT_BATCH_PCT = 40.0
 
 
-@dataclass(frozen=True)
+@frozen
 class BucketRow:
     """One bucket ``[lo, hi)`` of clipped lengths."""
 
@@ -46,7 +47,7 @@ class BucketRow:
     cost_pct: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class BucketTable:
     """Every bucket plus corpus-level counts; see docs/design.md for the exact formulas.
 

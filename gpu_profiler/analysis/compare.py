@@ -16,7 +16,7 @@ is reported beside it: a source that grew, shrank, came or went, or whose length
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ import numpy as np
 from gpu_profiler.analysis.buckets import BucketTable, bucket_table, pct
 from gpu_profiler.analysis.mixture import NOUNS
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import PERCENTILES, LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -33,7 +34,7 @@ SCHEMA = "gpu-profiler/compare/v1"
 Groups = tuple[str, dict[str, LengthHistogram], dict[str, LengthHistogram]]
 
 
-@dataclass(frozen=True)
+@frozen
 class Distances:
     """``ks``, ``tv`` and ``w1`` of two histograms (see the module docstring)."""
 
@@ -70,7 +71,7 @@ def _on_one_grid(a: LengthHistogram, b: LengthHistogram) -> tuple[np.ndarray, np
     return out[0], out[1]
 
 
-@dataclass(frozen=True)
+@frozen
 class Side:
     """One side of a comparison: its source, bucket table and ``fixed`` policy (for the
     padding, as ``profile`` reports it)."""
@@ -89,7 +90,7 @@ class Side:
                 "max_batch_pct": t.max_batch_pct, "padding_pct": self.fixed.padding_pct}
 
 
-@dataclass(frozen=True)
+@frozen
 class BucketDelta:
     """Bucket ``index`` on each side (None where that side has fewer buckets)."""
 
@@ -111,7 +112,7 @@ class BucketDelta:
 _DELTAS = ("samples", "batches", "padding_pct")
 
 
-@dataclass(frozen=True)
+@frozen
 class Comparison:
     """B against A: every delta and shift is ``b - a``."""
 

@@ -11,9 +11,10 @@ periodogram against its own smoothed background; ladders are runs of a monotonic
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
+
+from gpu_profiler.frozen import frozen
 
 #: Mixture sizes tried for the bands, and what makes a mode a band: at least this share
 #: of the points, and adjacent modes at least this many pooled SDs apart (Ashman's D).
@@ -62,7 +63,7 @@ def window_means(x: np.ndarray, w: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- bands
-@dataclass(frozen=True)
+@frozen
 class Mixture:
     """A 1-D Gaussian mixture, modes in increasing ``mean``; ``delta_bic`` is BIC(1 mode)
     - BIC(this), ``separation`` the least Ashman's D of adjacent modes (None: one mode)."""
@@ -206,7 +207,7 @@ def autocorrelation(x: np.ndarray, lags: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- period
-@dataclass(frozen=True)
+@frozen
 class Period:
     """The strongest periodic swing of a series: ``points`` per cycle, the share of the
     variance at that frequency and its harmonics (with their neighbours, for leakage), and
@@ -254,7 +255,7 @@ def period(d: np.ndarray, longest: float) -> Period:
 
 
 # ---------------------------------------------------------------- ladders
-@dataclass(frozen=True)
+@frozen
 class Ladders:
     """Monotonic runs of a series (a ladder: each point above, or each below, the one
     before). ``longest``: points in the longest, from index ``start``; ``count``: runs of

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from gpu_profiler.analysis import curve
 from gpu_profiler.analysis.buckets import DOMINANT_BATCH_PCT
 from gpu_profiler.analysis.interleave import interleave, longest_run
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.losslog import LossLog, read_loss_log
 from gpu_profiler.params import BucketParams
 from gpu_profiler.trained_order import (
@@ -65,7 +66,7 @@ SAMPLER_OPTIONS = ("bounds", "max_seq_len", "token_budget", "max_batch_size", "p
 _ROUNDS = 3
 
 
-@dataclass(frozen=True)
+@frozen
 class Band:
     """One mode of the logged losses: its share of the points, their mean loss (``level``)
     and their 10th-90th percentiles (``lo``, ``hi``)."""
@@ -76,7 +77,7 @@ class Band:
     hi: float
 
 
-@dataclass(frozen=True)
+@frozen
 class BucketEffect:
     """One bucket, from the regression: its batches in the log's span and their share,
     its loss at the end of the log (``loss``: the de-banded trend's last value with the
@@ -96,7 +97,7 @@ class BucketEffect:
     run_effect: float | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Alignment:
     """How logged points were matched with batches: ``logged`` ``sample`` (the loss of the
     logged step) or ``mean`` (the mean since the last logged point), logged step ``s`` as
@@ -119,7 +120,7 @@ class Alignment:
                 "tried": [{"logged": g, "step_offset": o, "r2": r} for g, o, r in self.tried]}
 
 
-@dataclass(frozen=True)
+@frozen
 class Curves:
     """The per-point series behind the numbers (plots and ``--debanded``): the logged
     loss, the trend and the de-banded loss (None without the order) in loss units, each
@@ -136,7 +137,7 @@ class Curves:
     power: np.ndarray
 
 
-@dataclass(frozen=True)
+@frozen
 class DiagnoseResult:
     """What `diagnose` finds (``to_dict``: the ``-f json`` document, schema
     ``gpu-profiler/diagnose/v1``; README "diagnose" and docs/guide/diagnose.md say what

@@ -10,12 +10,13 @@ even with lengths interleaved."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from gpu_profiler.analysis.buckets import BucketTable, pct
+from gpu_profiler.frozen import frozen
 
 #: A group making more than this share of a bucket's samples...
 MOST_PCT = 50.0
@@ -26,7 +27,7 @@ OVER_POINTS = 20.0
 NOUNS = {"@file": "file", "@dir": "directory"}
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupShare:
     """One group's samples, tokens (unclipped) and estimated batches, and its percent of
     the whole source's."""
@@ -40,7 +41,7 @@ class GroupShare:
     batch_pct: float
 
 
-@dataclass(frozen=True)
+@frozen
 class BucketMix:
     """One bucket's samples by group: ``groups`` maps each group to its percent of the
     bucket's samples; ``top`` is the largest (None in an empty bucket)."""
@@ -54,7 +55,7 @@ class BucketMix:
     top_pct: float
 
 
-@dataclass(frozen=True)
+@frozen
 class Mixture:
     """Every group's shares and every bucket's composition, with the warnings."""
 

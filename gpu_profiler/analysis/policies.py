@@ -26,7 +26,7 @@ expected maximum taken over the row costs, which never decrease with the length)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ from gpu_profiler.cost import (
     varlen_take,
 )
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -50,7 +51,7 @@ POLICIES = ("estimate", "fixed", "sorted", "packed", "packed-ffd")
 _PACKING = {"packed": "bfd", "packed-ffd": "ffd"}
 
 
-@dataclass(frozen=True)
+@frozen
 class PolicyBucket:
     """One bucket under a policy.
 
@@ -82,7 +83,7 @@ class PolicyBucket:
     cost_pct: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class PolicyResult:
     """A batching policy applied to every bucket, with corpus totals.
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from gpu_profiler.analysis.interleave import (
 from gpu_profiler.analysis.mixture import NOUNS, bucket_counts, dominant
 from gpu_profiler.analysis.policies import PolicyResult, evaluate_policy, parse_names
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -59,7 +60,7 @@ TAIL = 0.10
 DEFAULT_TRIALS, MIN_TRIALS, TRIAL_BUDGET = 100, 10, 2_000_000
 
 
-@dataclass(frozen=True)
+@frozen
 class OrderStats:
     """How one order lays the epoch's batches out.
 
@@ -103,7 +104,7 @@ class OrderStats:
         return d
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupMix:
     """How one order mixes the groups, each batch standing for its bucket's samples by
     group (exact in expectation).
@@ -201,7 +202,7 @@ def plan_mix(index: np.ndarray, offsets: np.ndarray, world_size: int, codes: np.
                 epoch, names)
 
 
-@dataclass(frozen=True)
+@frozen
 class ScheduleResult:
     """Orders simulated on one policy's per-bucket batch counts."""
 

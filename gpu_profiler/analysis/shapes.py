@@ -8,12 +8,13 @@ compute that teaches little; DPO batches hold a prompt twice, with each answer."
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
 import numpy as np
 
 from gpu_profiler.analysis.buckets import pct
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram
 from gpu_profiler.params import BucketParams
 
@@ -21,7 +22,7 @@ from gpu_profiler.params import BucketParams
 HEAT_BINS = 32
 
 
-@dataclass(frozen=True)
+@frozen
 class ShapeBucket:
     """One bucket ``[lo, hi)`` of the memory length (clipped to ``max_seq_len``): its
     samples, rows, tokens, loss tokens and prompt tokens after truncation."""
@@ -37,7 +38,7 @@ class ShapeBucket:
     loss_token_pct: float
 
 
-@dataclass(frozen=True)
+@frozen
 class ShapeProfile:
     """Every number of a shaped profile (see the module docstring).
 

@@ -31,6 +31,7 @@ import numpy as np
 from gpu_profiler.backends.base import Backend
 from gpu_profiler.chunk import Chunk, Documents
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.histogram import LengthHistogram, auto_cap, merge, wrapped
 
 #: Shared memory per block assumed under the simulator (it has no device attributes).
@@ -100,7 +101,7 @@ def probe() -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceInfo:
     """What the backend uses of one GPU."""
 

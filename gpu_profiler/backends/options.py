@@ -6,10 +6,11 @@ why, never silently dropped."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 
 
 def _positive(name: str, value: Any, top: int | None = None, *, none: bool = True) -> None:
@@ -21,7 +22,7 @@ def _positive(name: str, value: Any, top: int | None = None, *, none: bool = Tru
         raise ProfilerError(f"{name} must be an integer {span}, got {value!r}")
 
 
-@dataclass(frozen=True)
+@frozen
 class CpuOptions:
     """The numba backend's options.
 
@@ -35,7 +36,7 @@ class CpuOptions:
         _positive("threads", self.threads, 1024)
 
 
-@dataclass(frozen=True)
+@frozen
 class CudaOptions:
     """The cuda backend's options.
 

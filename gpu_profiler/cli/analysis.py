@@ -5,12 +5,12 @@ options and loading the histogram of one split (a scan, or a histogram saved wit
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 
 from gpu_profiler.cli import options as o
+from gpu_profiler.frozen import frozen
 
 Policy = Annotated[list[str] | None, typer.Option(
     "--policy", metavar="[estimate|fixed|sorted|packed|packed-ffd|all]",
@@ -78,7 +78,7 @@ def shape(sft: str | None, dpo: str | None, labels: str | None, mask: str | None
     return shape_of(sft, dpo, labels, mask)
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanOptions:
     """The sampler's options, as ``plan`` (and ``diagnose`` with a SOURCE) takes them."""
 

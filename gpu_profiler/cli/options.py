@@ -6,12 +6,13 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
+from gpu_profiler.frozen import frozen
 from gpu_profiler.params import BucketParams, parse_bounds
 
 
@@ -153,7 +154,7 @@ def gpu_options(backend: str, device: int | None, devices: str | None) -> Any:
     return CudaOptions(devices=tuple(ids))
 
 
-@dataclass(frozen=True)
+@frozen
 class ScanOptions:
     """The source, bucket and output options of a scanning command."""
 

@@ -20,7 +20,6 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 
 if TYPE_CHECKING:  # (imported where the pool starts)
     from concurrent.futures import ThreadPoolExecutor
@@ -70,7 +70,7 @@ def _pool() -> ThreadPoolExecutor:
     return _executor
 
 
-@dataclass(frozen=True)
+@frozen
 class Fetched:
     """Bytes of some file ranges, packed into one buffer.
 

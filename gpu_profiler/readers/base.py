@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpu_profiler.chunk import Chunk, Counting
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.runs import Run, Runs
 
 if TYPE_CHECKING:  # (loaded by the readers that need it: never for a Megatron-LM index)
@@ -39,7 +40,7 @@ EOT_POSITIONS = ("end", "start")
 TOKEN_DTYPES = ("uint16", "uint32")
 
 
-@dataclass(frozen=True)
+@frozen
 class LengthSpec:
     """Where lengths come from: an integer column, or the offsets of a list column; for a
     format whose lengths are no column of the user's (a Megatron-LM index, a flat token
@@ -67,7 +68,7 @@ class LengthSpec:
         return replace(self, about=about(options)) if about is not None else self
 
 
-@dataclass(frozen=True)
+@frozen
 class Field:
     """A field of `Fields`: its name, and its type as pyarrow names it (``int64``,
     ``list<item: null>``)."""
@@ -76,7 +77,7 @@ class Field:
     type: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Fields:
     """A schema told without pyarrow, for planning (a part's ``fields()``: see
     `planning_schema`): what `resolve_spec` and `same_schema` ask of a ``pa.Schema``
@@ -183,7 +184,7 @@ def resolve_spec(schema: Any, column: str | None, offsets_of: str | None,
     return LengthSpec(name)
 
 
-@dataclass(frozen=True)
+@frozen
 class SourceOptions:
     """The options of the formats that take them (None: not given, the format's default).
 
@@ -226,7 +227,7 @@ class SourceOptions:
                 if getattr(self, n) is not None and getattr(self, n) is not False]  # eot 0
 
 
-@dataclass(frozen=True)
+@frozen
 class Reading:
     """How every part of one scan is read.
 
@@ -297,7 +298,7 @@ class Joined(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@frozen
 class Leave:
     """A `Joined` that reads none of its ``parts`` parts: each goes to its own reader."""
 
@@ -363,7 +364,7 @@ class Part(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@frozen
 class FileShard:
     """The part of a `Part` every shard on disk shares: its path names and sizes it.
     ``at`` is the path as listed, a `Path` or a string: a listing of thousands of shards
@@ -430,7 +431,7 @@ def fixed_schema() -> pa.Schema:
     return pa.schema([pa.field(FIXED.name, pa.int64(), nullable=False)])
 
 
-@dataclass(frozen=True)
+@frozen
 class FixedShard(FileShard):
     """A shard whose lengths are its format's own (`fixed`: a subclass says what they are
     in ``length_source``), read with positioned reads in the scan's thread: reading ahead
@@ -482,7 +483,7 @@ def sized(part: Part, size: int) -> Part:
     return part
 
 
-@dataclass(frozen=True)
+@frozen
 class ShardFormat:
     """A file format a shard may have (one entry of `gpu_profiler.readers.FORMATS`).
 

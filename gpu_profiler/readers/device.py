@@ -6,7 +6,6 @@ by cudf when it is installed. Nothing here imports cupy, cudf or numba at module
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,6 +15,7 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.frozen import frozen
 from gpu_profiler.readers.base import LengthSpec, Reading
 
 
@@ -36,7 +36,7 @@ def _shape_dtype(array: Any) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(cai["shape"]), np.dtype(cai["typestr"])
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceArrayPart:
     """A 1-D integer array of lengths in GPU memory (no nulls)."""
 
@@ -57,7 +57,7 @@ class DeviceArrayPart:
         yield Chunk(self.array)
 
 
-@dataclass(frozen=True)
+@frozen
 class CudfPart:
     """A cudf DataFrame: integer length columns, or list columns (``--offsets-of``)."""
 

@@ -25,7 +25,6 @@ import glob
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -34,6 +33,7 @@ import numpy as np
 from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.io.pread import PositionedFile, Reuse
 from gpu_profiler.readers.base import (
     FixedShard,
@@ -55,7 +55,7 @@ WINDOW = 1 << 20
 SPAN = 1 << 10
 
 
-@dataclass(frozen=True)
+@frozen
 class Index:
     """A validated index header: where its arrays lie."""
 
@@ -117,7 +117,7 @@ def companion(path: Path) -> Path | None:
     return idx if is_index(idx) else None
 
 
-@dataclass(frozen=True)
+@frozen
 class MegatronPart(FixedShard):
     """A Megatron-LM indexed dataset, named by its ``.idx``."""
 

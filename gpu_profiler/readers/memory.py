@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,11 +10,12 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError
+from gpu_profiler.frozen import frozen
 from gpu_profiler.readers.arrow import CHUNK_ROWS, arrays_to_chunks
 from gpu_profiler.readers.base import Reading
 
 
-@dataclass(frozen=True)
+@frozen
 class TablePart:
     """A pyarrow Table (or a bare array wrapped as a one-column table); ``indices``, when
     given, selects rows (a ``datasets`` view after select/shuffle)."""
@@ -49,7 +49,7 @@ class TablePart:
         return iter(table.to_batches(CHUNK_ROWS))
 
 
-@dataclass(frozen=True)
+@frozen
 class NumpyPart:
     """A 1-D numpy integer array of lengths (no nulls)."""
 

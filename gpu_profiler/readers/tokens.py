@@ -22,7 +22,7 @@ import math
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -30,6 +30,7 @@ import numpy as np
 
 from gpu_profiler.chunk import Chunk, Documents
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.frozen import frozen
 from gpu_profiler.io.pread import PositionedFile
 from gpu_profiler.readers import megatron
 from gpu_profiler.readers.base import (
@@ -57,7 +58,7 @@ CHUNK_BYTES = 8 << 20
 _KERNEL_DTYPES = {"uint16": "uint16", "uint32": "uint32", "int32": "uint32"}
 
 
-@dataclass(frozen=True)
+@frozen
 class Layout:
     """Where a token stream's ids lie in its file."""
 
@@ -191,7 +192,7 @@ def _agree(path: Path, where: str, dtype: str, token_dtype: str | None) -> None:
                             f"says {dtype}")
 
 
-@dataclass(frozen=True)
+@frozen
 class TokenPart(FixedShard):
     """A flat token stream file; its samples are its documents."""
 

@@ -14,7 +14,6 @@ import itertools
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,14 @@ import pyarrow as pa
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.frozen import frozen
 from gpu_profiler.readers.base import ARROW_MAGIC, FileShard, Joined, LengthSpec, Reading
 from gpu_profiler.readers.ipc.metadata import checked_schema, corrupt, what
 
 _MAX_SCHEMA = 64 << 20  # a larger schema message is taken for corruption
 
 
-@dataclass(frozen=True)
+@frozen
 class IpcPart(FileShard):
     """An Arrow IPC shard: a file (``kind='file'``) or a stream (``'stream'``). Its schema,
     once read (a scan checks every part's first), is kept until the part is read."""
@@ -93,7 +93,7 @@ def _batches(path: Path, kind: str, columns: list[str], first: int = 0,
                             f"{first_line(exc)}") from None
 
 
-@dataclass(frozen=True)
+@frozen
 class BatchRange(FileShard):
     """Record batches ``first`` to ``stop - 1`` of an IPC file or stream (``kind``, as in
     `IpcPart`): those whose messages start at byte ``start`` or later, before ``end`` (its

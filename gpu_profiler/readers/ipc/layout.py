@@ -4,13 +4,13 @@ flattens it (pre-order: each field's node and buffers, then its children's)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 
+from gpu_profiler.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class Layout:
     """Position of one top-level column in every record batch of a schema.
 

@@ -45,7 +45,6 @@ import os
 import re
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +53,7 @@ import numpy as np
 from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line, shard_error
+from gpu_profiler.frozen import frozen
 from gpu_profiler.prefetch import prefetched
 from gpu_profiler.readers.arrow import arrays_to_chunks
 from gpu_profiler.readers.base import (
@@ -101,7 +101,7 @@ _IN_ROW = re.compile(r"\.? in row \d+$")
 _TWO = "holds {} JSON values, not one object (a missing newline?)"
 
 
-@dataclass(frozen=True)
+@frozen
 class JsonlPart(FileShard):
     """A JSON Lines shard, plain or zstd-compressed (told by its magic bytes, not its name)."""
 
@@ -343,7 +343,7 @@ def _gathered(values: list[np.ndarray], valid: list[np.ndarray]) -> Iterator[Chu
     valid.clear()
 
 
-@dataclass(frozen=True)
+@frozen
 class _Done:
     """A piece parsed in the caller's thread, with a future's `result`."""
 
@@ -353,7 +353,7 @@ class _Done:
         return self.value
 
 
-@dataclass(frozen=True)
+@frozen
 class Screened:
     """What `screen` found in a block: its newlines, its non-blank lines (up to and
     including ``stray``), and the index in the block of the first non-blank line that does

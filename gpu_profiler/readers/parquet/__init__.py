@@ -25,12 +25,12 @@ import queue
 import sys
 import threading
 from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line
+from gpu_profiler.frozen import frozen
 from gpu_profiler.kernels import parquet_format as fmt
 from gpu_profiler.prefetch import put_unless_stopped
 from gpu_profiler.readers.arrow import array_to_chunk, arrays_to_chunks
@@ -173,7 +173,7 @@ def _changed(path: Path) -> ProfilerError:
                          "its footer was read); rerun once it is complete")
 
 
-@dataclass(frozen=True)
+@frozen
 class Told:
     """What planning learnt of a file without pyarrow: its schema (`schema.told`; None
     where not told there), the version it was read from, and its rows (-1: unknown)."""
@@ -231,7 +231,7 @@ def _footer(part: ParquetPart) -> Footer:
     return footer
 
 
-@dataclass(frozen=True)
+@frozen
 class ParquetPart(FileShard):
     """A Parquet shard. The footer its schema was read from is kept until the part is
     read, so that a scan (which checks every schema first) parses each footer once."""
@@ -289,7 +289,7 @@ class ParquetPart(FileShard):
         return _batches(self.path, pf, range(pf.num_row_groups), columns)
 
 
-@dataclass(frozen=True)
+@frozen
 class RowGroups(ParquetPart):
     """Row groups ``first`` to ``stop - 1`` of a Parquet shard (``size``: their bytes): a
     task's share of a shard too large for one (`row_group_ranges`)."""

@@ -1,0 +1,83 @@
+"""`gpu_profiler.frozen.frozen` behaves as ``@dataclass(frozen=True)``: each class beside its
+twin made by the standard decorator."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from dataclasses import FrozenInstanceError, dataclass, field
+
+import pytest
+
+from gpu_profiler.frozen import frozen
+
+
+def _pair(eq: bool = True) -> tuple[type, type]:
+    def body(ns: dict) -> None:
+        ns["__annotations__"] = {"a": "int", "b": "str", "c": "list", "d": "float"}
+        ns["b"] = "x"
+        ns["c"] = field(default_factory=list, compare=False)
+        ns["d"] = field(default=0.5, repr=False)
+
+    ours = frozen(eq=eq)(type("Pair", (), _ns(body)))
+    std = dataclass(frozen=True, eq=eq)(type("Pair", (), _ns(body)))
+    return ours, std
+
+
+def _ns(body) -> dict:
+    ns: dict = {}
+    body(ns)
+    return ns
+
+
+@pytest.mark.parametrize("eq", [True, False])
+def test_a_frozen_class_behaves_as_its_standard_twin(eq: bool) -> None:
+    ours, std = _pair(eq)
+    for cls in (ours, std):
+        x, y, z = cls(1), cls(1, c=[2]), cls(2, "y")
+        assert repr(x) == "Pair(a=1, b='x', c=[])"
+        assert (x == y) is eq and x != z and x != cls(1, d=0.7)  # c not compared, d is
+        assert x.__eq__(object()) is NotImplemented if eq else True
+        assert (hash(x) == hash(cls(1))) is eq
+        assert dataclasses.replace(x, a=3).a == 3 and dataclasses.replace(x, a=3) is not x
+        assert [f.name for f in dataclasses.fields(x)] == ["a", "b", "c", "d"]
+        assert dataclasses.asdict(z) == {"a": 2, "b": "y", "c": [], "d": 0.5}
+        with pytest.raises(FrozenInstanceError):
+            x.a = 2  # type: ignore[misc]
+        with pytest.raises(FrozenInstanceError):
+            del x.a  # type: ignore[misc]
+    assert ours(1) != std(1)  # another class, as two standard classes are
+
+
+def test_a_class_keeps_its_own_methods_and_subclasses_compare_their_fields() -> None:
+    @frozen(eq=False)
+    class Own:
+        a: int
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Own) and abs(self.a - other.a) <= 1
+
+        def __repr__(self) -> str:
+            return "own"
+
+    assert Own(1) == Own(2) and repr(Own(1)) == "own" and Own.__hash__ is None
+
+    @frozen
+    class Base:
+        a: int
+
+    @frozen
+    class Child(Base):
+        b: int = 0
+
+    assert Child(1, 2) == Child(1, 2) and Child(1, 2) != Child(1, 3) and Child(1) != Base(1)
+    assert repr(Child(1, 2)) == "test_a_class_keeps_its_own_methods_and_subclasses_compare" \
+        "_their_fields.<locals>.Child(a=1, b=2)"
+    assert hash(Child(1, 2)) == hash(Child(1, 2)) and {Child(1), Child(1)} == {Child(1)}
+
+
+def test_a_frozen_value_pickles() -> None:
+    from gpu_profiler.request import Source
+
+    s = Source("a/b", column="n")
+    assert pickle.loads(pickle.dumps(s)) == s and hash(pickle.loads(pickle.dumps(s))) == hash(s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -472,12 +473,16 @@ def _exact(counts: np.ndarray, weights: np.ndarray | None = None) -> int:
 def merge(hists: Iterable[LengthHistogram]) -> LengthHistogram:
     """Sum histograms (of shards, chunks, devices), exactly (token sums are Python ints).
     Caps may differ when the smaller-cap histograms have nothing above their cap (then
-    they are padded)."""
-    total = Sum()
-    for h in hists:
-        total.add(h)
-    if total.added == 0:
+    they are padded). One histogram is its own sum, returned as it is (immutable)."""
+    it = iter(hists)
+    first, second = next(it, None), next(it, None)
+    if first is None:
         raise ValueError("merge() needs at least one histogram")
+    if second is None:
+        return first
+    total = Sum()
+    for h in itertools.chain((first, second), it):
+        total.add(h)
     return total.histogram()
 
 

@@ -99,6 +99,11 @@ def jsonl_files(draw, name: str | None = None):
     return text.encode(), name
 
 
+#: How a file's text reaches the parse: mapped (a plain file the page cache holds), read
+#: into buffers (any other plain file), or decompressed (zstd); and the I/O mode for it.
+ROUTES = ("mapped", "read", "zstd")
+IO = {"mapped": "auto", "read": "buffered", "zstd": "auto"}
+
 SIZES = st.fixed_dictionaries({"BLOCK": st.sampled_from([64, 200, 4096, 16 << 20]),
                                "PARSE_BLOCK": st.sampled_from([64, 1000, 1 << 20]),
                                "SCHEMA_BYTES": st.sampled_from([64, 64 << 10]),
@@ -107,11 +112,13 @@ SIZES = st.fixed_dictionaries({"BLOCK": st.sampled_from([64, 200, 4096, 16 << 20
 
 @pytest.mark.slow  # 80 random files, ~10 s (the native parse is checked at random by default)
 @settings(max_examples=80, deadline=None)
-@given(file=jsonl_files(), sizes=SIZES, zstd=st.booleans())
-def test_random_files_equal_pyarrow_and_python_json(file, sizes, zstd):
+@given(file=jsonl_files(), sizes=SIZES, route=st.sampled_from(ROUTES))
+def test_random_files_equal_pyarrow_and_python_json(file, sizes, route):
     """Small blocks cut lines at every place and make pyarrow's threads straddle lines."""
     text, name = file
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.multiple(jsonl, **sizes):
+    zstd = route == "zstd"
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.multiple(jsonl, **sizes), \
+            mock.patch.dict(os.environ, {"GPU_PROFILER_IO": IO[route]}):
         path = Path(tmp) / ("data.jsonl.zst" if zstd else "data.jsonl")
         if zstd:
             write_zstd(path, text)
@@ -368,12 +375,15 @@ def test_a_bad_line_is_one_error_line_naming_it(bad, message, block, tmp_path, c
 @given(lines=st.lists(st.sampled_from([GOOD, "\n", ' {"n": 7}\r\n']), min_size=1,
                       max_size=300),
        bad=st.sampled_from(['{"n": 2.5}', '{"n": 1}{"n": 1}', "[1]", '  "x"', '{"n":']),
-       at=st.integers(0, 299), block=st.sampled_from([64, 300, 1 << 20]))
-def test_the_bad_line_named_is_the_bad_line(lines, bad, at, block):
-    """Wherever the bad line falls among blocks and bisection steps, its number is said."""
+       at=st.integers(0, 299), block=st.sampled_from([64, 300, 1 << 20]),
+       io=st.sampled_from(["auto", "buffered"]))
+def test_the_bad_line_named_is_the_bad_line(lines, bad, at, block, io):
+    """Wherever the bad line falls among blocks and bisection steps, its number is said,
+    in a file mapped or read."""
     at = min(at, len(lines))
     lines = [GOOD, *lines[:at], bad + "\n", *lines[at:]]
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(jsonl, "BLOCK", block):
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(jsonl, "BLOCK", block), \
+            mock.patch.dict(os.environ, {"GPU_PROFILER_IO": io}):
         path = Path(tmp) / "bad.jsonl"
         path.write_text("".join(lines))
         with pytest.raises(ProfilerError, match=f"bad.jsonl: line {at + 2}: "):
@@ -479,12 +489,15 @@ def test_a_line_without_end_is_refused_in_bounded_memory(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("block", [256, 4096])
-@pytest.mark.parametrize("zstd", [False, True])
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("piece", [1, 1 << 20])  # read ahead in a thread, in pieces; or not
-def test_an_overlong_line_after_many_blocks_is_named(block, zstd, piece, tmp_path):
+def test_an_overlong_line_after_many_blocks_is_named(block, route, piece, tmp_path,
+                                                     monkeypatch):
     """The reader of a plainly named field counts no lines (the parse does): an error of
     its own, blocks into the file, names its line all the same, as the checked read (of a
     name JSON escapes) names it."""
+    monkeypatch.setenv("GPU_PROFILER_IO", IO[route])
+    zstd = route == "zstd"
     good = '{"n": 1, "q\\"": 2, "t": "a"}\n'  # q": a name JSON escapes
     handed = '{"\\u006e": 4, "q\\"": 5}\n' * 20  # "n" escaped: parsed by pyarrow, 8 at once
     text = (good * 300 + "\n" * 7 + ' {"n": 2, "q\\"": 3}\r\n' * 9 + handed).encode() \
@@ -503,6 +516,38 @@ def test_an_overlong_line_after_many_blocks_is_named(block, zstd, piece, tmp_pat
     assert said[0] == f"{path}: line 337 runs over 0.00195312 MiB without a newline: not " \
         "JSON Lines"
     assert said[0] == said[1]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_file_the_page_cache_holds_is_mapped_not_copied(fast, tmp_path, monkeypatch):
+    """A warm plain file's blocks are read-only views of its mapping, any other's views of
+    writable buffers; both give the same lengths and name the same line, past whitespace
+    runs longer than a line may be, lines longer than a block, and a last line without a
+    newline."""
+    path = tmp_path / "warm.jsonl"
+    name = "n" if fast else 'q"'  # a name JSON escapes: the checked read (lines counted)
+    text = (GOOD + " " * 1500 + '{"n": 3, "q\\"": 4}\n' + "\t\r\n" * 300
+            + '{"n": 9, "q\\"": 1, "t": "' + "z" * 900 + '"}\n' + GOOD * 5
+            + '{"n": 2, "q\\"": 6}')
+    path.write_text(text)
+    want = [json.loads(x).get(name, -1) for x in text.splitlines() if x.strip()]
+    got = {}
+    for io in ("auto", "buffered"):
+        monkeypatch.setenv("GPU_PROFILER_IO", io)
+        with mock.patch.multiple(jsonl, BLOCK=256, MAX_LINE=1024):
+            blocks = [(b.readonly, b.tobytes())  # (a read buffer is reused: copied here)
+                      for b, _, _ in jsonl._blocks(path, 256, checked=not fast)]
+            got[io] = gp.lengths(str(path), column=name).tolist()
+        assert {readonly for readonly, _ in blocks} == {io == "auto"}
+        assert b"".join(b for _, b in blocks).replace(b" ", b"") == \
+            text.encode().replace(b" ", b"")  # (leading whitespace runs may be dropped)
+    assert got["auto"] == got["buffered"] == want
+    path.write_text(text + "\n" + GOOD * 3 + '{"n": ]}\n')
+    for io in ("auto", "buffered"):
+        monkeypatch.setenv("GPU_PROFILER_IO", io)
+        with mock.patch.multiple(jsonl, BLOCK=256, MAX_LINE=1024), \
+                pytest.raises(ProfilerError, match=r"warm.jsonl: line 313: invalid JSON"):
+            gp.lengths(str(path), column=name)
 
 
 def test_streaming_holds_a_block_not_the_file(tmp_path):

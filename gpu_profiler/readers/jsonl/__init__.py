@@ -38,6 +38,7 @@ start): the file is read by Python's own file object and planned by its `fields`
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -54,6 +55,7 @@ from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line, shard_error
 from gpu_profiler.frozen import frozen
+from gpu_profiler.io.pread import PositionedFile
 from gpu_profiler.prefetch import prefetched
 from gpu_profiler.readers.arrow import arrays_to_chunks
 from gpu_profiler.readers.base import (
@@ -401,7 +403,12 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
     error of the text read next is an `_AtLine`. A block is a view of one of ``buffers``
     buffers, taken in turn: the caller may still hold ``buffers - 1`` blocks when it asks
     for the next. No buffer starts larger than a plain file (a small shard's block is not
-    4 MiB of zeroed memory)."""
+    4 MiB of zeroed memory). A plain file the page cache holds is `_mapped_blocks` instead.
+    """
+    with _positioned(path) as mapped:
+        if mapped is not None:
+            yield from _mapped_blocks(mapped, size, grow, checked)
+            return
     with _open(path) as f:
         plain = isinstance(f, io.FileIO)
         if plain:
@@ -463,6 +470,68 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
             nxt_view = view if nxt is buf else memoryview(nxt)
             nxt_view[:have] = view[cut:end]
             buf, view = nxt, nxt_view
+
+
+@contextlib.contextmanager
+def _positioned(path: Path) -> Iterator[PositionedFile | None]:
+    """The file as a `PositionedFile` when it maps it (held by the page cache) and it is
+    no zstd stream, else None (a file it cannot open or read is `_open`'s to name)."""
+    try:
+        f = PositionedFile(path)
+    except ProfilerError:
+        yield None
+        return
+    with f:
+        try:
+            plain = f.mapped and os.pread(f.fd, len(ZSTD_MAGIC), 0) != ZSTD_MAGIC
+        except OSError:
+            plain = False
+        yield f if plain else None
+
+
+def _mapped_blocks(f: PositionedFile, size: int, grow: bool, checked: bool
+                   ) -> Iterator[tuple[memoryview, int | None, Screened | None]]:
+    """`_blocks` of a file the page cache holds: each block a view of a window mapped at
+    the line it starts with (populated at once), none copied into a buffer. The copy was a
+    tenth of a scan of short lines, a third of one of 2 KB documents, in CPU time
+    (bench/results/layouts.md)."""
+    pos, n, line, counted = 0, size, 1, True
+    while pos < f.size:
+        n = min(n, f.size - pos)
+        window = f.values(pos, n, "u1").data
+        cut = n if pos + n == f.size else _line_end(window)
+        if not cut:  # no newline: a line that starts with whitespace only is dropped,
+            if not screen(window, line if counted else 0)[0].solid:  # else mapped longer
+                pos += n
+            elif n > MAX_LINE:
+                raise _said(lambda at: f"{f.path}: line {at} runs over {_mib(MAX_LINE)} "
+                            "without a newline: not JSON Lines", line if counted else None)
+            else:
+                n = min(2 * n, MAX_LINE + 1)
+            continue
+        block = window[:cut]
+        seen, newlines = _checked(block, line, f.path) if checked else \
+            (_blank(block, line if counted else 0), 0)
+        yield block, line if counted else None, seen
+        if seen is not None and seen.stray is not None:
+            return
+        line += newlines
+        counted = checked
+        if grow and seen is not None and not seen.solid:
+            size = min(2 * size, max(size, BLOCK))
+        pos, n = pos + cut, size
+
+
+def _line_end(block: memoryview) -> int:
+    """Where the last line that ends with a newline in ``block`` ends (0: none does)."""
+    hi = len(block)
+    while hi > 0:
+        lo = max(0, hi - (64 << 10))
+        k = block[lo:hi].tobytes().rfind(b"\n")
+        if k >= 0:
+            return lo + k + 1
+        hi = lo
+    return 0
 
 
 def _blank(block: memoryview, line: int) -> Screened | None:

@@ -489,7 +489,9 @@ def merge(hists: Iterable[LengthHistogram]) -> LengthHistogram:
 class Sum:
     """A running sum of histograms, added in place as `merge` adds them: its memory stays
     O(cap) however many are added, and an addition allocates nothing unless the cap
-    grows (a scan sums one histogram per task, a backend one per chunk)."""
+    grows (a scan sums one histogram per task, a backend one per chunk). The first
+    histogram's bins are taken as they are (read-only), and copied only when another is
+    added to them: a scan of one task copied its 2 Mi bins twice, 36 ms of fresh pages."""
 
     def __init__(self, cap: int = 0) -> None:
         self.counts = np.zeros(cap + 1, dtype=np.int64)
@@ -504,13 +506,19 @@ class Sum:
     def add(self, h: LengthHistogram) -> None:
         """Add ``h``; the sum's bins grow to its cap (`LengthHistogram.with_cap` raises
         when lengths above the smaller cap were not binned)."""
-        if h.cap > self.cap:
+        if not self.added and h.cap >= self.cap:
+            self.counts = h.counts
+        elif h.cap > self.cap:
             if self.above_count:
                 self.histogram().with_cap(h.cap)  # raises: say which lengths
             self.counts = np.pad(self.counts, (0, h.cap - self.cap))
-        elif h.cap < self.cap and h.above_count:
-            h.with_cap(self.cap)  # raises
-        self.counts[:h.counts.size] += h.counts
+            self.counts[:h.counts.size] += h.counts
+        else:
+            if h.cap < self.cap and h.above_count:
+                h.with_cap(self.cap)  # raises
+            if not self.counts.flags.writeable:  # a histogram's own bins
+                self.counts = self.counts.copy()
+            self.counts[:h.counts.size] += h.counts
         if h.above_count:
             self.above_min = h.above_min if not self.above_count else min(self.above_min,
                                                                           h.above_min)
@@ -523,7 +531,8 @@ class Sum:
 
     def histogram(self) -> LengthHistogram:
         """The sum so far."""
-        return LengthHistogram(self.counts.copy(), self.above_count, self.above_tokens,
+        counts = self.counts.copy() if self.counts.flags.writeable else self.counts
+        return LengthHistogram(counts, self.above_count, self.above_tokens,
                                self.above_min, self.above_max, self.nulls, self.invalid)
 
 

@@ -76,6 +76,20 @@ def test_a_running_sum_grows_its_bins_and_hands_out_copies():
         merge([])
 
 
+def test_a_sum_takes_a_first_histogram_as_it_is_and_never_changes_it():
+    """A lone histogram is its own sum (its bins not copied); adding another copies them
+    first, so neither it nor a sum handed out before changes."""
+    a, b = hist_of([1, 2, 2], 5), hist_of([2, 5, 9], 5)
+    total = Sum()
+    total.add(a)
+    one = total.histogram()
+    assert one.counts is a.counts and merge([a]) is a
+    total.add(b)
+    total.add(b)
+    assert a == one == hist_of([1, 2, 2], 5) and b == hist_of([2, 5, 9], 5)
+    assert total.histogram() == hist_of([1, 2, 2, 2, 5, 9, 2, 5, 9], 5)
+
+
 @pytest.mark.parametrize("cap", [0, 1, 5, 17, 40])
 def test_with_cap_lowering_equals_direct_histogram(cap):
     values = np.random.default_rng(cap).integers(-2, 60, 400)

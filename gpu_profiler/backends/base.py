@@ -53,25 +53,26 @@ class Backend(ABC):
         if cap is None:
             cap = auto_cap(max(max((v for v in values if v >= 0), default=0),
                                int(dense[-1]) if dense.size else 0))
-        total = Sum(cap)
+        counts = np.zeros(cap + 1, np.int64)
         low = tally.dense[:cap + 1]
-        total.counts[:low.size] += low
+        counts[:low.size] += low
         high = dense[dense > cap]
-        if high.size:
-            rows = tally.dense[high]
-            total.add(LengthHistogram(np.zeros(cap + 1, np.int64), int(rows.sum()),
-                                      sum(a * b for a, b in zip(rows.tolist(), high.tolist(),
-                                                                strict=True)),
-                                      int(high[0]), int(high[-1])))
+        above = dict(zip(high.tolist(), tally.dense[high].tolist(), strict=True))
+        invalid = 0
         for raw, v in zip(tally.values, values, strict=True):
             n = tally.values[raw]
             if v < 0:
-                total.invalid += n
+                invalid += n
             elif v <= cap:
-                total.counts[v] += n
+                counts[v] += n
             else:
-                total.add(LengthHistogram(np.zeros(cap + 1, np.int64), n, n * v, v, v))
-        total.nulls += tally.nulls
+                above[v] = above.get(v, 0) + n
+        total = Sum(cap)
+        total.add(LengthHistogram(counts, null_count=tally.nulls, invalid_count=invalid))
+        if above:
+            total.add(LengthHistogram(np.zeros(cap + 1, np.int64), sum(above.values()),
+                                      sum(v * n for v, n in above.items()), min(above),
+                                      max(above)))
         for hist in tally.counted:
             total.add(hist)
         return total.histogram()

@@ -441,24 +441,18 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
                 raise _said(said, line if counted else None) from None
             if not n:
                 if have:
-                    yield (view[:have], line if counted else None,
-                           _checked(view[:have], line, path)[0] if checked else
-                           _blank(view[:have], line if counted else 0))
+                    yield from _handed(view[:have], line, counted, checked, path, size, grow)
                 return
             end = have + n
             cut = buf.rfind(b"\n", have, end) + 1
             if not cut:
                 have = end
                 continue
-            seen, newlines = _checked(view[:cut], line, path) if checked else \
-                (_blank(view[:cut], line if counted else 0), 0)
-            yield view[:cut], line if counted else None, seen
-            if seen is not None and seen.stray is not None:
+            stop, line, size = yield from _handed(view[:cut], line, counted, checked, path,
+                                                  size, grow)
+            if stop:
                 return
-            line += newlines
             counted = checked
-            if grow and seen is not None and not seen.solid:
-                size = min(2 * size, max(size, BLOCK))
             # the unfinished line moves to the start of the next buffer (one that fits it,
             # dropping one grown far beyond what it holds)
             have = end - cut
@@ -509,17 +503,28 @@ def _mapped_blocks(f: PositionedFile, size: int, grow: bool, checked: bool
             else:
                 n = min(2 * n, MAX_LINE + 1)
             continue
-        block = window[:cut]
-        seen, newlines = _checked(block, line, f.path) if checked else \
-            (_blank(block, line if counted else 0), 0)
-        yield block, line if counted else None, seen
-        if seen is not None and seen.stray is not None:
+        stop, line, size = yield from _handed(window[:cut], line, counted, checked, f.path,
+                                              size, grow)
+        if stop:
             return
-        line += newlines
         counted = checked
-        if grow and seen is not None and not seen.solid:
-            size = min(2 * size, max(size, BLOCK))
         pos, n = pos + cut, size
+
+
+def _handed(block: memoryview, line: int, counted: bool, checked: bool, path: Path,
+            size: int, grow: bool) -> Generator[
+                tuple[memoryview, int | None, Screened | None], None, tuple[bool, int, int]]:
+    """Hand one block of `_blocks` over, with the number of its first line if ``counted``
+    and what `screen` found (``checked``: checked to be UTF-8 and screened; else only
+    told if blank); return whether the read stops there (a stray line), the number of the
+    line after it (counted only if ``checked``) and the block size next: ``size``, doubled
+    after a blank block up to `BLOCK` if ``grow``."""
+    seen, newlines = _checked(block, line, path) if checked else \
+        (_blank(block, line if counted else 0), 0)
+    yield block, line if counted else None, seen
+    if grow and seen is not None and not seen.solid:
+        size = min(2 * size, max(size, BLOCK))
+    return seen is not None and seen.stray is not None, line + newlines, size
 
 
 def _line_end(block: memoryview) -> int:

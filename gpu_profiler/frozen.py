@@ -4,15 +4,23 @@ shared by every class instead of compiled for each.
 Python 3.11 compiles six methods for each frozen dataclass, ~1 ms a class: ~40 ms of a
 small scan's start-up, which imports ~40 (bench/results/startup.md). Three of them are
 shared here, with the dataclass semantics: equal when of the same class with equal
-``compare`` fields, hashed by those, shown by the ``repr`` fields.
+``compare`` fields, hashed by those (or as ``hash`` says), shown by the ``repr`` fields.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # (Python 3.10: only type checkers read it)
+    def dataclass_transform(**_: Any) -> Callable[[T], T]:
+        return lambda f: f
 
 
 def _compared(self: Any) -> tuple[Any, ...]:
@@ -26,7 +34,8 @@ def _eq(self: Any, other: object) -> Any:
 
 
 def _hash(self: Any) -> int:
-    return hash(_compared(self))
+    return hash(tuple(getattr(self, f.name) for f in fields(self)
+                      if (f.compare if f.hash is None else f.hash)))
 
 
 def _repr(self: Any) -> str:
@@ -49,7 +58,7 @@ def frozen(cls: Any = None, /, *, eq: bool = True) -> Any:
             c.__repr__ = _repr
         if eq and "__eq__" not in own:
             c.__eq__ = _eq
-        if eq and own.get("__hash__", None) is None:  # (None: Python's, for its own __eq__)
-            c.__hash__ = _hash
+        if eq and ("__hash__" not in own or own["__hash__"] is None and "__eq__" in own):
+            c.__hash__ = _hash  # (None beside its own __eq__: Python's, not the class's)
         return c
     return make if cls is None else make(cls)

@@ -14,10 +14,11 @@ from gpu_profiler.frozen import frozen
 
 def _pair(eq: bool = True) -> tuple[type, type]:
     def body(ns: dict) -> None:
-        ns["__annotations__"] = {"a": "int", "b": "str", "c": "list", "d": "float"}
+        ns["__annotations__"] = {"a": "int", "b": "str", "c": "list", "d": "float", "e": "int"}
         ns["b"] = "x"
         ns["c"] = field(default_factory=list, compare=False)
         ns["d"] = field(default=0.5, repr=False)
+        ns["e"] = field(default=1, hash=False)
 
     ours = frozen(eq=eq)(type("Pair", (), _ns(body)))
     std = dataclass(frozen=True, eq=eq)(type("Pair", (), _ns(body)))
@@ -35,13 +36,13 @@ def test_a_frozen_class_behaves_as_its_standard_twin(eq: bool) -> None:
     ours, std = _pair(eq)
     for cls in (ours, std):
         x, y, z = cls(1), cls(1, c=[2]), cls(2, "y")
-        assert repr(x) == "Pair(a=1, b='x', c=[])"
+        assert repr(x) == "Pair(a=1, b='x', c=[], e=1)"
         assert (x == y) is eq and x != z and x != cls(1, d=0.7)  # c not compared, d is
         assert x.__eq__(object()) is NotImplemented if eq else True
-        assert (hash(x) == hash(cls(1))) is eq
+        assert (hash(x) == hash(cls(1)) == hash(cls(1, e=2))) is eq and x != cls(1, e=2)
         assert dataclasses.replace(x, a=3).a == 3 and dataclasses.replace(x, a=3) is not x
-        assert [f.name for f in dataclasses.fields(x)] == ["a", "b", "c", "d"]
-        assert dataclasses.asdict(z) == {"a": 2, "b": "y", "c": [], "d": 0.5}
+        assert [f.name for f in dataclasses.fields(x)] == ["a", "b", "c", "d", "e"]
+        assert dataclasses.asdict(z) == {"a": 2, "b": "y", "c": [], "d": 0.5, "e": 1}
         with pytest.raises(FrozenInstanceError):
             x.a = 2  # type: ignore[misc]
         with pytest.raises(FrozenInstanceError):
@@ -61,6 +62,13 @@ def test_a_class_keeps_its_own_methods_and_subclasses_compare_their_fields() -> 
             return "own"
 
     assert Own(1) == Own(2) and repr(Own(1)) == "own" and Own.__hash__ is None
+
+    @frozen
+    class Unhashable:  # an explicit None, with no __eq__ of its own: kept, as dataclass does
+        a: int
+        __hash__ = None  # type: ignore[assignment]
+
+    assert Unhashable(1) == Unhashable(1) and Unhashable.__hash__ is None
 
     @frozen
     class Base:

@@ -65,7 +65,7 @@ class Backend(ABC):
                 invalid += n
             elif v <= cap:
                 counts[v] += n
-            else:
+            elif n:
                 above[v] = above.get(v, 0) + n
         total = Sum(cap)
         total.add(LengthHistogram(counts, null_count=tally.nulls, invalid_count=invalid))

@@ -55,7 +55,7 @@ from gpu_profiler import native
 from gpu_profiler.chunk import Chunk
 from gpu_profiler.errors import ProfilerError, first_line, shard_error
 from gpu_profiler.frozen import frozen
-from gpu_profiler.io.pread import PositionedFile
+from gpu_profiler.io.pread import PositionedFile, io_mode
 from gpu_profiler.prefetch import prefetched
 from gpu_profiler.readers.arrow import arrays_to_chunks
 from gpu_profiler.readers.base import (
@@ -470,6 +470,7 @@ def _blocks(path: Path, size: int, buffers: int = 1, grow: bool = False,
 def _positioned(path: Path) -> Iterator[PositionedFile | None]:
     """The file as a `PositionedFile` when it maps it (held by the page cache) and it is
     no zstd stream, else None (a file it cannot open or read is `_open`'s to name)."""
+    io_mode()  # (a bad GPU_PROFILER_IO is an error here, as for every reader)
     try:
         f = PositionedFile(path)
     except ProfilerError:
@@ -493,7 +494,9 @@ def _mapped_blocks(f: PositionedFile, size: int, grow: bool, checked: bool
     while pos < f.size:
         n = min(n, f.size - pos)
         window = f.values(pos, n, "u1").data
-        cut = n if pos + n == f.size else _line_end(window)
+        cut = _line_end(window)
+        if pos + n == f.size and n - cut <= MAX_LINE:
+            cut = n  # with the last line, which has no newline
         if not cut:  # no newline: a line that starts with whitespace only is dropped,
             if not screen(window, line if counted else 0)[0].solid:  # else mapped longer
                 pos += n

@@ -85,6 +85,7 @@ def test_random_order_banded_stride_clean_with_a_real_plan(runs, capsys):
     assert docs["random"]["predicted_window_std"] < docs["random"]["window_std"]
 
 
+@pytest.mark.slow  # (every format and a plot, ~3 s: the default suite stays under 5 minutes)
 def test_every_format_plot_and_debanded(runs, tmp_path, capsys):
     plan, log = runs["random"]
     (tmp_path / "o.txt").write_text("".join(f"{b}\n" for b in load_plan(str(plan)).bucket))

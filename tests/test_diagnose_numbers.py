@@ -38,17 +38,22 @@ def effects(result):
     return np.array([math.log(b.loss / (b.loss - b.effect)) for b in result.buckets])
 
 
+def _shape(marks: tuple = (), **shape) -> object:
+    return pytest.param(shape, marks=marks,
+                        id=",".join(f"{k}={v}" for k, v in shape.items()) or "per-step")
+
+
+# The first and the last (all at once) run by default, the others with the slow group.
 SHAPES = [
-    dict(),  # every step logged
-    dict(grad_accum=2),
-    dict(world_size=4),
-    dict(every=10, logged="mean"),  # 10-step window means, as HF Trainer logs
-    dict(grad_accum=4, world_size=2, every=5, logged="mean", first_step=1),
+    _shape(),  # every step logged
+    _shape(pytest.mark.slow, grad_accum=2),
+    _shape(pytest.mark.slow, world_size=4),
+    _shape(pytest.mark.slow, every=10, logged="mean"),  # 10-step window means, as HF Trainer logs
+    _shape(grad_accum=4, world_size=2, every=5, logged="mean", first_step=1),
 ]
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: ",".join(f"{k}={v}" for k, v in
-                                                                  s.items()) or "per-step")
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_random_order_is_banded_and_its_levels_recovered(shape, seed):
     run, _, r = run_and_diagnose(order="random", seed=seed, **shape)
@@ -61,8 +66,7 @@ def test_random_order_is_banded_and_its_levels_recovered(shape, seed):
     assert r.alignment.step_offset == shape.get("first_step", 0)
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: ",".join(f"{k}={v}" for k, v in
-                                                                  s.items()) or "per-step")
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_stride_order_is_not_banded(shape, seed):
     run, alone, r = run_and_diagnose(order="stride", seed=seed, **shape)

@@ -287,6 +287,7 @@ def _legend_clear(fig):
                 assert not bar.overlaps(box) or bar.y1 < box.y0, (ax.get_ylabel(), p)
 
 
+@pytest.mark.slow  # (every plot rendered, ~2.5 s: the default suite stays under 5 minutes)
 def test_no_legend_hides_a_bar(saved, long_tail):
     """The report's figure (the demo's, drawn as the page's SVG) and the long tail's: the
     shares legend hid bucket 5's tokens bar in the demo report."""

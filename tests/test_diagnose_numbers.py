@@ -78,7 +78,8 @@ def test_stride_order_is_not_banded(shape, seed):
     assert np.abs(effects(r) - run.levels).max() < 0.08  # fewer mixes to tell them apart
 
 
-@pytest.mark.parametrize("every, logged", [(1, "sample"), (10, "mean")])
+@pytest.mark.parametrize("every, logged", [pytest.param(1, "sample", marks=pytest.mark.slow),
+                                           (10, "mean")])
 def test_one_bucket_is_not_banded(every, logged):
     run = simulate([2000], [0.0], "random", every=every, logged=logged)
     log = loss_log(run.steps, run.loss)
@@ -213,9 +214,10 @@ def test_persistence_of_orders():
     assert curve.persistence(np.ones(100), 10) is None
 
 
-@pytest.mark.parametrize("shape", [dict(), dict(grad_accum=2, world_size=2),
-                                   dict(every=10, logged="mean")],
-                         ids=["per-step", "accum2,world2", "mean10"])
+@pytest.mark.parametrize("shape", [
+    pytest.param(dict(), id="per-step"),
+    pytest.param(dict(grad_accum=2, world_size=2), id="accum2,world2", marks=pytest.mark.slow),
+    pytest.param(dict(every=10, logged="mean"), id="mean10", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("slope", [-0.3, pytest.param(0.0, marks=pytest.mark.slow)])
 def test_a_batch_length_effect_within_buckets_is_recovered(shape, slope):
     """Within each bucket, a batch's loss goes as its mean sample length ^ slope (the

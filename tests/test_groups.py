@@ -428,6 +428,7 @@ def test_a_saved_grouped_histogram_validates(tmp_path, capsys):
     assert set(d["groups"]) == set(reference(length, group)) and d["group_by"] == "source"
 
 
+@pytest.mark.slow  # (every view rendered, ~3.4 s: the default suite stays under 5 minutes)
 def test_group_names_are_text_in_every_view(tmp_path, capsys):
     """Group names are data: rich markup and matplotlib mathtext in them are printed and
     drawn as written, in every command's text, warnings, pictures and report."""

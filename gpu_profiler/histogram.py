@@ -508,15 +508,14 @@ class Sum:
         when lengths above the smaller cap were not binned)."""
         if not self.added and h.cap >= self.cap:
             self.counts = h.counts
-        elif h.cap > self.cap:
-            if self.above_count:
-                self.histogram().with_cap(h.cap)  # raises: say which lengths
-            self.counts = np.pad(self.counts, (0, h.cap - self.cap))
-            self.counts[:h.counts.size] += h.counts
         else:
-            if h.cap < self.cap and h.above_count:
+            if h.cap > self.cap:
+                if self.above_count:
+                    self.histogram().with_cap(h.cap)  # raises: say which lengths
+                self.counts = np.pad(self.counts, (0, h.cap - self.cap))
+            elif h.cap < self.cap and h.above_count:
                 h.with_cap(self.cap)  # raises
-            if not self.counts.flags.writeable:  # a histogram's own bins
+            if not self.counts.flags.writeable:  # the first histogram's own bins
                 self.counts = self.counts.copy()
             self.counts[:h.counts.size] += h.counts
         if h.above_count:

@@ -108,9 +108,7 @@ class NumbaBackend(Backend):
         return self._threads, NumbaBackend(threads=1)
 
     def histogram_chunk(self, chunk: Chunk, cap: int) -> LengthHistogram:
-        tally = _Tally(self._threads, cap)
-        tally.add(chunk)
-        return tally.result()
+        return _Tally.of(chunk, self._threads, cap)
 
     def histogram(self, chunks: Iterable[Chunk], cap: int | None) -> LengthHistogram:
         """As `Backend.histogram`, but the blocks' int32 rows are kept from chunk to chunk:
@@ -190,6 +188,13 @@ class _Tally:
     """Each block's int32 histogram row and int64 stats row, summed over chunks; rows are
     folded into int64 counts before a bin could overflow, when the cap grows and at the
     end."""
+
+    @classmethod
+    def of(cls, chunk: Chunk, blocks: int, cap: int) -> LengthHistogram:
+        """The histogram of one chunk, binned ``0..cap`` in ``blocks`` blocks."""
+        tally = cls(blocks, cap)
+        tally.add(chunk)
+        return tally.result()
 
     def __init__(self, blocks: int, cap: int) -> None:
         self.stats = np.zeros((blocks, _STRIDE), np.int64)
@@ -296,14 +301,11 @@ class _Tally:
         in, faulted in its own 2 Mi bins too: 25 ms of a Megatron-LM index of documents.)"""
         old = self.cap
         above = _above(chunk, old)
-        if above is chunk:
-            again = _Tally(len(self.rows), cap)
-            again.add(chunk)
-            h = again.result()
+        h = _Tally.of(chunk, len(self.rows), cap) if above is chunk else None
         self.grow(cap)
         self.stats[:, [col.ABOVE_COUNT, col.ABOVE_TOKENS]] = 0
         self.stats[:, [col.ABOVE_MIN, col.ABOVE_MAX]] = -1
-        if above is not chunk:
+        if h is None:
             self.add(above)
             return
         self.counts[old + 1:] = h.counts[old + 1:]

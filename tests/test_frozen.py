@@ -12,23 +12,16 @@ import pytest
 from gpu_profiler.frozen import frozen
 
 
+def _namespace() -> dict:
+    """A class body (fresh fields: a dataclass takes them over)."""
+    return {"__annotations__": {"a": "int", "b": "str", "c": "list", "d": "float", "e": "int"},
+            "b": "x", "c": field(default_factory=list, compare=False),
+            "d": field(default=0.5, repr=False), "e": field(default=1, hash=False)}
+
+
 def _pair(eq: bool = True) -> tuple[type, type]:
-    def body(ns: dict) -> None:
-        ns["__annotations__"] = {"a": "int", "b": "str", "c": "list", "d": "float", "e": "int"}
-        ns["b"] = "x"
-        ns["c"] = field(default_factory=list, compare=False)
-        ns["d"] = field(default=0.5, repr=False)
-        ns["e"] = field(default=1, hash=False)
-
-    ours = frozen(eq=eq)(type("Pair", (), _ns(body)))
-    std = dataclass(frozen=True, eq=eq)(type("Pair", (), _ns(body)))
-    return ours, std
-
-
-def _ns(body) -> dict:
-    ns: dict = {}
-    body(ns)
-    return ns
+    return (frozen(eq=eq)(type("Pair", (), _namespace())),
+            dataclass(frozen=True, eq=eq)(type("Pair", (), _namespace())))
 
 
 @pytest.mark.parametrize("eq", [True, False])

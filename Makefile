@@ -12,6 +12,9 @@ BIN     = $(VENV)/bin
 # -qq: pip's errors still show, setuptools' editable-install notice (a box printed for any
 # checkout that is not a src layout) does not; `make native` says how the kernels' build went
 PIP_INSTALL = $(BIN)/python -m pip install -qq -e
+# pytest workers (pytest-xdist): one a core, at most 4 (each imports numba, pyarrow and
+# datasets); `make test JOBS=0` runs the suite in one process
+JOBS ?= $(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)); print(min(n, 4) if n > 1 else 0)")
 
 .PHONY: demo test test-slow test-integration bench clean chromium native
 
@@ -47,12 +50,12 @@ demo: $(VENV)/.installed native
 test: $(VENV)/.installed-test native
 	$(BIN)/ruff check gpu_profiler kernels tests bench setup.py
 	$(BIN)/mypy gpu_profiler kernels setup.py
-	$(BIN)/python -m pytest -q -m "not slow and not cudasim and not browser and not integration"
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m "not slow and not cudasim and not browser and not integration"
 
 # the slow groups: CUDA kernels under numba's simulator, ptxas, the fuzzers and bombs, and
 # the HTML report in a real browser
 test-slow: $(VENV)/.installed-slow native chromium
-	$(BIN)/python -m pytest -q -m "slow or cudasim or browser"
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m "slow or cudasim or browser"
 
 # Debian's Chromium, for the browser group (as root, else through sudo -n)
 chromium:

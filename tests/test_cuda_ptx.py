@@ -24,7 +24,9 @@ import pytest
 
 from gpu_profiler.kernels import cuda as k
 
-pytestmark = pytest.mark.slow  # ptxas on every kernel: make test-slow
+# ptxas on every kernel (make test-slow), all on one pytest worker: each compiles every
+# kernel for both targets once, in its module fixture
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ptx")]
 
 #: Per-target limits from the CUDA programming guide (compute capability tables). The
 #: backend itself queries these from the device at run time; here they are test data.

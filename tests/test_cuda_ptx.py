@@ -24,8 +24,8 @@ import pytest
 
 from gpu_profiler.kernels import cuda as k
 
-# ptxas on every kernel (make test-slow), all on one pytest worker: each compiles every
-# kernel for both targets once, in its module fixture
+# ptxas on every kernel (make test-slow), all on one pytest worker, which compiles every
+# kernel for both targets once (a session fixture: other modules' tests may run between)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ptx")]
 
 #: Per-target limits from the CUDA programming guide (compute capability tables). The
@@ -66,7 +66,7 @@ def find_ptxas() -> Path | None:
     return Path(found) if found else None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ptx() -> dict[str, dict[tuple[str, str], str]]:
     pytest.importorskip("numba_cuda")
     old = os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
@@ -80,7 +80,7 @@ def ptx() -> dict[str, dict[tuple[str, str], str]]:
             os.environ["NUMBA_ENABLE_CUDASIM"] = old
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ptxas() -> Path:
     path = find_ptxas()
     if path is None:

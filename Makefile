@@ -50,12 +50,12 @@ demo: $(VENV)/.installed native
 test: $(VENV)/.installed-test native
 	$(BIN)/ruff check gpu_profiler kernels tests bench setup.py
 	$(BIN)/mypy gpu_profiler kernels setup.py
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m "not slow and not cudasim and not browser and not integration"
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow and not cudasim and not browser and not integration"
 
 # the slow groups: CUDA kernels under numba's simulator, ptxas, the fuzzers and bombs, and
 # the HTML report in a real browser
 test-slow: $(VENV)/.installed-slow native chromium
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m "slow or cudasim or browser"
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "slow or cudasim or browser"
 
 # Debian's Chromium, for the browser group (as root, else through sudo -n)
 chromium:

@@ -104,9 +104,8 @@ SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 def jit_param(name: str) -> object:
     """The JIT's case of a test over the ways the CPU kernels run, in the slow group: on a
     fresh clone every kernel compiles through numba first (~1 min of the default suite),
-    while the native library, which every scan uses, is tested by default. All on one
-    pytest-xdist worker (``--dist loadgroup``), which compiles each kernel once."""
-    return pytest.param(name, marks=[pytest.mark.slow, pytest.mark.xdist_group("jit")])
+    while the native library, which every scan uses, is tested by default."""
+    return pytest.param(name, marks=pytest.mark.slow)
 
 
 def scaled(n: int, simulated: int = 2_000) -> int:

@@ -24,9 +24,7 @@ import pytest
 
 from gpu_profiler.kernels import cuda as k
 
-# ptxas on every kernel (make test-slow), all on one pytest worker, which compiles every
-# kernel for both targets once (a session fixture: other modules' tests may run between)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ptx")]
+pytestmark = pytest.mark.slow  # ptxas on every kernel: make test-slow
 
 #: Per-target limits from the CUDA programming guide (compute capability tables). The
 #: backend itself queries these from the device at run time; here they are test data.

@@ -727,9 +727,10 @@ def utf8_error(a):
     return (-1,)
 
 
-@kernel(inline="always")
+@kernel
 def _start(a, i):
-    """The walk's state at ``i``, outside any string: ``(i, its tokens, the carries)``."""
+    """The walk's state at ``i``, outside any string: ``(i, its tokens, the carries)``.
+    (Called, not inlined: it runs once a walk and once a string longer than 64 bytes.)"""
     m, ins, esc, run = _tokens(a, i, _ZERO64, _ZERO64, _ZERO64)
     return i, m, ins, esc, run
 
@@ -738,6 +739,18 @@ def _start(a, i):
 def _step(a, n, st):
     """``(p, state)``: the next token and the state past it; p -1 when it lies beyond the
     text's last whole 64 bytes (the scalar parse takes the line)."""
+    base, m, ins, esc, run = st
+    if m:
+        return base + _first(m), (base, m & (m - _ONE), ins, esc, run)
+    return _refill(a, n, st)
+
+
+@kernel
+def _refill(a, n, st):
+    """`_step` past its group's last token: the next groups' tokens found. Called once a
+    group of 64 bytes, not inlined: the walk inlines `_step` 25 times, and `_tokens` in
+    each made the library build in 2x the time and 4x the memory, for 2-4% of the walk's
+    speed (bench/results/build.md, jsonl_walk.md)."""
     base, m, ins, esc, run = st
     while not m:
         base += _GROUP

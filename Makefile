@@ -14,7 +14,7 @@ BIN     = $(VENV)/bin
 PIP_INSTALL = $(BIN)/python -m pip install -qq -e
 # pytest workers (pytest-xdist): one a core, at most 4 (each imports numba, pyarrow and
 # datasets); `make test JOBS=0` runs the suite in one process
-JOBS ?= $(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)); print(min(n, 4) if n > 1 else 0)")
+JOBS ?= $(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1; print(min(n, 4) if n > 1 else 0)")
 
 .PHONY: demo test test-slow test-integration bench clean chromium native
 

@@ -2,9 +2,9 @@
 --into DIR`: what ``pip install`` runs), and the JSON Lines walk's compile through the JIT
 (`kernels.jsonl.lengths`, first call with an empty ``NUMBA_CACHE_DIR``: what a machine
 without the library pays on its first JSON Lines scan). ``--baseline DIR``: the same with
-another checkout's install, processes in turn (A B, B A, ...). Wall seconds and peak RSS
-(the build's largest process), medians over ``--rounds``. Writes bench/results/build.md
-and .json.
+another checkout's install (its own modules: ``python -P``), processes in turn (A B A B).
+Wall seconds and peak RSS (the build's largest process), medians over ``--rounds``.
+Writes bench/results/build.md and .json.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ def run(root: Path, what: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
         env = dict(os.environ, NUMBA_CACHE_DIR=tmp)
         if what == "build":
-            return common.process([python, "-m", "gpu_profiler.native_build", "--into", tmp],
-                                  env)
-        return common.process([python, "-c", JIT], env)
+            return common.process([python, "-P", "-m", "gpu_profiler.native_build", "--into",
+                                   tmp], env)
+        return common.process([python, "-P", "-c", JIT], env)
 
 
 def main() -> None:

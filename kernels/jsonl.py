@@ -730,7 +730,8 @@ def utf8_error(a):
 @kernel
 def _start(a, i):
     """The walk's state at ``i``, outside any string: ``(i, its tokens, the carries)``.
-    (Called, not inlined: it runs once a walk and once a string longer than 64 bytes.)"""
+    (Called, not inlined: it runs once a walk, and after a string `_crossing` crossed
+    that ends past the group it began in.)"""
     m, ins, esc, run = _tokens(a, i, _ZERO64, _ZERO64, _ZERO64)
     return i, m, ins, esc, run
 
@@ -747,10 +748,11 @@ def _step(a, n, st):
 
 @kernel
 def _refill(a, n, st):
-    """`_step` past its group's last token: the next groups' tokens found. Called once a
-    group of 64 bytes, not inlined: the walk inlines `_step` 25 times, and `_tokens` in
-    each made the library build in 2x the time and 4x the memory, for 2-4% of the walk's
-    speed (bench/results/build.md, jsonl_walk.md)."""
+    """`_step` past its group's last token: the next groups' tokens found. Called at most
+    once a group of 64 bytes, not inlined: the walk inlines `_step` at 19 places and
+    `_start` at 6, and `_tokens` inlined in each of those 25 made the library build in 2x
+    the time and 4x the memory, for 1.5-4% of the walk's speed (bench/results/build.md,
+    jsonl_walk.md)."""
     base, m, ins, esc, run = st
     while not m:
         base += _GROUP

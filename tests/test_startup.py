@@ -82,6 +82,11 @@ def test_second_process_compiles_nothing_through_the_jit(corpus):
     env = dict(os.environ, GPU_PROFILER_NATIVE="0")
     run(WORKLOAD, hf, pqt, env=env)  # fills the cache for any signature not cached yet
     report = json.loads(run(WORKLOAD, hf, pqt, env=env).splitlines()[-1])
+    if any(v["misses"] for v in report["stats"].values()):
+        # numba rewrites a kernel's cache index unlocked: another pytest worker saving a
+        # signature of the same kernel at that moment can drop this one's entry. Filled
+        # again, a working cache then hits; a broken one misses every time.
+        report = json.loads(run(WORKLOAD, hf, pqt, env=env).splitlines()[-1])
     stats = report["stats"]
     assert "gpu_profiler.kernels.cpu.histogram_block" in stats
     assert "gpu_profiler.kernels.ipc.walk" in stats

@@ -12,9 +12,10 @@ BIN     = $(VENV)/bin
 # -qq: pip's errors still show, setuptools' editable-install notice (a box printed for any
 # checkout that is not a src layout) does not; `make native` says how the kernels' build went
 PIP_INSTALL = $(BIN)/python -m pip install -qq -e
-# pytest workers (pytest-xdist): one a core, at most 4 (each imports numba, pyarrow and
-# datasets); `make test JOBS=0` runs the suite in one process
-JOBS ?= $(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1; print(min(n, 4) if n > 1 else 0)")
+# pytest workers (pytest-xdist): one a logical core, at most 4 (each imports numba, pyarrow
+# and datasets); `make test JOBS=0` runs the suite in one process
+JOBS ?= logical
+PYTEST = $(BIN)/python -m pytest -q -n $(JOBS) --maxprocesses 4
 
 .PHONY: demo test test-slow test-integration bench clean chromium native
 
@@ -50,12 +51,12 @@ demo: $(VENV)/.installed native
 test: $(VENV)/.installed-test native
 	$(BIN)/ruff check gpu_profiler kernels tests bench setup.py
 	$(BIN)/mypy gpu_profiler kernels setup.py
-	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow and not cudasim and not browser and not integration"
+	$(PYTEST) -m "not slow and not cudasim and not browser and not integration"
 
 # the slow groups: CUDA kernels under numba's simulator, ptxas, the fuzzers and bombs, and
 # the HTML report in a real browser
 test-slow: $(VENV)/.installed-slow native chromium
-	$(BIN)/python -m pytest -q -n $(JOBS) -m "slow or cudasim or browser"
+	$(PYTEST) -m "slow or cudasim or browser"
 
 # Debian's Chromium, for the browser group (as root, else through sudo -n)
 chromium:

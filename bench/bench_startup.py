@@ -1,21 +1,20 @@
-"""Start-up benchmark (issue 4, item 5): wall time of whole ``gpu-profiler`` processes on a
-small corpus, where importing and loading kernels, not scanning, is the cost.
+"""Start-up benchmark: what a whole ``gpu-profiler`` process pays before and around its scan,
+layer by layer, beside what a five-line numpy script pays.
 
 Builds a 10,000-sample Hugging Face save_to_disk dir (``input_ids`` list<int32> + ``length``)
-under bench/data/, runs each command once to warm the page cache and the kernel cache,
-then ``--repeat`` times, and reports min and median wall time per command:
-``python -c pass`` (the interpreter floor), ``gpu-profiler --help``, ``gpu-profiler profile``
-with the auto and numpy backends, and with ``--offsets-of input_ids``. Target: profile under
-1 s on a warm second run. Writes bench/results/startup.md and startup.json.
+under bench/data/ and times, as whole processes in turn (A B C A B C, after a warm-up
+round; medians of wall and CPU seconds): the interpreter (``python -c pass``), with numpy
+imported (all a numpy script pays before its work), with typer too (the CLI's framework),
+with the package's scan and CLI modules, ``gpu-profiler --help``, and ``gpu-profiler
+profile`` of the small dir (its scan is ~1 ms: the rest is start-up, tables and output),
+with the numpy backend and with ``--offsets-of input_ids``. ``--baseline DIR`` runs the
+package's rows from a checkout DIR as well, in the same alternation (its ``.venv``). Target:
+``profile`` under 1 s. Writes bench/results/startup.md and startup.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import statistics
 import sys
 from pathlib import Path
 
@@ -26,6 +25,11 @@ import common  # noqa: E402
 
 BENCH, CLI = common.BENCH, common.CLI
 TARGET_S = 1.0
+#: The import layers, each one's ``python -c`` code (each includes the ones before).
+LAYERS = {"python -c pass": "pass", "+ numpy": "import numpy",
+          "+ typer": "import numpy, typer",
+          "+ the package's modules": "import numpy, typer, gpu_profiler.api, gpu_profiler.cli.app"}
+OURS = ("+ the package's modules",)
 
 
 def corpus(samples: int) -> Path:
@@ -41,52 +45,65 @@ def corpus(samples: int) -> Path:
     return path
 
 
-def wall(cmd: list[str], repeat: int) -> list[float]:
-    """Wall seconds of ``repeat`` runs of ``cmd`` after one warm-up run."""
-    common.process(cmd)
-    return [common.process(cmd)["wall"] for _ in range(repeat)]
+def commands(path: str, python: str, cli: str) -> dict[str, list[str]]:
+    """Each row's command, run with ``python`` and the ``cli`` script of one checkout."""
+    out = {name: [python, "-c", code] for name, code in LAYERS.items()}
+    out |= {"gpu-profiler --help": [cli, "--help"],
+            "profile (auto backend)": [cli, "profile", path, "--quiet"],
+            "profile -b numpy": [cli, "profile", path, "--quiet", "-b", "numpy"],
+            "profile --offsets-of input_ids": [cli, "profile", path, "--quiet",
+                                               "--offsets-of", "input_ids"]}
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=10_000)
-    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=21)
+    ap.add_argument("--baseline", help="a checkout (with its .venv) to run the same rows of")
     args = ap.parse_args()
     path = str(corpus(args.samples))
     common.compile_package()
-    commands = {
-        "python -c pass": [sys.executable, "-c", "pass"],
-        "gpu-profiler --help": [CLI, "--help"],
-        "profile (auto backend)": [CLI, "profile", path, "--quiet"],
-        "profile -b numpy": [CLI, "profile", path, "--quiet", "-b", "numpy"],
-        "profile --offsets-of input_ids": [CLI, "profile", path, "--quiet",
-                                           "--offsets-of", "input_ids"],
-    }
-    rows = {}
-    for name, cmd in commands.items():
-        t = wall(cmd, args.repeat)
-        rows[name] = {"min_s": min(t), "median_s": statistics.median(t), "runs": t}
-        print(f"{name:34s} min {min(t):.3f} s  median {statistics.median(t):.3f} s", flush=True)
-    auto = rows["profile (auto backend)"]["median_s"]
-    result = {
-        "samples": args.samples, "repeat": args.repeat, "target_s": TARGET_S,
-        "meets_target": auto < TARGET_S, "results": rows,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg_1m": os.getloadavg()[0]},
-    }
-    out = BENCH / "results"
-    out.mkdir(exist_ok=True)
-    (out / "startup.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# Start-up: whole CLI processes on a 10k-sample HF dir (warm second run)", "",
-             f"`python bench/bench_startup.py --samples {args.samples} --repeat {args.repeat}`; "
-             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end "
-             "(other work shares the machine). Target: `profile` under "
-             f"{TARGET_S:.0f} s: **{'met' if auto < TARGET_S else 'missed'}** "
-             f"(median {auto:.2f} s).", "",
-             "| command | min (s) | median (s) |", "|---|---:|---:|"]
+    now = commands(path, sys.executable, CLI)
+    methods = {name: (lambda c=cmd: common.process(c)) for name, cmd in now.items()}
+    if args.baseline:
+        venv = Path(args.baseline, ".venv", "bin")
+        before = commands(path, str(venv / "python"), str(venv / "gpu-profiler"))
+        methods |= {f"{name} (baseline)": (lambda c=cmd: common.process(c))
+                    for name, cmd in before.items()
+                    if name in OURS or name not in LAYERS}
+    machine = common.machine()
+    common.alternate(methods, 1)  # warm-up: page cache, kernel cache
+    runs = common.alternate(methods, args.repeat)
+    rows = {name: {"wall_s": common.median(r, "wall"), "cpu_s": common.median(r, "cpu"),
+                   "runs": [round(x["wall"], 4) for x in r]} for name, r in runs.items()}
     for name, r in rows.items():
-        lines.append(f"| `{name}` | {r['min_s']:.3f} | {r['median_s']:.3f} |")
-    (out / "startup.md").write_text("\n".join(lines) + "\n")
+        print(f"{name:44s} wall {r['wall_s'] * 1e3:6.1f} ms  cpu {r['cpu_s'] * 1e3:6.1f} ms",
+              flush=True)
+    auto = rows["profile (auto backend)"]["wall_s"]
+    machine["load_end"] = common.load()
+    cmd = "python bench/bench_startup.py " + " ".join(sys.argv[1:])
+    data = {"command": cmd, "samples": args.samples, "repeat": args.repeat,
+            "target_s": TARGET_S, "meets_target": auto < TARGET_S, "machine": machine,
+            "results": rows}
+    md = ["# Start-up: whole processes, layer by layer", "",
+          f"`{cmd}` on {machine['cpu']} ({machine['cores']} cores shared with other work), "
+          f"{machine['date']}, git {machine['git']}, load {machine['load']:.1f}-"
+          f"{machine['load_end']:.1f}. Each command a whole process, all of them in turn "
+          f"after a warm-up round; medians of {args.repeat}. A layer's `python -c` imports "
+          "those above it too, so its step is what it adds. A profile of the "
+          f"{args.samples:,}-sample dir scans for ~1 ms: the rest is start-up, the tables and "
+          f"the output. Target: `profile` under {TARGET_S:.0f} s: "
+          f"**{'met' if auto < TARGET_S else 'missed'}** ({auto * 1e3:.0f} ms).", ""]
+    table, prev = [], 0.0
+    for name, r in rows.items():
+        step = ""
+        if name in LAYERS:
+            step, prev = f"+{(r['wall_s'] - prev) * 1e3:.0f}" if prev else "", r["wall_s"]
+        table.append([f"`{name}`", f"{r['wall_s'] * 1e3:.0f}", step,
+                      f"{r['cpu_s'] * 1e3:.0f}"])
+    md += common.table(["command", "wall (ms)", "step (ms)", "CPU (ms)"], table)
+    common.write_results("startup", data, md)
 
 
 if __name__ == "__main__":

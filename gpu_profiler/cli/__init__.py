@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -46,8 +47,12 @@ def console() -> None:
     stdout and stderr are flushed. Interpreter teardown does nothing useful here and costs
     ~0.13 s (mostly numba's), a sixth of a small run. OpenBLAS's threads, unless the
     user sized them, are one: the CLI calls no threaded BLAS, and each idle thread spins
-    ~0.1 s of CPU after numpy loads it, a core's share of a small scan."""
+    ~0.1 s of CPU after numpy loads it, a core's share of a small scan. Python's collector
+    runs a young collection every 700 new objects, ~70 of them while the modules load,
+    though nearly all of those objects live as long as the process: here every 50,000 (a
+    small profile 15-30 ms faster, of 0.3 s: bench/results/startup.md)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    gc.set_threshold(50_000, 10, 10)
     try:
         main()
         code = 0

@@ -8,13 +8,17 @@ imported (all a numpy script pays before its work), with typer too (the CLI's fr
 with the package's scan and CLI modules, ``gpu-profiler --help``, and ``gpu-profiler
 profile`` of the small dir (its scan is ~1 ms: the rest is start-up, tables and output),
 with the numpy backend and with ``--offsets-of input_ids``. ``--baseline DIR`` runs the
-package's rows from a checkout DIR as well, in the same alternation (its ``.venv``). Target:
-``profile`` under 1 s. Writes bench/results/startup.md and startup.json.
+package's rows from a checkout DIR as well, in the same alternation (its ``.venv``). Every
+process runs with one OpenBLAS thread, as the CLI sets it (numpy's idle threads otherwise
+spin for ~0.1 s of CPU each, and on a 2-core machine the layers' times then vary by more
+than their steps). Target: ``profile`` under 1 s. Writes bench/results/startup.md and
+startup.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -64,12 +68,13 @@ def main() -> None:
     args = ap.parse_args()
     path = str(corpus(args.samples))
     common.compile_package()
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     now = commands(path, sys.executable, CLI)
-    methods = {name: (lambda c=cmd: common.process(c)) for name, cmd in now.items()}
+    methods = {name: (lambda c=cmd: common.process(c, env)) for name, cmd in now.items()}
     if args.baseline:
         venv = Path(args.baseline, ".venv", "bin")
         before = commands(path, str(venv / "python"), str(venv / "gpu-profiler"))
-        methods |= {f"{name} (baseline)": (lambda c=cmd: common.process(c))
+        methods |= {f"{name} (baseline)": (lambda c=cmd: common.process(c, env))
                     for name, cmd in before.items()
                     if name in OURS or name not in LAYERS}
     machine = common.machine()
@@ -90,7 +95,8 @@ def main() -> None:
           f"`{cmd}` on {machine['cpu']} ({machine['cores']} cores shared with other work), "
           f"{machine['date']}, git {machine['git']}, load {machine['load']:.1f}-"
           f"{machine['load_end']:.1f}. Each command a whole process, all of them in turn "
-          f"after a warm-up round; medians of {args.repeat}. A layer's `python -c` imports "
+          f"after a warm-up round, one OpenBLAS thread each (as the CLI sets it); medians of "
+          f"{args.repeat}. A layer's `python -c` imports "
           "those above it too, so its step is what it adds. A profile of the "
           f"{args.samples:,}-sample dir scans for ~1 ms: the rest is start-up, the tables and "
           f"the output. Target: `profile` under {TARGET_S:.0f} s: "

@@ -82,3 +82,29 @@ def test_a_frozen_value_pickles() -> None:
 
     s = Source("a/b", column="n")
     assert pickle.loads(pickle.dumps(s)) == s and hash(pickle.loads(pickle.dumps(s))) == hash(s)
+
+
+def test_nothing_is_set_or_deleted_after_init_and_copies_keep_the_fields() -> None:
+    import copy
+
+    ours, std = _pair()
+    for cls in (ours, std):
+        x = cls(1, c=[2])
+        for name in ("a", "zzz", "__dict__"):
+            with pytest.raises(FrozenInstanceError):
+                setattr(x, name, 3)
+        with pytest.raises(FrozenInstanceError):
+            del x.zzz  # type: ignore[attr-defined]
+        y, z = copy.copy(x), copy.deepcopy(x)
+        assert y == x == z and y.c is x.c and z.c is not x.c
+        with pytest.raises(FrozenInstanceError):
+            y.a = 2  # type: ignore[misc]
+        assert x.a == 1 and not hasattr(x, "zzz")
+
+
+def test_a_field_init_does_not_set_or_a_setattr_of_its_own_is_refused() -> None:
+    for body in ({"__annotations__": {"a": "int"}, "a": field(init=False, default=1)},
+                 {"__annotations__": {"a": "int"}, "__setattr__": lambda s, n, v: None},
+                 {"__annotations__": {"a": "int"}, "__delattr__": lambda s, n: None}):
+        with pytest.raises(TypeError, match="frozen class"):
+            frozen(type("Bad", (), body))

@@ -96,6 +96,32 @@ def test_with_cap_lowering_equals_direct_histogram(cap):
     assert hist_of(values, 40).with_cap(cap) == hist_of(values, cap)
 
 
+@given(st.lists(st.integers(-3, 300), max_size=200), st.integers(0, 320))
+@settings(max_examples=150, deadline=None)
+def test_the_numbers_read_from_the_present_bins_are_the_whole_bins(values, cap):
+    """tokens, min, max, valid, the percentiles and a lowered cap, read through `present`,
+    against the same numbers computed over every bin (and the values themselves)."""
+    import pickle
+    from fractions import Fraction
+    from math import ceil
+
+    h = hist_of(values, cap)
+    valid = sorted(v for v in values if v >= 0)
+    assert (h.valid, h.tokens, h.min, h.max) == (len(valid), sum(valid), min(valid, default=None),
+                                                 max(valid, default=None))
+    assert h.valid == int(h.counts.sum()) + h.above_count
+    assert h.tokens == int(h.counts @ np.arange(h.cap + 1)) + h.above_tokens
+    cum = np.cumsum(h.counts)
+    for k, v in h.percentiles().items():
+        rank = max(1, ceil(Fraction(k[1:]) * len(valid) / 100))
+        if valid and rank <= cum[-1]:
+            assert v == int(np.searchsorted(cum, rank))
+    for low in {0, cap // 2, max(cap - 1, 0)}:
+        assert h.with_cap(low) == hist_of(values, low)
+    copy = pickle.loads(pickle.dumps(h))
+    assert copy == h and "present" in h.__dict__ and "present" not in copy.__dict__
+
+
 def test_dict_and_file_round_trip(tmp_path):
     h = hist_of([0, 5, 5, 9, 100, -4], cap=10)
     assert LengthHistogram.from_dict(h.to_dict()) == h

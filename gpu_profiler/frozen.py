@@ -68,7 +68,11 @@ def frozen(*, eq: bool = True) -> Any: ...
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
 def frozen(cls: Any = None, /, *, eq: bool = True) -> Any:
     """``@dataclass(frozen=True)`` (``eq=False``: compared and hashed by identity), its
-    class's own ``__eq__``, ``__hash__`` and ``__repr__`` kept."""
+    class's own ``__eq__``, ``__hash__`` and ``__repr__`` kept. Unlike the standard
+    decorator's: a field must be one ``__init__`` sets, the class may not define its own
+    ``__setattr__`` or ``__delattr__`` (both refused, TypeError), ``__init__`` runs once,
+    a subclass sets no attribute of its own (decorate it ``@frozen`` too), and no
+    standard frozen dataclass derives from one, nor it from one."""
     def make(c: Any) -> Any:
         own = dict(c.__dict__)  # (before the dataclass adds to it)
         c = dataclass(eq=False, repr=False)(c)

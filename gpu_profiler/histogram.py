@@ -102,23 +102,32 @@ class LengthHistogram:
 
     @cached_property
     def present(self) -> tuple[np.ndarray, np.ndarray]:
-        """The lengths ``0..cap`` that occur (ascending, int64) and their counts: what
-        `valid`, `tokens`, `min`, `max`, the percentiles and a lowered cap read, found once
-        (a histogram binned to millions of lengths is mostly empty bins: each pass over
-        them took 3-8 ms; numpy finds the non-zero bytes of a mask 4x faster than the
-        non-zero int64s)."""
+        """The lengths ``0..cap`` that occur (ascending) and their counts, read-only: what
+        `tokens`, `min`, `max`, the percentiles, a lowered cap and the saved form read,
+        found once (a histogram binned to millions of lengths is mostly empty bins: each
+        pass over them took 3-8 ms; numpy finds the non-zero bytes of a mask 4x faster
+        than the non-zero int64s). `valid` sums the bins themselves: one pass, no copy, for
+        the per-task histograms a scan counts its progress by."""
         nz = np.flatnonzero(self.counts != 0)
-        return nz, self.counts[nz]
+        counts = self.counts[nz]
+        nz.setflags(write=False)
+        counts.setflags(write=False)
+        return nz, counts
 
     def __getstate__(self) -> dict[str, Any]:
         """The fields alone: `present` is found again where it is read (a histogram sent
         to or from a Dask worker is not made larger by it)."""
         return {k: v for k, v in self.__dict__.items() if k != "present"}
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled or deep-copied: the bins read-only again, as every histogram's are."""
+        self.__dict__.update(state)
+        self.counts.setflags(write=False)
+
     @property
     def valid(self) -> int:
         """Number of valid (non-null, non-negative) samples."""
-        return int(self.present[1].sum()) + self.above_count
+        return int(self.counts.sum()) + self.above_count
 
     @property
     def total(self) -> int:

@@ -118,8 +118,14 @@ def test_the_numbers_read_from_the_present_bins_are_the_whole_bins(values, cap):
             assert v == int(np.searchsorted(cum, rank))
     for low in {0, cap // 2, max(cap - 1, 0)}:
         assert h.with_cap(low) == hist_of(values, low)
-    copy = pickle.loads(pickle.dumps(h))
-    assert copy == h and "present" in h.__dict__ and "present" not in copy.__dict__
+    assert not any(a.flags.writeable for a in h.present)
+    for protocol in (4, 5):  # (4: the bins come back as a fresh array)
+        copy = pickle.loads(pickle.dumps(h, protocol=protocol))
+        assert copy == h and "present" in h.__dict__ and "present" not in copy.__dict__
+        assert not copy.counts.flags.writeable
+        before = copy.counts.copy()
+        merge([copy, h])  # a sum never writes into its first histogram's bins
+        assert np.array_equal(copy.counts, before)
 
 
 def test_dict_and_file_round_trip(tmp_path):

@@ -49,8 +49,10 @@ def console() -> None:
     user sized them, are one: the CLI calls no threaded BLAS, and each idle thread spins
     ~0.1 s of CPU after numpy loads it, a core's share of a small scan. Python's collector
     runs a young collection every 700 new objects, ~70 of them while the modules load,
-    though nearly all of those objects live as long as the process: here every 50,000 (a
-    small profile 15-30 ms faster, of 0.3 s: bench/results/startup.md)."""
+    though nearly all of those objects live as long as the process: here every 50,000
+    (and a full one every ~5M; a scan makes a few objects a chunk or shard, and the cycles
+    among them hold no buffers: a 300-shard Parquet scan peaks at the same RSS), which
+    makes a small profile ~6-15 ms faster (bench/results/startup.md)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     gc.set_threshold(50_000, 10, 10)
     try:

@@ -8,7 +8,8 @@ imported (all a numpy script pays before its work), with typer too (the CLI's fr
 with the package's scan and CLI modules, ``gpu-profiler --help``, and ``gpu-profiler
 profile`` of the small dir (its scan is ~1 ms: the rest is start-up, tables and output),
 with the numpy backend and with ``--offsets-of input_ids``. ``--baseline DIR`` runs the
-package's rows from a checkout DIR as well, in the same alternation (its ``.venv``). Every
+package's rows from a checkout DIR as well, in the same alternation (its ``.venv``, which
+should start as this one does: the same site hooks, numba-cuda's included). Every
 process runs with one OpenBLAS thread, as the CLI sets it (numpy's idle threads otherwise
 spin for ~0.1 s of CPU each, and on a 2-core machine the layers' times then vary by more
 than their steps). Target: ``profile`` under 1 s. Writes bench/results/startup.md and
@@ -51,7 +52,8 @@ def corpus(samples: int) -> Path:
 
 def commands(path: str, python: str, cli: str) -> dict[str, list[str]]:
     """Each row's command, run with ``python`` and the ``cli`` script of one checkout."""
-    out = {name: [python, "-c", code] for name, code in LAYERS.items()}
+    out = {name: [python, "-P", "-c", code] for name, code in LAYERS.items()}  # (-P: the
+    # package from the venv's install, not the working directory's)
     out |= {"gpu-profiler --help": [cli, "--help"],
             "profile (auto backend)": [cli, "profile", path, "--quiet"],
             "profile -b numpy": [cli, "profile", path, "--quiet", "-b", "numpy"],

@@ -153,8 +153,8 @@ def plot_extent(hist: LengthHistogram, max_seq_len: int) -> int:
     reach = max(max_seq_len, min(r[0], hist.cap))
     if (hist.max or 0) > _TAIL * reach:
         return reach
-    nz = np.flatnonzero(hist.counts)
-    return max(int(nz[-1]) if nz.size else 0, max_seq_len)
+    lengths = hist.present[0]  # (the binned lengths that occur: the percentile found them)
+    return max(int(lengths[-1]) if lengths.size else 0, max_seq_len)
 
 
 def tail(hist: LengthHistogram, upto: int) -> tuple[int, int, int]:

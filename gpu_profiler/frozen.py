@@ -76,11 +76,12 @@ def frozen(cls: Any = None, /, *, eq: bool = True) -> Any:
     def make(c: Any) -> Any:
         own = dict(c.__dict__)  # (before the dataclass adds to it)
         c = dataclass(eq=False, repr=False)(c)
-        if not all(f.init for f in fields(c)) or {"__setattr__", "__delattr__"} & own.keys():
+        every = fields(c)
+        if not all(f.init for f in every) or {"__setattr__", "__delattr__"} & own.keys():
             raise TypeError(f"{c.__qualname__}: a frozen class's __init__ sets every field, "
                             "and nothing else does (init=False, or a __setattr__ or "
                             "__delattr__ of its own, needs @dataclass(frozen=True))")
-        c.__setattr__ = _setattr(frozenset(f.name for f in fields(c)))
+        c.__setattr__ = _setattr(frozenset(f.name for f in every))
         c.__delattr__ = _delattr
         if "__repr__" not in own:
             c.__repr__ = _repr
